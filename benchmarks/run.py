@@ -1,0 +1,156 @@
+"""Benchmark ctxrag on the cookbook's data (read from ../shared/data): quality, index time, query latency.
+
+    .venv/bin/python benchmarks/run.py [--shared-data PATH] [--out benchmarks/results]
+
+Each run uses a fresh CTXRAG_HOME (so "cold" means no cached contexts or embeddings and a new Prefect database)
+and the `ctxrag` command in a subprocess, as a user runs it. Query latency is measured in process with the model
+loaded. Writes results.json and results.md beside the cookbook's published figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PUBLISHED_CODEBASE = {  # Pass@5 / @10 / @20, cookbook (paid APIs: voyage-2, Claude, Cohere)
+    "voyage-2 baseline": (80.92, 87.15, 90.06),
+    "+ Claude contexts": (88.12, 92.34, 94.29),
+    "+ Elasticsearch BM25 hybrid": (86.43, 93.21, 94.99),
+    "+ Cohere rerank": (92.15, 95.26, 97.45),
+}
+PUBLISHED_DOCS = {  # k=3, all 100 questions: precision / recall / F1 / MRR
+    "basic": (0.428, 0.659, 0.519, 0.737),
+    "summary indexing": (0.453, 0.714, 0.555, 0.773),
+    "+ Claude rerank": (0.437, 0.693, 0.536, 0.865),
+}
+
+
+def ctxrag(home: Path, *args: str) -> tuple[dict, float]:
+    env = {**os.environ, "CTXRAG_HOME": str(home)}
+    env.pop("PREFECT_HOME", None)
+    env.pop("PREFECT_API_URL", None)
+    started = time.perf_counter()
+    result = subprocess.run([str(REPO / ".venv" / "bin" / "ctxrag"), *args, "--json"], capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - started
+    if result.returncode:
+        raise SystemExit(f"ctxrag {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout), elapsed
+
+
+def query_latency(home: Path, name: str, queries: list[str]) -> dict[str, float]:
+    """p50 in milliseconds per strategy, in process, model loaded and warmed up."""
+    os.environ["CTXRAG_HOME"] = str(home)
+    from storage.index_store import IndexStore
+    from tasks.search import Searcher, Strategy
+
+    searcher = Searcher(IndexStore(home).open(name))
+    searcher.search("warm up", Strategy.HYBRID, 10)
+    p50 = {}
+    for strategy in Strategy:
+        times = []
+        for query in queries:
+            started = time.perf_counter()
+            searcher.search(query, strategy, 10)
+            times.append((time.perf_counter() - started) * 1000)
+        p50[strategy.value] = round(statistics.median(times), 2)
+    return p50
+
+
+def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], extra: tuple[str, ...] = ()) -> dict:
+    home = Path(tempfile.mkdtemp(prefix=f"ctxrag-bench-{label}-"))
+    cold, cold_seconds = ctxrag(home, "index", str(corpus), "--name", label, *extra)
+    warm, warm_seconds = ctxrag(home, "index", str(corpus), "--name", label, *extra)
+    assert warm["chunks_embedded"] == 0 and warm["status"] == "unchanged", warm
+    metrics, eval_seconds = ctxrag(home, "evaluate", str(evalset), "--name", label)
+    embed_seconds = cold["seconds"]["embed"]
+    return {
+        "corpus": str(corpus.name),
+        "evalset": str(evalset.name),
+        "options": list(extra),
+        "chunks": cold["chunks"],
+        "cold_index_seconds": round(cold_seconds, 1),
+        "cold_stage_seconds": cold["seconds"],
+        "warm_index_seconds": round(warm_seconds, 1),
+        "embedding_chunks_per_second": round(cold["chunks_embedded"] / embed_seconds, 1) if embed_seconds else None,
+        "evaluate_seconds": round(eval_seconds, 1),
+        "query_p50_ms": query_latency(home, label, queries),
+        "metrics": metrics,
+    }
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
+    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+
+
+def render(results: dict) -> str:
+    lines = [
+        "# ctxrag benchmark results",
+        "",
+        f"Machine: {results['machine']['cpus']} cores ({results['machine']['cpu']}), Python {results['machine']['python']}, "
+        f"{results['machine']['date']}. Produced by `benchmarks/run.py`; embedded defaults only (no API, no simulator).",
+        "",
+    ]
+    for run in results["runs"]:
+        metrics = run["metrics"]
+        names = list(next(iter(metrics.values())))
+        lines += [f"## {run['label']}", "", f"`{run['corpus']}` ({run['chunks']} chunks), questions `{run['evalset']}`.", ""]
+        lines += ["| strategy | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+        for strategy, values in metrics.items():
+            lines.append(f"| ctxrag {strategy} | " + " | ".join(_fmt(name, values[name]) for name in names) + " |")
+        published = PUBLISHED_CODEBASE if "pass@10" in names else PUBLISHED_DOCS
+        for row, values in published.items():
+            lines.append(f"| cookbook {row} (published) | " + " | ".join(str(value) for value in values) + " |" + " |" * (len(names) - len(values)))
+        lines += [
+            "",
+            f"- cold index (empty CTXRAG_HOME, model load and Prefect start-up included): {run['cold_index_seconds']} s "
+            f"(stages: {', '.join(f'{k} {v:.1f} s' for k, v in run['cold_stage_seconds'].items())})",
+            f"- warm index (nothing changed, no model loaded): {run['warm_index_seconds']} s",
+            f"- embedding: {run['embedding_chunks_per_second']} chunks/s",
+            f"- evaluate (all strategies, subprocess): {run['evaluate_seconds']} s",
+            "- query p50 in process (ms): " + ", ".join(f"{k} {v}" for k, v in run["query_p50_ms"].items()),
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _fmt(name: str, value: float) -> str:
+    return f"{value * 100:.2f}" if name.startswith("pass@") else f"{value:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    args = parser.parse_args()
+    data = args.shared_data
+    codebase_queries = [json.loads(line)["query"] for line in (data / "codebase" / "evaluation_set.jsonl").read_text().splitlines() if line.strip()]
+    docs_queries = [item["question"] for item in json.loads((data / "anthropic_docs" / "docs_evaluation_sample.json").read_text())]
+    runs = []
+    for label, corpus, evalset, queries in [
+        ("codebase", data / "codebase" / "codebase_chunks.json", data / "codebase" / "evaluation_set.jsonl", codebase_queries),
+        ("docs-summaries", data / "anthropic_docs" / "anthropic_summary_indexed_docs.json", data / "anthropic_docs" / "docs_evaluation_sample.json", docs_queries),
+        ("docs-plain", data / "anthropic_docs" / "anthropic_docs.json", data / "anthropic_docs" / "docs_evaluation_sample.json", docs_queries),
+    ]:
+        print(f"benchmarking {label} ...", file=sys.stderr, flush=True)
+        runs.append({"label": label, **bench_corpus(label, corpus, evalset, queries)})
+    results = {"machine": machine(), "runs": runs}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    (args.out / "results.md").write_text(render(results))
+    print(render(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""The ``ctxrag`` command: index, search, evaluate, list, delete. Results on stdout; progress and logs on stderr."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Optional
+
+import ctxrag.offline  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ctxrag.offline import ctxrag_home
+from storage.index_store import IndexStore, UnknownIndexError
+from tasks.models import CorpusError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Contextual Retrieval as a Prefect workflow.")
+out = Console()
+err = Console(stderr=True)
+
+USER_ERRORS = (CorpusError, UnknownIndexError, ValueError, RuntimeError)
+
+NameOption = typer.Option("default", "--name", help="Index name: lowercase letters, digits, '-' and '_'.")
+
+
+class _NoTracebackForUserErrors(logging.Filter):
+    """Prefect logs a failed task's traceback; for bad input the one-line message is the whole story."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], USER_ERRORS):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def _quiet_tracebacks() -> None:
+    """Configure Prefect's logging now (later runs only update it) and filter its console handlers."""
+    from prefect.logging.configuration import setup_logging
+
+    setup_logging()
+    loggers = [logging.getLogger()] + [
+        logger for name, logger in logging.Logger.manager.loggerDict.items()
+        if name.startswith("prefect") and isinstance(logger, logging.Logger)
+    ]
+    for handler in {handler for logger in loggers for handler in logger.handlers}:
+        handler.addFilter(_NoTracebackForUserErrors())
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2)
+
+
+def _run(flow, **parameters):  # type: ignore[no-untyped-def]
+    """Run a flow; a user error becomes one line on stderr and exit code 2."""
+    _quiet_tracebacks()
+    try:
+        return flow(**parameters)
+    except USER_ERRORS as error:
+        _fail(str(error))
+
+
+def _parse_ks(values: Optional[list[str]]) -> Optional[list[int]]:
+    if not values:
+        return None
+    try:
+        return [int(part) for value in values for part in value.split(",") if part.strip()]
+    except ValueError:
+        _fail(f"--k takes whole numbers, e.g. --k 5,10,20 (got {' '.join(values)})")
+        return None
+
+
+@app.command()
+def index(
+    source: str = typer.Argument(..., help="A cookbook/docs JSON corpus, or a folder of code, Markdown and text."),
+    name: str = NameOption,
+    contextualizer: str = typer.Option("structural", help="structural (offline, no LLM) or none."),
+    max_seq_length: int = typer.Option(512, help="Embedding model's max word pieces per chunk."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+) -> None:
+    """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
+    from flows.index import index_corpus
+
+    report = _run(index_corpus, source=source, name=name, contextualizer=contextualizer, max_seq_length=max_seq_length)
+    if as_json:
+        print(json.dumps(report))
+        return
+    for warning in report["warnings"]:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    table = Table(title=f"index {name!r}: {report['status']} (version {report['version']})")
+    table.add_column("item")
+    table.add_column("value", justify="right")
+    for key, value in report.items():
+        if key not in {"warnings", "index", "version", "status", "seconds"}:
+            table.add_row(key.replace("_", " "), str(value))
+    table.add_row("warnings", str(len(report["warnings"])))
+    table.add_row("seconds", ", ".join(f"{stage} {value:.1f}" for stage, value in report["seconds"].items()))
+    out.print(table)
+
+
+@app.command()
+def search(
+    query: str = typer.Argument(...),
+    name: str = NameOption,
+    strategy: str = typer.Option("hybrid", help="vector, bm25, hybrid (RRF) or hybrid-weighted."),
+    k: int = typer.Option(10, "-k", "--k", min=1),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Search an index (no Prefect run: answers in milliseconds)."""
+    from tasks.search import Searcher, Strategy
+
+    try:
+        searcher = Searcher(IndexStore(ctxrag_home()).open(name))
+        hits = searcher.search(query, Strategy.from_str(strategy), k)
+    except USER_ERRORS as error:
+        _fail(str(error))
+        return
+    chunks = searcher.index.chunks
+    rows = [
+        {
+            "rank": rank,
+            "chunk_id": chunks["chunk_id"][hit.row].as_py(),
+            "doc_id": chunks["doc_id"][hit.row].as_py(),
+            "chunk_index": chunks["chunk_index"][hit.row].as_py(),
+            "score": round(hit.score, 6),
+            "found_by": hit.found_by,
+            "context": chunks["context"][hit.row].as_py(),
+            "content": chunks["content"][hit.row].as_py(),
+        }
+        for rank, hit in enumerate(hits, start=1)
+    ]
+    if as_json:
+        print(json.dumps(rows))
+        return
+    for row in rows:
+        out.print(f"[bold]{row['rank']}. {row['chunk_id']}[/]  score {row['score']:.4f}  found by {', '.join(row['found_by'])}", highlight=False)
+        snippet = " ".join(str(row["content"]).split())[:240]
+        out.print(f"   {snippet}", highlight=False, markup=False)
+
+
+@app.command()
+def evaluate(
+    evalset: str = typer.Argument(..., help="Cookbook JSONL (Pass@k) or docs JSON (precision/recall/F1/MRR)."),
+    name: str = NameOption,
+    k: Optional[list[str]] = typer.Option(None, "--k", help="Cut-offs, e.g. --k 5,10,20 (default: 5,10,20 for JSONL, 3 for docs)."),
+    strategy: Optional[list[str]] = typer.Option(None, "--strategy", help="Repeatable; default: every strategy."),
+    as_json: bool = typer.Option(False, "--json", help="Print only {strategy: {metric: value}} as JSON."),
+) -> None:
+    """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
+    from flows.evaluate import evaluate_index
+
+    result = _run(evaluate_index, evalset=evalset, name=name, ks=_parse_ks(k), strategies=strategy or None)
+    if result["missing_golden"]:
+        err.print(f"[yellow]warning:[/] {len(result['missing_golden'])} golden chunks are not in the index (scored as misses)")
+    if as_json:
+        print(json.dumps(result["metrics"]))
+        return
+    metrics = result["metrics"]
+    names = list(next(iter(metrics.values())))
+    table = Table(title=f"{result['queries']} queries on index {name!r}")
+    table.add_column("strategy")
+    for metric in names:
+        table.add_column(metric, justify="right")
+    for strategy_name, values in metrics.items():
+        table.add_row(strategy_name, *(f"{values[metric]:.4f}" for metric in names))
+    out.print(table)
+    err.print(f"chart: {result['chart']}\nper-query results: {result['run_dir']}", highlight=False)
+
+
+@app.command("list")
+def list_indexes() -> None:
+    """List the indexes under $CTXRAG_HOME."""
+    store = IndexStore(ctxrag_home())
+    for index_name in store.names():
+        manifest = store.manifest(index_name) or {}
+        counts = manifest.get("counts", {})
+        config = manifest.get("config", {})
+        print(
+            f"{index_name}\t{counts.get('documents')} documents\t{counts.get('chunks')} chunks\t"
+            f"{config.get('contextualizer', {}).get('name')}\t{manifest.get('created_at')}\t{manifest.get('source')}"
+        )
+
+
+@app.command()
+def delete(name: str = typer.Argument(...)) -> None:
+    """Delete an index (its stored contexts and embeddings stay cached)."""
+    try:
+        deleted = IndexStore(ctxrag_home()).delete(name)
+    except ValueError as error:
+        _fail(str(error))
+        return
+    if not deleted:
+        _fail(f"no index named {name!r}")
+    err.print(f"deleted index {name!r}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The ``evaluate`` flow: strategies x k over an evaluation set -> metrics table, chart, per-query results."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import ctxrag.offline  # noqa: F401  (before Prefect)
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+
+from ctxrag.offline import ctxrag_home
+from storage.index_store import IndexStore
+from tasks.evalset import EvalSet, load_evalset
+from tasks.evaluate import Evaluation, evaluate
+from tasks.progress import stage_progress
+from tasks.report import metrics_rows, write_chart, write_run
+from tasks.search import Searcher, Strategy
+
+
+@task(cache_policy=NONE)
+def load_evaluation_set(path: str) -> EvalSet:
+    return load_evalset(path)
+
+
+@task(cache_policy=NONE)
+def run_evaluation(name: str, home: Path, evalset: EvalSet, strategies: list[Strategy], ks: list[int]) -> Evaluation:
+    searcher = Searcher(IndexStore(home).open(name))
+    with stage_progress("evaluating") as update:
+        return evaluate(searcher, evalset, strategies, ks, progress=update)
+
+
+@task(cache_policy=NONE)
+def save_evaluation(run_dir: Path, config: dict[str, object], result: Evaluation) -> Path:
+    write_run(run_dir, config, result.metrics, result.per_query)
+    return write_chart(result.metrics, run_dir / "chart.png", f"{config['index']}: {Path(str(config['evalset'])).name}")
+
+
+@flow(name="ctxrag-evaluate")
+def evaluate_index(
+    evalset: str,
+    name: str = "default",
+    ks: list[int] | None = None,
+    strategies: list[str] | None = None,
+    home: str | None = None,
+) -> dict[str, object]:
+    """Score every strategy (or the given ones) of index NAME on EVALSET; returns metrics and where results went."""
+    root = Path(home) if home else ctxrag_home()
+    chosen = [Strategy.from_str(value) for value in strategies] if strategies else list(Strategy)
+    questions = load_evaluation_set(evalset)
+    ks = sorted(set(ks)) if ks else questions.format.default_ks
+    if any(k < 1 for k in ks):
+        raise ValueError(f"k must be at least 1, got {ks}")
+    result = run_evaluation(name, root, questions, chosen, ks)
+    if result.missing_golden:
+        get_run_logger().warning(
+            "%d golden chunks of %s are not in index %r and count as misses (first: %s)",
+            len(result.missing_golden), Path(evalset).name, name, ", ".join(result.missing_golden[:3]),
+        )
+    run_dir = root / "runs" / f"evaluate-{name}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**6:06d}"
+    config = {
+        "index": name,
+        "index_manifest": IndexStore(root).manifest(name),
+        "evalset": str(Path(evalset).resolve()),
+        "format": questions.format.value,
+        "ks": ks,
+        "strategies": [strategy.value for strategy in chosen],
+    }
+    chart = save_evaluation(run_dir, config, result)
+    rows = metrics_rows(result.metrics)
+    create_table_artifact(key=f"ctxrag-metrics-{name}".replace("_", "-"), table=rows, description=f"{Path(evalset).name} on {name!r}")
+    create_markdown_artifact(
+        key=f"ctxrag-chart-{name}".replace("_", "-"),
+        markdown=f"Evaluation of `{name}` on `{Path(evalset).name}`: chart at `{chart}`, per-query results in `{run_dir}`.",
+    )
+    return {
+        "metrics": result.metrics,
+        "run_dir": str(run_dir),
+        "chart": str(chart),
+        "missing_golden": result.missing_golden,
+        "queries": len(questions.queries),
+        "seconds": round(result.seconds, 3),
+    }

@@ -1,0 +1,160 @@
+"""Named indexes on disk, in versions: a build is staged aside and made live by one atomic rename.
+
+Layout under ``$CTXRAG_HOME/indexes/NAME/``: ``versions/<id>/`` (manifest.json, chunks.parquet, the BM25 and
+vector files), ``live.json`` naming the live version, and ``build.lock`` held while a build runs. Readers follow
+``live.json``, so they see the old version or the new one, never a half-written one; a failed build is removed
+and the live version is untouched.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storage.bm25 import Bm25Index
+from storage.vectors import VectorIndex
+
+FORMAT_VERSION = 1
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
+KEEP_PREVIOUS_VERSIONS = 1  # a reader that opened the previous version just before a swap can still finish
+
+
+class UnknownIndexError(LookupError):
+    """A named index that does not exist or cannot be read."""
+
+
+def validate_name(name: str) -> str:
+    if not NAME_PATTERN.match(name):
+        raise ValueError(
+            f"invalid index name {name!r}: use lowercase letters, digits, '-' and '_' "
+            "(starting with a letter or digit, at most 100 characters)"
+        )
+    return name
+
+
+@dataclass
+class StoredIndex:
+    """A loaded index version: its manifest, its chunk rows (in BM25/vector row order) and both indexes."""
+
+    manifest: dict[str, Any]
+    chunks: pa.Table
+    bm25: Bm25Index
+    vectors: VectorIndex
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.manifest["config"]
+
+
+class IndexStore:
+    """All named indexes under one home folder."""
+
+    def __init__(self, home: Path) -> None:
+        self.root = home / "indexes"
+
+    def _dir(self, name: str) -> Path:
+        return self.root / validate_name(name)
+
+    def names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(path.name for path in self.root.iterdir() if (path / "live.json").is_file())
+
+    def live_version(self, name: str) -> Path | None:
+        pointer = self._dir(name) / "live.json"
+        if not pointer.is_file():
+            return None
+        return self._dir(name) / "versions" / json.loads(pointer.read_text())["version"]
+
+    def manifest(self, name: str) -> dict[str, Any] | None:
+        version = self.live_version(name)
+        return None if version is None else json.loads((version / "manifest.json").read_text())
+
+    def open(self, name: str) -> StoredIndex:
+        """Load the live version of ``name``."""
+        version = self.live_version(name)
+        if version is None:
+            known = ", ".join(self.names()) or "none"
+            raise UnknownIndexError(f"no index named {name!r} (indexes: {known}); build one with `ctxrag index SOURCE --name {name}`")
+        manifest = json.loads((version / "manifest.json").read_text())
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise UnknownIndexError(
+                f"index {name!r} has format version {manifest.get('format_version')}, this ctxrag reads "
+                f"{FORMAT_VERSION}: re-run `ctxrag index` for it"
+            )
+        return StoredIndex(
+            manifest=manifest,
+            chunks=pq.read_table(version / "chunks.parquet"),
+            bm25=Bm25Index.load(version / "bm25"),
+            vectors=VectorIndex.load(version),
+        )
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """Hold the index's build lock; a second build of the same index fails at once with a clear message."""
+        directory = self._dir(name)
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / "build.lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RuntimeError(f"index {name!r} is being built by another run; try again when it ends") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def publish(self, name: str, manifest: dict[str, Any], chunks: pa.Table, bm25: Bm25Index, vectors: VectorIndex) -> Path:
+        """Write a new version beside the live one, then make it live atomically; old versions are pruned."""
+        directory = self._dir(name)
+        version_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        staging = directory / f".staging-{version_id}"
+        try:
+            staging.mkdir(parents=True)
+            bm25.save(staging / "bm25")
+            vectors.save(staging)
+            pq.write_table(chunks, staging / "chunks.parquet")
+            full = {**manifest, "format_version": FORMAT_VERSION, "name": name, "version": version_id}
+            (staging / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
+            final = directory / "versions" / version_id
+            final.parent.mkdir(exist_ok=True)
+            os.rename(staging, final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        self._point_to(directory, version_id)
+        self._prune(directory, keep=version_id)
+        return final
+
+    def delete(self, name: str) -> bool:
+        directory = self._dir(name)
+        if not directory.exists():
+            return False
+        (directory / "live.json").unlink(missing_ok=True)  # readers stop finding it first
+        shutil.rmtree(directory)
+        return True
+
+    @staticmethod
+    def _point_to(directory: Path, version_id: str) -> None:
+        temporary = directory / f".live.{uuid.uuid4().hex}.tmp"
+        temporary.write_text(json.dumps({"version": version_id}))
+        os.replace(temporary, directory / "live.json")
+
+    @staticmethod
+    def _prune(directory: Path, keep: str) -> None:
+        versions = sorted(path for path in (directory / "versions").iterdir() if path.name != keep)
+        for old in versions[: max(0, len(versions) - KEEP_PREVIOUS_VERSIONS)]:
+            shutil.rmtree(old, ignore_errors=True)
+        for leftover in directory.glob(".staging-*"):
+            shutil.rmtree(leftover, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Pipeline stages as small typed functions; ``flows`` wraps them as Prefect tasks."""

@@ -1,0 +1,68 @@
+"""The loading stage: a SOURCE (a cookbook or docs JSON file, or a directory) becomes a ``Corpus``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tasks.load.chunking import (
+    DEFAULT_BUDGET,
+    Piece,
+    chunk_content,
+    split_code,
+    split_markdown,
+    split_text,
+)
+from tasks.load.cookbook import COOKBOOK_FIELDS, load_cookbook, parse_cookbook
+from tasks.load.directory import load_directory
+from tasks.load.docs import DOCS_FIELDS, load_docs, parse_docs
+from tasks.load.jsonio import read_records, type_name
+from tasks.models import Corpus, CorpusError
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "Piece",
+    "chunk_content",
+    "detect_format",
+    "load_cookbook",
+    "load_directory",
+    "load_docs",
+    "load_source",
+    "parse_cookbook",
+    "parse_docs",
+    "split_code",
+    "split_markdown",
+    "split_text",
+]
+
+
+def detect_format(records: list[Any], source: str) -> str:
+    """"cookbook" or "docs", from the fields of the first record (the chosen parser then checks every record)."""
+    first = records[0]
+    if not isinstance(first, dict):
+        raise CorpusError(f"{source}: record 0: must be an object, got {type_name(first)}")
+    cookbook = sum(name in first for name in COOKBOOK_FIELDS)
+    docs = sum(name in first for name in DOCS_FIELDS)
+    if cookbook != docs:
+        return "cookbook" if cookbook > docs else "docs"
+    raise CorpusError(
+        f"{source}: record 0 matches no known format (fields: {', '.join(sorted(map(str, first))) or 'none'}); "
+        f"the cookbook format needs {', '.join(COOKBOOK_FIELDS)} (chunks: chunk_id, original_index, content); "
+        f"the docs format needs {', '.join(DOCS_FIELDS)} (optional: summary)"
+    )
+
+
+def load_source(path: str | Path, budget: int = DEFAULT_BUDGET) -> Corpus:
+    """Load SOURCE: a directory (chunked with ``budget`` characters per chunk) or a JSON file whose format is
+    detected from its fields."""
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: no such file or directory")
+    if path.is_dir():
+        return load_directory(path, budget)
+    if path.suffix.lower() != ".json":
+        raise CorpusError(f"{path}: expected a directory or a .json file (cookbook or docs format)")
+    records = read_records(path)
+    if detect_format(records, str(path)) == "cookbook":
+        return parse_cookbook(records, str(path))
+    return parse_docs(records, str(path))

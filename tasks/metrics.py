@@ -1,0 +1,45 @@
+"""Retrieval metrics, as the cookbook computes them.
+
+``pass_at_k``: share of a query's golden chunks found in the top k (Contextual Retrieval guide).
+``precision``/``recall``/``mrr`` per query, and F1 from the *mean* precision and *mean* recall (RAG guide).
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Sequence
+
+
+def pass_at_k(retrieved: Sequence[Hashable], golden: Sequence[Hashable], k: int) -> float:
+    """Fraction of ``golden`` found in the first ``k`` of ``retrieved`` (0 when there is no golden item)."""
+    wanted = set(golden)
+    if not wanted:
+        return 0.0
+    return len(wanted & set(retrieved[:k])) / len(wanted)
+
+
+def precision_at_k(retrieved: Sequence[Hashable], golden: Sequence[Hashable], k: int) -> float:
+    """True positives over the number of chunks retrieved (at most ``k``)."""
+    top = list(dict.fromkeys(retrieved[:k]))
+    return len(set(top) & set(golden)) / len(top) if top else 0.0
+
+
+def recall_at_k(retrieved: Sequence[Hashable], golden: Sequence[Hashable], k: int) -> float:
+    return pass_at_k(retrieved, golden, k)
+
+
+def reciprocal_rank_at_k(retrieved: Sequence[Hashable], golden: Sequence[Hashable], k: int) -> float:
+    """1 / rank of the first golden chunk within the top ``k``; 0 if none is there."""
+    wanted = set(golden)
+    for rank, item in enumerate(retrieved[:k], start=1):
+        if item in wanted:
+            return 1.0 / rank
+    return 0.0
+
+
+def f1_from_means(mean_precision: float, mean_recall: float) -> float:
+    total = mean_precision + mean_recall
+    return 2 * mean_precision * mean_recall / total if total else 0.0
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0

@@ -1,0 +1,48 @@
+"""Evaluation outputs: the run folder (frozen config, metrics and per-query Parquet), a PNG chart, Prefect artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+
+from storage.artifacts import write_parquet_atomic
+
+
+def metrics_rows(metrics: dict[str, dict[str, float]]) -> list[dict[str, object]]:
+    """One row per strategy: ``{"strategy": ..., "pass@5": ...}``."""
+    return [{"strategy": strategy, **values} for strategy, values in metrics.items()]
+
+
+def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) -> Path:
+    """Grouped bars: one group per metric, one bar per strategy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    strategies = list(metrics)
+    names = list(next(iter(metrics.values()))) if metrics else []
+    figure, axes = plt.subplots(figsize=(max(6, 1.6 * len(names) + 2), 4))
+    width = 0.8 / max(1, len(strategies))
+    for offset, strategy in enumerate(strategies):
+        positions = [index + offset * width for index in range(len(names))]
+        axes.bar(positions, [metrics[strategy][name] for name in names], width, label=strategy)
+    axes.set_xticks([index + width * (len(strategies) - 1) / 2 for index in range(len(names))], names)
+    axes.set_ylim(0, 1)
+    axes.set_title(title)
+    axes.legend(loc="lower right", fontsize="small")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def write_run(run_dir: Path, config: dict[str, object], metrics: dict[str, dict[str, float]], per_query: pa.Table) -> None:
+    """Save the evaluation's frozen config beside its results, so every figure can be reproduced."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    write_parquet_atomic(pa.Table.from_pylist(metrics_rows(metrics)), run_dir / "metrics.parquet")
+    write_parquet_atomic(per_query, run_dir / "per_query.parquet")

@@ -1,0 +1,111 @@
+"""Search strategies over a stored index: vector, BM25, and their fusions (RRF; the cookbook's weighted 1/rank).
+
+Every ranking breaks ties by the chunk's row in the index, so results are deterministic even for duplicate chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from storage.index_store import StoredIndex
+from tasks.embed import EmbedderSpec, LocalEmbedder
+
+RRF_K = 60
+WEIGHTED_CANDIDATES = 150
+WEIGHTED_VECTOR_WEIGHT = 0.8
+WEIGHTED_BM25_WEIGHT = 0.2
+
+
+class Strategy(str, Enum):
+    VECTOR = "vector"
+    BM25 = "bm25"
+    HYBRID = "hybrid"
+    HYBRID_WEIGHTED = "hybrid-weighted"
+
+    @classmethod
+    def from_str(cls, value: str) -> "Strategy":
+        try:
+            return cls(value)
+        except ValueError:
+            choices = ", ".join(strategy.value for strategy in cls)
+            raise ValueError(f"unknown strategy {value!r}; choose one of: {choices}") from None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked chunk: its row in the index, fused score, and the rank each retriever gave it (1-based)."""
+
+    row: int
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def found_by(self) -> list[str]:
+        return sorted(self.ranks)
+
+
+def top_rows(scores: np.ndarray, k: int, matches_only: bool = False) -> list[int]:
+    """Rows of the ``k`` highest scores, ties broken by row order; ``matches_only`` drops rows scoring 0."""
+    if k <= 0 or scores.size == 0:
+        return []
+    order = np.argsort(-scores, kind="stable")[:k]
+    if matches_only:
+        order = order[scores[order] > 0]
+    return [int(row) for row in order]
+
+
+def reciprocal_rank_fusion(rankings: dict[str, list[int]], k: int, rrf_k: int = RRF_K) -> list[Hit]:
+    """RRF: score = sum over retrievers of 1 / (rrf_k + rank). Ties: best single rank, then row."""
+    return _fuse(rankings, k, lambda name, rank: 1.0 / (rrf_k + rank))
+
+
+def weighted_fusion(rankings: dict[str, list[int]], weights: dict[str, float], k: int) -> list[Hit]:
+    """The cookbook's fusion: score = sum of weight / rank over the retrievers that found the chunk."""
+    return _fuse(rankings, k, lambda name, rank: weights[name] / rank)
+
+
+def _fuse(rankings: dict[str, list[int]], k: int, contribution) -> list[Hit]:  # type: ignore[no-untyped-def]
+    ranks: dict[int, dict[str, int]] = {}
+    for name, rows in rankings.items():
+        for rank, row in enumerate(rows, start=1):
+            ranks.setdefault(row, {})[name] = rank
+    scored = [
+        Hit(row, sum(contribution(name, rank) for name, rank in found.items()), found) for row, found in ranks.items()
+    ]
+    scored.sort(key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.row))
+    return scored[:k]
+
+
+class Searcher:
+    """Runs any strategy over one loaded index; embeds queries with the index's own embedder."""
+
+    def __init__(self, index: StoredIndex, candidates: int = WEIGHTED_CANDIDATES) -> None:
+        self.index = index
+        self.embedder = LocalEmbedder(EmbedderSpec.from_dict(index.config["embedder"]))
+        self.candidates = candidates
+
+    def vector_scores(self, query: str) -> np.ndarray:
+        return self.index.vectors.scores(self.embedder.embed([query], input_type="query")[0])
+
+    def search(self, query: str, strategy: Strategy, k: int) -> list[Hit]:
+        if strategy is Strategy.BM25:
+            scores = self.index.bm25.scores(query)
+            return _single("bm25", top_rows(scores, k, matches_only=True), scores)
+        if strategy is Strategy.VECTOR:
+            scores = self.vector_scores(query)
+            return _single("vector", top_rows(scores, k), scores)
+        depth = max(k, self.candidates)
+        rankings = {
+            "vector": top_rows(self.vector_scores(query), depth),
+            "bm25": top_rows(self.index.bm25.scores(query), depth, matches_only=True),
+        }
+        if strategy is Strategy.HYBRID:
+            return reciprocal_rank_fusion(rankings, k)
+        return weighted_fusion(rankings, {"vector": WEIGHTED_VECTOR_WEIGHT, "bm25": WEIGHTED_BM25_WEIGHT}, k)
+
+
+def _single(name: str, rows: list[int], scores: np.ndarray) -> list[Hit]:
+    return [Hit(row, float(scores[row]), {name: rank}) for rank, row in enumerate(rows, start=1)]

@@ -1,0 +1,121 @@
+"""Structure read off a document without an LLM: its leading comment, the names it defines, headings.
+
+Heuristics over many languages (Rust, Python, C/C++, Java, Go, JavaScript/TypeScript): good enough to situate a
+chunk, not a parser.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_MODIFIERS = r"(?:(?:pub(?:\([^)]*\))?|export|default|async|unsafe|static|public|private|protected|final|abstract|inline|extern|virtual|override|sealed|internal|open|data)\s+)*"
+_KEYWORD_DEF = re.compile(
+    rf"^(?P<indent>[ \t]*){_MODIFIERS}(?P<kind>fn|struct|enum|trait|impl|class|def|func|function|interface|type|mod|namespace|union|macro_rules!)\b[ \t]*(?P<rest>[^\n]*)$",
+    re.M,
+)
+# A C/C++/Java/C#-style function or method header: `Type name(args) {` (control statements excluded).
+_CALL_DEF = re.compile(
+    r"^(?P<indent>[ \t]*)(?!(?:if|for|while|switch|return|catch|else|new|do|case|throw|delete|sizeof|elif|assert)\b)"
+    r"(?:[A-Za-z_][\w:<>,\[\]*&~]*[ \t]+)+[*&]*(?P<name>[A-Za-z_~][\w:~]*)[ \t]*\([^;=\"]*$",
+    re.M,
+)
+_IDENT = re.compile(r"[A-Za-z_][\w]*")
+_LICENSE = re.compile(r"licen[sc]e|copyright|spdx|all rights reserved", re.I)
+_COMMENT_LINE = re.compile(r"^\s*(?://[/!]?|#(?![!\[])|/\*+|\*/?|--|;;)\s?(?P<text>.*?)\s*(?:\*/)?$")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A definition header found in a document: where it starts, how deep, its name and its header line."""
+
+    offset: int
+    indent: int
+    name: str
+    header: str
+
+
+def find_definitions(text: str) -> list[Definition]:
+    """Definition headers of a source file, in order of appearance."""
+    found: dict[int, Definition] = {}
+    for match in _KEYWORD_DEF.finditer(text):
+        rest = match.group("rest")
+        name_match = _IDENT.search(rest.split("(")[0]) if match.group("kind") != "impl" else None
+        name = name_match.group(0) if name_match else _impl_name(rest)
+        if not name:
+            continue
+        header = _header(match.group(0))
+        found[match.start()] = Definition(match.start(), _width(match.group("indent")), name, header)
+    for match in _CALL_DEF.finditer(text):
+        if match.start() in found:
+            continue
+        name = match.group("name").split("::")[-1]
+        found[match.start()] = Definition(match.start(), _width(match.group("indent")), name, _header(match.group(0)))
+    return [found[offset] for offset in sorted(found)]
+
+
+def leading_comment(text: str, limit: int = 300) -> str:
+    """The file's opening comment or docstring, license boilerplate left out."""
+    lines: list[str] = []
+    in_docstring = False
+    for raw in text.splitlines()[:60]:
+        stripped = raw.strip()
+        if stripped.startswith(('"""', "'''")):
+            body = stripped.strip("\"'").strip()
+            if body:
+                lines.append(body)
+            if in_docstring or (stripped.count('"""') + stripped.count("'''")) >= 2:
+                if in_docstring:
+                    break
+                continue
+            in_docstring = True
+            continue
+        if in_docstring:
+            lines.append(stripped)
+            continue
+        comment = _COMMENT_LINE.match(raw)
+        if comment and stripped:
+            lines.append(comment.group("text"))
+        elif stripped and not stripped.startswith(("#!", "#pragma", "#include", "import ", "from ", "package ", "use ")):
+            break
+    kept = [sentence for sentence in " ".join(lines).split(". ") if sentence and not _LICENSE.search(sentence)]
+    return _clip(". ".join(kept), limit)
+
+
+def enclosing_definitions(definitions: list[Definition], offset: int) -> list[Definition]:
+    """The chain of definitions that contain ``offset``: each one starts before it and is less indented than the next."""
+    chain: list[Definition] = []
+    for definition in definitions:
+        if definition.offset >= offset:
+            break
+        while chain and chain[-1].indent >= definition.indent:
+            chain.pop()
+        chain.append(definition)
+    return chain
+
+
+def url_path_words(link: str) -> str:
+    """``https://host/en/docs/build-with-claude/tool-use#x`` -> ``build with claude > tool use``."""
+    path = link.split("#", 1)[0].split("://", 1)[-1].split("/", 1)[-1]
+    segments = [s for s in path.split("/") if s and s not in {"en", "docs", "api"}]
+    return " > ".join(s.replace("-", " ").replace("_", " ") for s in segments)
+
+
+def _impl_name(rest: str) -> str:
+    rest = re.sub(r"^<[^>]*>\s*", "", rest)
+    target = rest.split(" for ", 1)[-1]
+    match = _IDENT.search(target)
+    return match.group(0) if match else ""
+
+
+def _header(line: str) -> str:
+    return _clip(line.strip().rstrip("{:").strip(), 120)
+
+
+def _width(indent: str) -> int:
+    return len(indent.expandtabs(4))
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"

@@ -1,0 +1,37 @@
+"""Shared test equipment: a private CTXRAG_HOME/PREFECT_HOME, telemetry off, and one Prefect harness per session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+_SESSION_HOME = Path(tempfile.mkdtemp(prefix="ctxrag-tests-"))
+os.environ["CTXRAG_HOME"] = str(_SESSION_HOME / "ctxrag")
+os.environ["PREFECT_HOME"] = str(_SESSION_HOME / "prefect")
+os.environ.pop("PREFECT_API_URL", None)
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+SAMPLE_CORPUS = REPO / "data" / "sample" / "corpus"
+SAMPLE_QUESTIONS = REPO / "data" / "sample" / "questions.jsonl"
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One temporary Prefect API for every flow test (start-up allowed 60 s on slow machines)."""
+    import ctxrag.offline  # noqa: F401
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=60):
+        yield
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A fresh CTXRAG_HOME for one test."""
+    return tmp_path / "home"

@@ -1,0 +1,68 @@
+"""The ``ctxrag`` command as a user runs it: a real subprocess, against the session's Prefect test server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def ctxrag(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    command = [sys.executable, "-c", "from ctxrag.cli import main; main()", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
+    home = tmp_path_factory.mktemp("cli") / "home"
+    result = ctxrag(home, "index", str(SAMPLE_CORPUS), "--name", "sample")
+    assert result.returncode == 0, result.stderr
+    assert "published" in result.stdout
+    return home
+
+
+def test_evaluate_json_prints_exactly_one_json_object(home: Path) -> None:
+    result = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--k", "5,10", "--json")
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads(result.stdout)  # the whole of stdout parses: no log line slipped in
+    assert set(metrics) == {"vector", "bm25", "hybrid", "hybrid-weighted"}
+    assert set(metrics["hybrid"]) == {"pass@5", "pass@10"}
+
+
+def test_search_json_says_which_retriever_found_each_chunk(home: Path) -> None:
+    result = ctxrag(home, "search", "retry backoff delay", "--name", "sample", "-k", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    hits = json.loads(result.stdout)
+    assert [hit["rank"] for hit in hits] == [1, 2, 3]
+    assert all(set(hit["found_by"]) <= {"vector", "bm25"} and hit["found_by"] for hit in hits)
+
+
+def test_list_and_delete(home: Path, tmp_path: Path) -> None:
+    scratch = tmp_path / "home"
+    shutil.copytree(home, scratch)
+    assert ctxrag(scratch, "list").stdout.startswith("sample\t")
+    assert ctxrag(scratch, "delete", "sample").returncode == 0
+    assert ctxrag(scratch, "list").stdout == ""
+    missing = ctxrag(scratch, "search", "anything", "--name", "sample")
+    assert missing.returncode == 2 and "no index named 'sample'" in missing.stderr
+
+
+def test_bad_corpus_is_one_clear_line_and_no_traceback(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps([{"doc_id": "d1", "original_uuid": "u1", "content": "x", "chunks": [{"chunk_id": "c", "content": "y"}]}]))
+    result = ctxrag(tmp_path / "home", "index", str(corpus))
+    assert result.returncode == 2
+    assert "corpus.json" in result.stderr and "original_index" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""

@@ -1,0 +1,64 @@
+"""The evaluate flow on the sample corpus and its questions: metrics, saved run, chart, missing golden chunks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from flows.evaluate import evaluate_index
+from flows.index import index_corpus
+from tests.conftest import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+@pytest.fixture(scope="module")
+def indexed_home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
+    home = tmp_path_factory.mktemp("evaluate") / "home"
+    index_corpus(source=str(SAMPLE_CORPUS), name="sample", home=str(home))
+    return home
+
+
+def test_every_strategy_is_scored_at_the_default_cutoffs(indexed_home: Path) -> None:
+    result = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="sample", home=str(indexed_home))
+    metrics = result["metrics"]
+    assert list(metrics) == ["vector", "bm25", "hybrid", "hybrid-weighted"]
+    for values in metrics.values():
+        assert list(values) == ["pass@5", "pass@10", "pass@20"]
+        assert all(0.0 <= value <= 1.0 for value in values.values())
+        assert values["pass@5"] <= values["pass@10"] <= values["pass@20"]
+    # The sample's questions are answerable: the default strategy finds most golden chunks.
+    assert metrics["hybrid"]["pass@10"] >= 0.7
+    assert result["missing_golden"] == []
+
+
+def test_the_run_is_saved_with_its_frozen_config(indexed_home: Path) -> None:
+    result = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="sample", ks=[3], strategies=["bm25"], home=str(indexed_home))
+    run_dir = Path(result["run_dir"])
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["ks"] == [3] and config["strategies"] == ["bm25"]
+    assert config["index_manifest"]["config"]["embedder"]["model"] == "all-MiniLM-L6-v2"
+    assert pq.read_table(run_dir / "metrics.parquet").to_pylist() == [{"strategy": "bm25", **result["metrics"]["bm25"]}]
+    per_query = pq.read_table(run_dir / "per_query.parquet")
+    assert per_query.num_rows == result["queries"]
+    assert Path(result["chart"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_golden_chunks_missing_from_the_index_are_reported(indexed_home: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        json.dumps({"query": "How are retries delayed?", "golden_chunk_uuids": [["tinyq/retry.py", 0], ["gone.py", 4]]}) + "\n"
+    )
+    result = evaluate_index(evalset=str(questions), name="sample", ks=[20], strategies=["hybrid"], home=str(indexed_home))
+    assert result["missing_golden"] == ["gone.py#4"]
+    assert result["metrics"]["hybrid"]["pass@20"] <= 0.5  # the missing one counts as a miss
+
+
+def test_docs_format_gets_precision_recall_f1_mrr(indexed_home: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "docs_questions.json"
+    questions.write_text(json.dumps([{"id": "q1", "question": "How are retries delayed?", "correct_chunks": ["tinyq/retry.py#0"], "correct_answer": "backoff"}]))
+    result = evaluate_index(evalset=str(questions), name="sample", strategies=["bm25"], home=str(indexed_home))
+    assert list(result["metrics"]["bm25"]) == ["precision@3", "recall@3", "f1@3", "mrr@3"]

@@ -1,0 +1,109 @@
+"""The index flow end to end on the project's small sample corpus: build, reuse, incremental edit, failures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flows.index import DocumentsFailed, index_corpus
+from storage.index_store import IndexStore
+from tasks.contextualize import StructuralContextualizer
+from tasks.indexing import contexts_cache
+from tasks.models import CorpusError
+from tests.conftest import SAMPLE_CORPUS
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+@pytest.fixture
+def corpus_dir(tmp_path: Path) -> Path:
+    target = tmp_path / "corpus"
+    shutil.copytree(SAMPLE_CORPUS, target)
+    return target
+
+
+def run(source: Path, home: Path, **options) -> dict:
+    return index_corpus(source=str(source), name="sample", home=str(home), **options)
+
+
+def test_first_run_builds_and_second_run_reuses_every_stage(corpus_dir: Path, home: Path) -> None:
+    first = run(corpus_dir, home)
+    assert first["status"] == "published"
+    assert first["documents"] == 8
+    assert first["documents_contextualized"] == 8
+    assert first["chunks_embedded"] == first["chunks"] > 8
+
+    second = run(corpus_dir, home)
+    assert second["status"] == "unchanged"
+    assert second["version"] == first["version"]
+    assert second["documents_contextualized"] == 0
+    assert second["chunks_embedded"] == 0
+    assert second["chunks_embedding_reused"] == first["chunks"]
+
+
+def test_editing_one_document_reprocesses_only_it(corpus_dir: Path, home: Path) -> None:
+    first = run(corpus_dir, home)
+    changelog = corpus_dir / "CHANGELOG.txt"
+    changelog.write_text(changelog.read_text() + "\n0.9.1 - Added the quasar flux capacitor.\n")
+    (corpus_dir / "docs" / "configuration.md").unlink()
+
+    second = run(corpus_dir, home)
+    assert second["status"] == "published" and second["version"] != first["version"]
+    assert second["documents"] == 7
+    assert second["documents_contextualized"] == 1
+    assert 1 <= second["chunks_embedded"] <= 2  # only the changelog's changed chunk(s)
+    index = IndexStore(home).open("sample")
+    assert "docs/configuration.md" not in set(index.chunks["doc_id"].to_pylist())
+    assert any("quasar" in text for text in index.chunks["content"].to_pylist())
+
+
+def test_bad_source_fails_and_leaves_the_live_index_untouched(corpus_dir: Path, home: Path, tmp_path: Path) -> None:
+    first = run(corpus_dir, home)
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"doc_id": "d1", "original_uuid": "u1", "content": "x", "chunks": [')
+    with pytest.raises(CorpusError, match="broken.json"):
+        run(broken, home)
+    store = IndexStore(home)
+    assert store.manifest("sample")["version"] == first["version"]
+    assert store.open("sample").chunks.num_rows == first["chunks"]
+    assert not list((home / "indexes" / "sample").glob(".staging-*"))
+
+
+def test_a_failed_document_keeps_the_others_work(corpus_dir: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = StructuralContextualizer.contextualize
+
+    def fail_on_worker(self, document, chunks):  # type: ignore[no-untyped-def]
+        if document.doc_id == "tinyq/worker.py":
+            raise RuntimeError("simulated failure")
+        return original(self, document, chunks)
+
+    monkeypatch.setattr(StructuralContextualizer, "contextualize", fail_on_worker)
+    with pytest.raises(DocumentsFailed, match="tinyq/worker.py"):
+        run(corpus_dir, home)
+    assert IndexStore(home).manifest("sample") is None  # nothing half-built went live
+    stored = contexts_cache(home).read(columns=["doc_id"])
+    assert set(stored["doc_id"].to_pylist()) == {
+        "CHANGELOG.txt", "README.md", "docs/configuration.md", "docs/guide.md",
+        "tinyq/queue.py", "tinyq/retry.py", "tinyq/storage.py",
+    }
+
+    monkeypatch.setattr(StructuralContextualizer, "contextualize", original)
+    report = run(corpus_dir, home)
+    assert report["documents_contextualized"] == 1  # only the one that failed
+    assert report["status"] == "published"
+
+
+def test_contextualizer_none_indexes_without_context(corpus_dir: Path, home: Path) -> None:
+    report = run(corpus_dir, home, contextualizer="none")
+    manifest = IndexStore(home).manifest("sample")
+    assert manifest["config"]["contextualizer"]["name"] == "none"
+    assert set(IndexStore(home).open("sample").chunks["context"].to_pylist()) == {""}
+    assert json.loads(json.dumps(report))["chunks"] == manifest["counts"]["chunks"]
+
+
+def test_invalid_name_is_rejected_before_any_work(corpus_dir: Path, home: Path) -> None:
+    with pytest.raises(ValueError, match="invalid index name"):
+        index_corpus(source=str(corpus_dir), name="Bad Name", home=str(home))
