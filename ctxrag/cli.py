@@ -16,7 +16,12 @@ from ctxrag.offline import ctxrag_home
 from storage.index_store import IndexStore, UnknownIndexError
 from tasks.models import CorpusError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Contextual Retrieval as a Prefect workflow.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # locals can hold secrets; never print them
+    help="Contextual Retrieval as a Prefect workflow.",
+)
 out = Console()
 err = Console(stderr=True)
 

@@ -48,7 +48,7 @@ class RowCache:
         wanted = None if keys is None else pa.array(sorted(set(keys)), type=pa.string())
         tables = []
         for part in parts:
-            table = pq.read_table(part, columns=None if columns is None else [KEY, *columns])
+            table = pq.read_table(part, columns=None if columns is None else [KEY, *(c for c in columns if c != KEY)])
             if wanted is not None:
                 table = table.filter(pc.is_in(table[KEY], value_set=wanted))
             tables.append(table)

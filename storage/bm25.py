@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import bm25s
@@ -11,35 +12,40 @@ from storage.tokenize import tokenize
 
 
 class Bm25Index:
-    """BM25 over a fixed list of documents; ``scores`` gives one score per document, in build order."""
+    """BM25 over a fixed list of documents; ``scores`` gives one score per document, in build order.
 
-    def __init__(self, retriever: bm25s.BM25, size: int) -> None:
+    ``retriever`` is None when no document has a single term (every query then scores zero everywhere).
+    """
+
+    def __init__(self, retriever: bm25s.BM25 | None, size: int) -> None:
         self._retriever = retriever
         self.size = size
 
     @classmethod
     def build(cls, texts: list[str], k1: float = 1.2, b: float = 0.75) -> "Bm25Index":
         """Index ``texts`` (k1 and b as Lucene and Elasticsearch default them)."""
+        tokens = [tokenize(text) for text in texts]
+        if not any(tokens):
+            return cls(None, len(texts))
         retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
-        if texts:
-            retriever.index([tokenize(text) for text in texts], show_progress=False)
+        retriever.index(tokens, show_progress=False)
         return cls(retriever, len(texts))
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no query term is in the vocabulary)."""
-        token_ids = self._retriever.get_tokens_ids(tokenize(query)) if self.size else []
+        token_ids = self._retriever.get_tokens_ids(tokenize(query)) if self._retriever else []
         if not token_ids:
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self._retriever.get_scores(token_ids), dtype=np.float32)
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "size.txt").write_text(str(self.size))
-        if self.size:
+        (directory / "ctxrag.json").write_text(json.dumps({"size": self.size, "empty": self._retriever is None}))
+        if self._retriever is not None:
             self._retriever.save(str(directory), show_progress=False)
 
     @classmethod
     def load(cls, directory: Path) -> "Bm25Index":
-        size = int((directory / "size.txt").read_text())
-        retriever = bm25s.BM25.load(str(directory), show_progress=False) if size else bm25s.BM25()
-        return cls(retriever, size)
+        meta = json.loads((directory / "ctxrag.json").read_text())
+        retriever = None if meta["empty"] else bm25s.BM25.load(str(directory), show_progress=False)
+        return cls(retriever, meta["size"])

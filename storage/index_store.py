@@ -27,8 +27,7 @@ from storage.bm25 import Bm25Index
 from storage.vectors import VectorIndex
 
 FORMAT_VERSION = 1
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
-KEEP_PREVIOUS_VERSIONS = 1  # a reader that opened the previous version just before a swap can still finish
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 
 
 class UnknownIndexError(LookupError):
@@ -36,7 +35,7 @@ class UnknownIndexError(LookupError):
 
 
 def validate_name(name: str) -> str:
-    if not NAME_PATTERN.match(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise ValueError(
             f"invalid index name {name!r}: use lowercase letters, digits, '-' and '_' "
             "(starting with a letter or digit, at most 100 characters)"
@@ -119,7 +118,7 @@ class IndexStore:
     def publish(self, name: str, manifest: dict[str, Any], chunks: pa.Table, bm25: Bm25Index, vectors: VectorIndex) -> Path:
         """Write a new version beside the live one, then make it live atomically; old versions are pruned."""
         directory = self._dir(name)
-        version_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        version_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"  # sorts by creation, whatever the time zone
         staging = directory / f".staging-{version_id}"
         try:
             staging.mkdir(parents=True)
@@ -133,8 +132,9 @@ class IndexStore:
             os.rename(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        previous = self.live_version(name)
         self._point_to(directory, version_id)
-        self._prune(directory, keep=version_id)
+        self._prune(directory, keep={version_id, previous.name if previous else ""})
         return final
 
     def delete(self, name: str) -> bool:
@@ -152,9 +152,10 @@ class IndexStore:
         os.replace(temporary, directory / "live.json")
 
     @staticmethod
-    def _prune(directory: Path, keep: str) -> None:
-        versions = sorted(path for path in (directory / "versions").iterdir() if path.name != keep)
-        for old in versions[: max(0, len(versions) - KEEP_PREVIOUS_VERSIONS)]:
-            shutil.rmtree(old, ignore_errors=True)
+    def _prune(directory: Path, keep: set[str]) -> None:
+        """Remove every version but the new one and the one it replaced (a reader may still be loading that)."""
+        for old in (directory / "versions").iterdir():
+            if old.name not in keep:
+                shutil.rmtree(old, ignore_errors=True)
         for leftover in directory.glob(".staging-*"):
             shutil.rmtree(leftover, ignore_errors=True)

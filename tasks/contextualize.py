@@ -12,7 +12,13 @@ from enum import Enum
 from typing import Protocol
 
 from tasks.models import Chunk, Document, sha256_hex
-from tasks.structure import enclosing_definitions, find_definitions, leading_comment, url_path_words
+from tasks.structure import (
+    enclosing_definitions,
+    find_definitions,
+    first_code_position,
+    leading_comment,
+    url_path_words,
+)
 
 MAX_DEFINED_NAMES = 40
 
@@ -70,7 +76,7 @@ class StructuralContextualizer:
         contexts = []
         for offset, chunk in zip(_chunk_offsets(document.content, chunks), chunks):
             lines = list(header)
-            chain = enclosing_definitions(definitions, offset) if offset >= 0 else []
+            chain = enclosing_definitions(definitions, *first_code_position(document.content, offset)) if offset >= 0 else []
             if chain:
                 lines.append("Inside: " + " > ".join(definition.header for definition in chain))
             if chunk.summary:

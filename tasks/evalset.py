@@ -49,7 +49,7 @@ def load_evalset(path: str | Path) -> EvalSet:
     except OSError as error:
         raise CorpusError(f"{path}: cannot read evaluation set: {error.strerror or error}") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise CorpusError(f"{path}: not UTF-8 (byte {error.start})") from None
     stripped = text.lstrip()

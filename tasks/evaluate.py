@@ -76,7 +76,8 @@ def _query_metrics(fmt: EvalFormat, retrieved: list[str], golden: list[str], k: 
 
 
 def _summarize(fmt: EvalFormat, scores: dict[str, list[float]], ks: list[int]) -> dict[str, float]:
-    summary = {name: mean(values) for name, values in scores.items()}
+    names = [name for k in ks for name in _query_metrics(fmt, [], [], k)]
+    summary = {name: mean(scores.get(name, [])) for name in names}
     if fmt is EvalFormat.DOCS:
         ordered: dict[str, float] = {}
         for k in ks:

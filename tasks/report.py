@@ -24,7 +24,7 @@ def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) ->
 
     strategies = list(metrics)
     names = list(next(iter(metrics.values()))) if metrics else []
-    figure, axes = plt.subplots(figsize=(max(6, 1.6 * len(names) + 2), 4))
+    figure, axes = plt.subplots(figsize=(max(7, 1.6 * len(names) + 3.5), 4))
     width = 0.8 / max(1, len(strategies))
     for offset, strategy in enumerate(strategies):
         positions = [index + offset * width for index in range(len(names))]
@@ -32,7 +32,7 @@ def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) ->
     axes.set_xticks([index + width * (len(strategies) - 1) / 2 for index in range(len(names))], names)
     axes.set_ylim(0, 1)
     axes.set_title(title)
-    axes.legend(loc="lower right", fontsize="small")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)

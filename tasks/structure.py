@@ -11,18 +11,18 @@ from dataclasses import dataclass
 
 _MODIFIERS = r"(?:(?:pub(?:\([^)]*\))?|export|default|async|unsafe|static|public|private|protected|final|abstract|inline|extern|virtual|override|sealed|internal|open|data)\s+)*"
 _KEYWORD_DEF = re.compile(
-    rf"^(?P<indent>[ \t]*){_MODIFIERS}(?P<kind>fn|struct|enum|trait|impl|class|def|func|function|interface|type|mod|namespace|union|macro_rules!)\b[ \t]*(?P<rest>[^\n]*)$",
+    rf"^(?P<indent>[ \t]*){_MODIFIERS}(?P<kind>(?:fn|struct|enum|trait|impl|class|def|func|function|interface|type|mod|namespace|union)\b|macro_rules!)[ \t]*(?P<rest>[^\n]*)$",
     re.M,
 )
 # A C/C++/Java/C#-style function or method header: `Type name(args) {` (control statements excluded).
 _CALL_DEF = re.compile(
-    r"^(?P<indent>[ \t]*)(?!(?:if|for|while|switch|return|catch|else|new|do|case|throw|delete|sizeof|elif|assert)\b)"
-    r"(?:[A-Za-z_][\w:<>,\[\]*&~]*[ \t]+)+[*&]*(?P<name>[A-Za-z_~][\w:~]*)[ \t]*\([^;=\"]*$",
+    r"^(?P<indent>[ \t]*)(?!(?:if|for|while|switch|return|catch|else|new|do|case|throw|delete|sizeof|elif|assert|raise|await|yield|match)\b)"
+    r"(?:[A-Za-z_][\w:<>,\[\]*&~]*[ \t]+)+[*&]*(?P<name>[A-Za-z_~][\w:~]*)[ \t]*\([^;=\"\n]*$",
     re.M,
 )
 _IDENT = re.compile(r"[A-Za-z_][\w]*")
 _LICENSE = re.compile(r"licen[sc]e|copyright|spdx|all rights reserved", re.I)
-_COMMENT_LINE = re.compile(r"^\s*(?://[/!]?|#(?![!\[])|/\*+|\*/?|--|;;)\s?(?P<text>.*?)\s*(?:\*/)?$")
+_COMMENT_LINE = re.compile(r"^\s*(?://[/!]?|#(?![!\[]|include|pragma|define|if|endif|else|undef)|/\*+|\*/?|--|;;)\s?(?P<text>.*?)\s*(?:\*/)?$")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ def find_definitions(text: str) -> list[Definition]:
     found: dict[int, Definition] = {}
     for match in _KEYWORD_DEF.finditer(text):
         rest = match.group("rest")
+        if match.group("kind") == "func":  # Go method: `func (s *Server) Start()` is named Start
+            rest = re.sub(r"^\([^)]*\)\s*", "", rest)
         name_match = _IDENT.search(rest.split("(")[0]) if match.group("kind") != "impl" else None
         name = name_match.group(0) if name_match else _impl_name(rest)
         if not name:
@@ -56,47 +58,87 @@ def find_definitions(text: str) -> list[Definition]:
 
 def leading_comment(text: str, limit: int = 300) -> str:
     """The file's opening comment or docstring, license boilerplate left out."""
-    lines: list[str] = []
+    lines: list[str] = []  # "" separates blocks: a blank line, or a change of comment style
+    style = ""
     in_docstring = False
+
+    def add(line: str, line_style: str) -> None:
+        nonlocal style
+        if line_style != style:
+            lines.append("")
+            style = line_style
+        lines.append(line)
+
     for raw in text.splitlines()[:60]:
         stripped = raw.strip()
         if stripped.startswith(('"""', "'''")):
             body = stripped.strip("\"'").strip()
-            if body:
-                lines.append(body)
+            add(body, "docstring")
             if in_docstring or (stripped.count('"""') + stripped.count("'''")) >= 2:
                 if in_docstring:
                     break
                 continue
             in_docstring = True
             continue
-        if in_docstring:
-            lines.append(stripped)
+        if in_docstring or not stripped:
+            add(stripped, style)
             continue
         comment = _COMMENT_LINE.match(raw)
-        if comment and stripped:
-            lines.append(comment.group("text"))
-        elif stripped and not stripped.startswith(("#!", "#pragma", "#include", "import ", "from ", "package ", "use ")):
+        if comment:
+            add(comment.group("text"), stripped[:3].rstrip(" ") if stripped.startswith("//") else stripped[:1])
+        elif not stripped.startswith(("#!", "#pragma", "#include", "import ", "from ", "package ", "use ")):
             break
-    kept = [sentence for sentence in " ".join(lines).split(". ") if sentence and not _LICENSE.search(sentence)]
-    return _clip(". ".join(kept), limit)
+    return _clip(" ".join(_without_license(lines)), limit)
 
 
-def enclosing_definitions(definitions: list[Definition], offset: int) -> list[Definition]:
-    """The chain of definitions that contain ``offset``: each one starts before it and is less indented than the next."""
+def _without_license(lines: list[str]) -> list[str]:
+    """Drop license boilerplate: a whole block (blank-line separated) of 3+ lines that mentions it, else the lines."""
+    blocks: list[list[str]] = [[]]
+    for line in lines:
+        if line.strip():
+            blocks[-1].append(line.strip())
+        elif blocks[-1]:
+            blocks.append([])
+    kept: list[str] = []
+    for block in blocks:
+        if len(block) >= 3 and any(_LICENSE.search(line) for line in block):
+            continue
+        kept.extend(line for line in block if not _LICENSE.search(line))
+    return kept
+
+
+def enclosing_definitions(definitions: list[Definition], offset: int, indent: int | None = None) -> list[Definition]:
+    """The chain of definitions open at ``offset`` (a definition starting there included), outermost first.
+
+    ``indent`` is the indentation of the code at ``offset``: definitions that started earlier at that depth or deeper
+    are closed siblings, not enclosing ones.
+    """
     chain: list[Definition] = []
     for definition in definitions:
-        if definition.offset >= offset:
+        if definition.offset > offset:
             break
         while chain and chain[-1].indent >= definition.indent:
             chain.pop()
         chain.append(definition)
+    if indent is not None:
+        while chain and chain[-1].offset < offset and chain[-1].indent >= indent:
+            chain.pop()
     return chain
+
+
+def first_code_position(text: str, start: int) -> tuple[int, int]:
+    """Offset of the first non-blank character at or after ``start``, and the indentation of its line."""
+    position = start
+    while position < len(text) and text[position].isspace():
+        position += 1
+    line_start = text.rfind("\n", 0, position) + 1
+    return position, _width(text[line_start:position])
 
 
 def url_path_words(link: str) -> str:
     """``https://host/en/docs/build-with-claude/tool-use#x`` -> ``build with claude > tool use``."""
-    path = link.split("#", 1)[0].split("://", 1)[-1].split("/", 1)[-1]
+    address = link.split("#", 1)[0].split("://", 1)[-1]
+    path = address.split("/", 1)[1] if "/" in address else ""
     segments = [s for s in path.split("/") if s and s not in {"en", "docs", "api"}]
     return " > ".join(s.replace("-", " ").replace("_", " ") for s in segments)
 

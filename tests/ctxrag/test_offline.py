@@ -1,0 +1,43 @@
+"""Process defaults: telemetry off and offline before Prefect is imported; the user's own settings win."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SNAPSHOT = (
+    "import json, os, sys; import flows; import prefect; "
+    "print(json.dumps({k: os.environ.get(k) for k in ['DO_NOT_TRACK', 'PREFECT_SERVER_ANALYTICS_ENABLED', "
+    "'HF_HUB_OFFLINE', 'PREFECT_HOME']}))"
+)
+
+
+def environment_after_import(tmp_path: Path, **overrides: str) -> dict[str, str | None]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PREFECT_", "CTXRAG_", "HF_", "DO_NOT"))}
+    env.update({"HOME": str(tmp_path), "CTXRAG_HOME": str(tmp_path / "work"), **overrides})
+    result = subprocess.run([sys.executable, "-c", SNAPSHOT], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_defaults_are_offline_with_prefect_home_under_ctxrag_home(tmp_path: Path) -> None:
+    seen = environment_after_import(tmp_path)
+    assert seen["DO_NOT_TRACK"] == "1"
+    assert seen["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
+    assert seen["HF_HUB_OFFLINE"] == "1"
+    assert seen["PREFECT_HOME"] == str(tmp_path / "work" / "prefect")
+
+
+def test_the_users_own_settings_win(tmp_path: Path) -> None:
+    seen = environment_after_import(tmp_path, DO_NOT_TRACK="0", PREFECT_HOME=str(tmp_path / "mine"))
+    assert seen["DO_NOT_TRACK"] == "0"
+    assert seen["PREFECT_HOME"] == str(tmp_path / "mine")
+
+
+def test_an_existing_prefect_profile_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / ".prefect").mkdir()
+    (tmp_path / ".prefect" / "profiles.toml").write_text('active = "default"\n')
+    assert environment_after_import(tmp_path)["PREFECT_HOME"] is None

@@ -1,0 +1,183 @@
+"""The artifact store: append-only, content-keyed Parquet parts; later parts win; atomic writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import storage.artifacts as artifacts
+from storage.artifacts import KEY, RowCache, write_parquet_atomic
+
+
+def rows(table: pa.Table | None) -> list[dict]:
+    assert table is not None
+    return sorted(table.to_pylist(), key=lambda row: row[KEY])
+
+
+def test_empty_store_reads_none_and_has_no_keys(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    assert cache.parts() == []
+    assert cache.read() is None
+    assert cache.read(keys=["a"]) is None
+    assert cache.read(columns=["v"]) is None
+    assert cache.keys() == set()
+
+
+def test_table_folder_layout(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a"], "v": [1]}))
+    assert cache.directory == tmp_path / "artifacts" / "things"
+    [part] = cache.parts()
+    assert part.parent == cache.directory
+    assert part.name.startswith("part-") and part.name.endswith(".parquet")
+
+
+def test_append_then_read_all(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a", "b"], "v": [1, 2]}))
+    cache.append(pa.table({KEY: ["c"], "v": [3]}))
+    assert len(cache.parts()) == 2
+    assert rows(cache.read()) == [{KEY: "a", "v": 1}, {KEY: "b", "v": 2}, {KEY: "c", "v": 3}]
+
+
+def test_append_of_an_empty_table_writes_nothing(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: pa.array([], pa.string()), "v": pa.array([], pa.int64())}))
+    assert cache.parts() == []
+    assert cache.read() is None
+
+
+def test_read_by_keys(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a", "b"], "v": [1, 2]}))
+    cache.append(pa.table({KEY: ["c"], "v": [3]}))
+    assert rows(cache.read(keys=["c", "a", "zzz"])) == [{KEY: "a", "v": 1}, {KEY: "c", "v": 3}]
+    # keys may be any iterable, with repeats
+    assert rows(cache.read(keys=iter(["b", "b"]))) == [{KEY: "b", "v": 2}]
+
+
+def test_read_with_no_matching_keys_is_an_empty_table(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a"], "v": [1]}))
+    table = cache.read(keys=["zzz"])
+    assert table is not None and table.num_rows == 0
+    table = cache.read(keys=[])
+    assert table is not None and table.num_rows == 0
+
+
+def test_later_part_wins_for_a_repeated_key(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a", "b"], "v": [1, 2]}))
+    cache.append(pa.table({KEY: ["b", "c"], "v": [20, 30]}))
+    cache.append(pa.table({KEY: ["b"], "v": [200]}))
+    assert rows(cache.read()) == [{KEY: "a", "v": 1}, {KEY: "b", "v": 200}, {KEY: "c", "v": 30}]
+    assert rows(cache.read(keys=["b"])) == [{KEY: "b", "v": 200}]
+    assert cache.read().num_rows == 3
+
+
+def test_later_row_wins_within_one_part(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a", "a", "b"], "v": [1, 2, 3]}))
+    assert rows(cache.read()) == [{KEY: "a", "v": 2}, {KEY: "b", "v": 3}]
+
+
+def test_part_names_sort_in_creation_order(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    for value in range(5):
+        cache.append(pa.table({KEY: ["a"], "v": [value]}))
+    assert rows(cache.read()) == [{KEY: "a", "v": 4}]
+    names = [part.name for part in cache.parts()]
+    assert names == sorted(names) and len(names) == 5
+
+
+def test_keys(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a", "b"], "v": [1, 2]}))
+    cache.append(pa.table({KEY: ["b", "c"], "v": [3, 4]}))
+    assert cache.keys() == {"a", "b", "c"}
+
+
+def test_read_a_subset_of_columns_always_includes_the_key(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a", "b"], "v": [1, 2], "w": ["x", "y"]}))
+    cache.append(pa.table({KEY: ["b"], "v": [20], "w": ["yy"]}))
+    table = cache.read(columns=["w"])
+    assert table.column_names == [KEY, "w"]
+    assert rows(table) == [{KEY: "a", "w": "x"}, {KEY: "b", "w": "yy"}]
+    table = cache.read(keys=["a"], columns=[])
+    assert table.column_names == [KEY]
+    assert table.to_pylist() == [{KEY: "a"}]
+
+
+def test_read_with_the_key_named_in_columns(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a"], "v": [1]}))
+    cache.append(pa.table({KEY: ["b"], "v": [2]}))
+    assert rows(cache.read(columns=[KEY, "v"])) == [{KEY: "a", "v": 1}, {KEY: "b", "v": 2}]
+
+
+def test_parts_with_an_added_column_are_combined(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a"], "v": [1]}))
+    cache.append(pa.table({KEY: ["b"], "v": [2], "extra": ["e"]}))
+    assert rows(cache.read()) == [{KEY: "a", "v": 1, "extra": None}, {KEY: "b", "v": 2, "extra": "e"}]
+
+
+def test_stray_files_are_not_parts(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    cache.append(pa.table({KEY: ["a"], "v": [1]}))
+    (cache.directory / ".part-x.parquet.abc.tmp").write_bytes(b"half a file")
+    (cache.directory / "notes.txt").write_text("hi")
+    assert len(cache.parts()) == 1
+    assert rows(cache.read()) == [{KEY: "a", "v": 1}]
+
+
+def test_atomic_write_leaves_no_temporary_files(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "folder" / "t.parquet"
+    write_parquet_atomic(pa.table({KEY: ["a"], "v": [1]}), path)
+    assert [p.name for p in path.parent.iterdir()] == ["t.parquet"]
+    assert pq.read_table(path).to_pylist() == [{KEY: "a", "v": 1}]
+    # overwrite in place
+    write_parquet_atomic(pa.table({KEY: ["b"], "v": [2]}), path)
+    assert [p.name for p in path.parent.iterdir()] == ["t.parquet"]
+    assert pq.read_table(path).to_pylist() == [{KEY: "b", "v": 2}]
+
+
+def test_append_leaves_no_temporary_files(tmp_path: Path) -> None:
+    cache = RowCache(tmp_path, "things")
+    for value in range(3):
+        cache.append(pa.table({KEY: [str(value)], "v": [value]}))
+    names = [p.name for p in cache.directory.iterdir()]
+    assert len(names) == 3
+    assert all(name.startswith("part-") and name.endswith(".parquet") for name in names)
+
+
+def test_failed_write_leaves_neither_the_file_nor_a_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.parquet"
+
+    def half_write(table: pa.Table, where: Path) -> None:
+        Path(where).write_bytes(b"PAR1 half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(artifacts.pq, "write_table", half_write)
+    with pytest.raises(OSError, match="disk full"):
+        write_parquet_atomic(pa.table({KEY: ["a"]}), path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_write_keeps_the_previous_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.parquet"
+    write_parquet_atomic(pa.table({KEY: ["old"]}), path)
+
+    def failing(table: pa.Table, where: Path) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(artifacts.pq, "write_table", failing)
+    with pytest.raises(OSError):
+        write_parquet_atomic(pa.table({KEY: ["new"]}), path)
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+    assert pq.read_table(path).to_pylist() == [{KEY: "old"}]

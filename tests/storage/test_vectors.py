@@ -1,0 +1,81 @@
+"""The embedded vector index: exact cosine similarity over L2-normalised rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from storage.vectors import VectorIndex, normalize_rows
+
+
+def test_normalize_rows_unit_length_and_zero_rows_stay_zero() -> None:
+    matrix = np.array([[3.0, 4.0], [0.0, 0.0], [0.0, -2.0]])
+    normalized = normalize_rows(matrix)
+    assert normalized.dtype == np.float32
+    np.testing.assert_allclose(normalized, [[0.6, 0.8], [0.0, 0.0], [0.0, -1.0]])
+    assert not np.isnan(normalized).any()
+
+
+def test_cosine_ordering() -> None:
+    index = VectorIndex(np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [-1.0, 0.0]]))
+    scores = index.scores(np.array([2.0, 0.0]))  # query length does not matter
+    # cos with (1, 0): 1, 1/sqrt(2), 0, -1
+    np.testing.assert_allclose(scores, [1.0, 1 / np.sqrt(2), 0.0, -1.0], atol=1e-6)
+    assert list(np.argsort(-scores)) == [0, 1, 2, 3]
+
+
+def test_scores_ignore_stored_vector_length() -> None:
+    index = VectorIndex(np.array([[10.0, 0.0], [0.1, 0.1]]))
+    scores = index.scores(np.array([1.0, 1.0]))
+    # cos((1,0),(1,1)) = 1/sqrt(2); cos((1,1),(1,1)) = 1 -> the short vector wins
+    np.testing.assert_allclose(scores, [1 / np.sqrt(2), 1.0], atol=1e-6)
+
+
+def test_zero_rows_score_zero() -> None:
+    index = VectorIndex(np.array([[0.0, 0.0], [0.0, 3.0]]))
+    scores = index.scores(np.array([0.0, 1.0]))
+    np.testing.assert_allclose(scores, [0.0, 1.0], atol=1e-6)
+    assert not np.isnan(scores).any()
+
+
+def test_zero_query_scores_zero_everywhere() -> None:
+    index = VectorIndex(np.array([[1.0, 0.0], [0.0, 1.0]]))
+    np.testing.assert_array_equal(index.scores(np.zeros(2)), [0.0, 0.0])
+
+
+def test_empty_index() -> None:
+    index = VectorIndex(np.zeros((0, 4), dtype=np.float32))
+    assert index.size == 0
+    assert index.scores(np.ones(4)).shape == (0,)
+
+
+def test_size() -> None:
+    assert VectorIndex(np.ones((5, 3))).size == 5
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    index = VectorIndex(rng.normal(size=(6, 8)))
+    index.save(tmp_path)
+    assert (tmp_path / VectorIndex.FILE).is_file()
+    loaded = VectorIndex.load(tmp_path)
+    assert loaded.size == 6
+    # load normalises the stored (already unit) rows again: equal up to float32 rounding (about 1 ulp)
+    np.testing.assert_allclose(loaded.matrix, index.matrix, rtol=1e-6, atol=1e-7)
+    query = rng.normal(size=8)
+    np.testing.assert_allclose(loaded.scores(query), index.scores(query), rtol=1e-6, atol=1e-6)
+    assert list(np.argsort(-loaded.scores(query))) == list(np.argsort(-index.scores(query)))
+
+
+def test_empty_save_load_round_trip(tmp_path: Path) -> None:
+    VectorIndex(np.zeros((0, 0), dtype=np.float32)).save(tmp_path)
+    assert VectorIndex.load(tmp_path).size == 0
+
+
+def test_stored_matrix_is_float32_unit_rows() -> None:
+    index = VectorIndex(np.array([[2.0, 0.0, 0.0], [1.0, 2.0, 2.0]], dtype=np.float64))
+    assert index.matrix.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(index.matrix, axis=1), [1.0, 1.0], rtol=1e-6)
+    assert index.scores(np.array([1.0, 2.0, 2.0]))[1] == pytest.approx(1.0, abs=1e-6)

@@ -1,0 +1,320 @@
+"""Search strategies and fusion, on a hand-built index with fixed vector scores (no embedding model)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from storage.bm25 import Bm25Index
+from storage.index_store import StoredIndex
+from storage.vectors import VectorIndex
+from tasks.search import (
+    RRF_K,
+    WEIGHTED_BM25_WEIGHT,
+    WEIGHTED_VECTOR_WEIGHT,
+    Hit,
+    Searcher,
+    Strategy,
+    reciprocal_rank_fusion,
+    top_rows,
+    weighted_fusion,
+)
+
+WEIGHTS = {"vector": 0.8, "bm25": 0.2}
+
+
+def rows_of(hits: list[Hit]) -> list[int]:
+    return [hit.row for hit in hits]
+
+
+# --- top_rows ----------------------------------------------------------------------------------------------------
+
+
+def test_top_rows_orders_by_score_then_row() -> None:
+    scores = np.array([0.5, 0.9, 0.5, 0.0, 0.9], dtype=np.float32)
+    assert top_rows(scores, 5) == [1, 4, 0, 2, 3]
+    assert top_rows(scores, 3) == [1, 4, 0]
+    assert top_rows(scores, 100) == [1, 4, 0, 2, 3]
+
+
+def test_top_rows_ties_are_broken_by_row_for_large_arrays() -> None:
+    # a stable sort is needed: numpy's default quicksort does not keep row order for many equal values
+    scores = np.ones(1000, dtype=np.float32)
+    assert top_rows(scores, 1000) == list(range(1000))
+
+
+def test_top_rows_matches_only_drops_zero_and_negative_scores() -> None:
+    scores = np.array([0.0, 2.0, -1.0, 0.5, 0.0])
+    assert top_rows(scores, 5, matches_only=True) == [1, 3]
+    assert top_rows(scores, 5) == [1, 3, 0, 4, 2]
+    assert top_rows(np.zeros(4), 4, matches_only=True) == []
+
+
+def test_top_rows_empty_and_nonpositive_k() -> None:
+    assert top_rows(np.zeros(0), 5) == []
+    assert top_rows(np.zeros(0), 5, matches_only=True) == []
+    assert top_rows(np.array([1.0, 2.0]), 0) == []
+    assert top_rows(np.array([1.0, 2.0]), -3) == []
+
+
+def test_top_rows_returns_python_ints() -> None:
+    assert all(type(row) is int for row in top_rows(np.array([0.3, 0.1]), 2))
+
+
+# --- fusion ------------------------------------------------------------------------------------------------------
+
+RANKINGS = {"vector": [2, 0, 1], "bm25": [0, 3]}  # row 1 and row 2: vector only; row 3: bm25 only
+
+
+def test_rrf_exact_scores_and_order() -> None:
+    assert RRF_K == 60
+    hits = reciprocal_rank_fusion(RANKINGS, k=10)
+    # row 0: vector rank 2, bm25 rank 1 -> 1/62 + 1/61 = 0.032520...
+    # row 2: vector rank 1             -> 1/61        = 0.016393...
+    # row 3: bm25 rank 2               -> 1/62        = 0.016129...
+    # row 1: vector rank 3             -> 1/63        = 0.015873...
+    assert rows_of(hits) == [0, 2, 3, 1]
+    expected = [1 / 62 + 1 / 61, 1 / 61, 1 / 62, 1 / 63]
+    assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
+    assert [hit.ranks for hit in hits] == [{"vector": 2, "bm25": 1}, {"vector": 1}, {"bm25": 2}, {"vector": 3}]
+
+
+def test_rrf_with_another_constant() -> None:
+    # rrf_k = 0: row 0 -> 1/2 + 1/1 = 1.5; row 2 -> 1; row 3 -> 1/2; row 1 -> 1/3
+    hits = reciprocal_rank_fusion(RANKINGS, k=10, rrf_k=0)
+    assert rows_of(hits) == [0, 2, 3, 1]
+    assert [hit.score for hit in hits] == pytest.approx([1.5, 1.0, 0.5, 1 / 3])
+
+
+def test_rrf_truncates_to_k() -> None:
+    assert rows_of(reciprocal_rank_fusion(RANKINGS, k=2)) == [0, 2]
+    assert reciprocal_rank_fusion(RANKINGS, k=0) == []
+
+
+def test_weighted_fusion_exact_scores_and_order() -> None:
+    hits = weighted_fusion(RANKINGS, WEIGHTS, k=10)
+    # row 2: 0.8 / 1           = 0.8
+    # row 0: 0.8 / 2 + 0.2 / 1 = 0.6
+    # row 1: 0.8 / 3           = 0.2667
+    # row 3: 0.2 / 2           = 0.1
+    assert rows_of(hits) == [2, 0, 1, 3]
+    assert [hit.score for hit in hits] == pytest.approx([0.8, 0.6, 0.8 / 3, 0.1], rel=1e-12)
+    assert hits[3].found_by == ["bm25"]
+
+
+def test_weighted_fusion_constants_are_the_cookbooks() -> None:
+    assert (WEIGHTED_VECTOR_WEIGHT, WEIGHTED_BM25_WEIGHT) == (0.8, 0.2)
+
+
+def test_fusion_of_empty_rankings() -> None:
+    assert reciprocal_rank_fusion({}, k=5) == []
+    assert reciprocal_rank_fusion({"vector": [], "bm25": []}, k=5) == []
+    assert weighted_fusion({"vector": [], "bm25": []}, WEIGHTS, k=5) == []
+
+
+def test_fusion_of_a_single_retriever_keeps_its_order() -> None:
+    hits = reciprocal_rank_fusion({"bm25": [4, 1, 7]}, k=10)
+    assert rows_of(hits) == [4, 1, 7]
+    assert [hit.found_by for hit in hits] == [["bm25"]] * 3
+
+
+@pytest.mark.parametrize("rankings", [{"vector": [0, 1], "bm25": [1, 0]}, {"vector": [1, 0], "bm25": [0, 1]}])
+def test_rrf_equal_scores_and_equal_best_rank_are_ordered_by_row(rankings: dict[str, list[int]]) -> None:
+    # both rows: 1/61 + 1/62, best single rank 1 -> row order
+    hits = reciprocal_rank_fusion(rankings, k=10)
+    assert hits[0].score == hits[1].score == pytest.approx(1 / 61 + 1 / 62)
+    assert rows_of(hits) == [0, 1]
+
+
+def test_equal_scores_are_ordered_by_best_single_rank_before_row() -> None:
+    # row 1: vector rank 4 -> 0.8 / 4 = 0.2; row 9: bm25 rank 1 -> 0.2 / 1 = 0.2 (exactly equal floats)
+    assert 0.8 / 4 == 0.2 / 1
+    hits = weighted_fusion({"vector": [5, 6, 7, 1], "bm25": [9]}, WEIGHTS, k=10)
+    # 5: 0.8, 6: 0.4, 7: 0.2667, then the tie: row 9 (best rank 1) before row 1 (best rank 4)
+    assert rows_of(hits) == [5, 6, 7, 9, 1]
+
+
+def test_hit_found_by_is_sorted_names() -> None:
+    assert Hit(0, 1.0, {"vector": 2, "bm25": 1}).found_by == ["bm25", "vector"]
+    assert Hit(0, 1.0, {"vector": 1}).found_by == ["vector"]
+    assert Hit(0, 1.0).found_by == []
+
+
+# --- Strategy ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_strategy_from_str_round_trip(strategy: Strategy) -> None:
+    assert Strategy.from_str(strategy.value) is strategy
+
+
+def test_strategy_values() -> None:
+    assert [strategy.value for strategy in Strategy] == ["vector", "bm25", "hybrid", "hybrid-weighted"]
+
+
+@pytest.mark.parametrize("value", ["Hybrid", "rrf", "", "hybrid_weighted"])
+def test_strategy_from_str_error_lists_the_choices(value: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        Strategy.from_str(value)
+    assert str(raised.value) == f"unknown strategy {value!r}; choose one of: vector, bm25, hybrid, hybrid-weighted"
+
+
+# --- Searcher ----------------------------------------------------------------------------------------------------
+
+TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape"]
+VECTOR = np.array([0.1, 0.9, 0.3, 0.9], dtype=np.float32)  # vector ranking: 1, 3 (tie -> row order), 2, 0
+
+
+def stored_index(texts: list[str]) -> StoredIndex:
+    chunks = pa.table({"chunk_id": [f"c{i}" for i in range(len(texts))], "content": texts})
+    matrix = np.eye(len(texts), max(len(texts), 1), dtype=np.float32) if texts else np.zeros((0, 4), np.float32)
+    manifest = {"config": {"embedder": {"provider": "local", "model": "m", "max_seq_length": 8}}}
+    return StoredIndex(manifest, chunks, Bm25Index.build(texts), VectorIndex(matrix))
+
+
+class FixedSearcher(Searcher):
+    """A Searcher whose vector scores are fixed (no embedder, no model)."""
+
+    fixed: np.ndarray
+    vector_queries: list[str]
+
+    def vector_scores(self, query: str) -> np.ndarray:
+        self.vector_queries.append(query)
+        return self.fixed
+
+
+def make_searcher(texts: list[str] = TEXTS, vector: np.ndarray = VECTOR, candidates: int = 150) -> FixedSearcher:
+    searcher = FixedSearcher.__new__(FixedSearcher)
+    searcher.index = stored_index(texts)
+    searcher.embedder = None
+    searcher.candidates = candidates
+    searcher.fixed = vector
+    searcher.vector_queries = []
+    return searcher
+
+
+def test_fake_index_bm25_scores_by_hand() -> None:
+    # N = 4, lengths 2, 2, 3, 1 -> avgdl = 2; "lemon" in rows 0, 2: idf = ln(1 + 2.5 / 2.5) = ln 2
+    # row 0: tf 1, dl 2 -> 1 / (1 + 1.2 * (0.25 + 0.75 * 1))   = 1 / 2.2
+    # row 2: tf 2, dl 3 -> 2 / (2 + 1.2 * (0.25 + 0.75 * 1.5)) = 2 / 3.65
+    scores = stored_index(TEXTS).bm25.scores("lemon")
+    np.testing.assert_allclose(scores, [math.log(2) / 2.2, 0, math.log(2) * 2 / 3.65, 0], rtol=1e-6)
+
+
+def test_search_bm25_returns_only_matching_rows() -> None:
+    searcher = make_searcher()
+    hits = searcher.search("lemon", Strategy.BM25, k=10)
+    assert rows_of(hits) == [2, 0]  # rows 1 and 3 score 0 and are left out
+    assert [hit.score for hit in hits] == pytest.approx([math.log(2) * 2 / 3.65, math.log(2) / 2.2], rel=1e-6)
+    assert [hit.ranks for hit in hits] == [{"bm25": 1}, {"bm25": 2}]
+    assert searcher.vector_queries == []  # BM25 alone does not embed the query
+    assert searcher.search("zeppelin", Strategy.BM25, k=10) == []
+
+
+def test_search_vector_keeps_every_row_up_to_k() -> None:
+    searcher = make_searcher()
+    hits = searcher.search("lemon", Strategy.VECTOR, k=3)
+    assert rows_of(hits) == [1, 3, 2]  # 0.9, 0.9 (tie: row order), 0.3
+    assert [hit.score for hit in hits] == pytest.approx([0.9, 0.9, 0.3])
+    assert [hit.ranks for hit in hits] == [{"vector": 1}, {"vector": 2}, {"vector": 3}]
+    assert searcher.vector_queries == ["lemon"]
+    assert rows_of(searcher.search("zeppelin", Strategy.VECTOR, k=10)) == [1, 3, 2, 0]
+
+
+def test_search_hybrid_is_rrf_of_both_rankings() -> None:
+    hits = make_searcher().search("lemon", Strategy.HYBRID, k=10)
+    # vector ranking 1, 3, 2, 0; bm25 ranking 2, 0
+    # row 2: 1/63 + 1/61 = 0.032266   row 0: 1/64 + 1/62 = 0.031754
+    # row 1: 1/61        = 0.016393   row 3: 1/62        = 0.016129
+    assert rows_of(hits) == [2, 0, 1, 3]
+    assert [hit.score for hit in hits] == pytest.approx([1 / 63 + 1 / 61, 1 / 64 + 1 / 62, 1 / 61, 1 / 62])
+    assert [hit.found_by for hit in hits] == [["bm25", "vector"], ["bm25", "vector"], ["vector"], ["vector"]]
+
+
+def test_search_hybrid_weighted_is_the_cookbook_fusion() -> None:
+    hits = make_searcher().search("lemon", Strategy.HYBRID_WEIGHTED, k=10)
+    # row 1: 0.8 / 1 = 0.8            row 2: 0.8 / 3 + 0.2 / 1 = 0.4667
+    # row 3: 0.8 / 2 = 0.4            row 0: 0.8 / 4 + 0.2 / 2 = 0.3
+    assert rows_of(hits) == [1, 2, 3, 0]
+    assert [hit.score for hit in hits] == pytest.approx([0.8, 0.8 / 3 + 0.2, 0.4, 0.3])
+
+
+WIDE_TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape", "melon", "kiwi"]
+WIDE_VECTOR = np.array([0.1, 0.9, 0.0, 0.8, 0.7, 0.2], dtype=np.float32)  # vector ranking: 1, 3, 4, 5, 0, 2
+
+
+def test_hybrid_includes_rows_found_by_only_one_retriever() -> None:
+    # candidates 3, k 3 -> depth 3: vector 1, 3, 4; bm25 ("lemon") 2, 0
+    hits = make_searcher(WIDE_TEXTS, WIDE_VECTOR, candidates=3).search("lemon", Strategy.HYBRID, k=3)
+    # row 1: 1/61 and row 2: 1/61 (tie, best rank 1 both -> row 1 first); row 3: 1/62 and row 0: 1/62 (-> row 0 first)
+    assert rows_of(hits) == [1, 2, 0]
+    assert [hit.found_by for hit in hits] == [["vector"], ["bm25"], ["bm25"]]
+    assert [hit.score for hit in hits] == pytest.approx([1 / 61, 1 / 61, 1 / 62])
+
+
+def test_hybrid_weighted_includes_rows_found_by_only_one_retriever() -> None:
+    # candidates 3, k 5 -> depth 5: vector 1, 3, 4, 5, 0; bm25 2, 0 (row 2 is only found by BM25)
+    hits = make_searcher(WIDE_TEXTS, WIDE_VECTOR, candidates=3).search("lemon", Strategy.HYBRID_WEIGHTED, k=5)
+    # row 1: 0.8/1 = 0.8; row 3: 0.8/2 = 0.4; row 4: 0.8/3 = 0.267; row 0: 0.8/5 + 0.2/2 = 0.26;
+    # row 2: 0.2/1 = 0.2 and row 5: 0.8/4 = 0.2 tie -> row 2 (best single rank 1) first, row 5 cut by k
+    assert rows_of(hits) == [1, 3, 4, 0, 2]
+    assert [hit.score for hit in hits] == pytest.approx([0.8, 0.4, 0.8 / 3, 0.8 / 5 + 0.1, 0.2])
+    assert hits[4].found_by == ["bm25"] and hits[3].found_by == ["bm25", "vector"]
+
+
+def test_hybrid_depth_is_at_least_k() -> None:
+    # candidates 1 but k 4: both retrievers are read 4 deep, so all rows appear
+    hits = make_searcher(candidates=1).search("lemon", Strategy.HYBRID, k=4)
+    assert sorted(rows_of(hits)) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_every_strategy_returns_distinct_rows_best_first_at_most_k(strategy: Strategy) -> None:
+    searcher = make_searcher()
+    for k in (1, 2, 3, 10):
+        hits = searcher.search("lemon mango", strategy, k)
+        assert len(hits) <= k
+        assert len(set(rows_of(hits))) == len(hits)
+        assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+        assert all(isinstance(hit.score, float) for hit in hits)
+        assert hits == searcher.search("lemon mango", strategy, k)  # deterministic
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_every_strategy_with_k_zero_returns_nothing(strategy: Strategy) -> None:
+    assert make_searcher().search("lemon", strategy, k=0) == []
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_every_strategy_on_an_empty_index_returns_nothing(strategy: Strategy) -> None:
+    searcher = make_searcher(texts=[], vector=np.zeros(0, dtype=np.float32))
+    assert searcher.search("lemon", strategy, k=5) == []
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_every_strategy_orders_duplicate_chunks_by_row(strategy: Strategy) -> None:
+    # rows 0 and 2 are the same chunk (same text, same vector score)
+    searcher = make_searcher(texts=["lemon kiwi", "mango", "lemon kiwi"], vector=np.array([0.7, 0.1, 0.7]))
+    rows = rows_of(searcher.search("lemon", strategy, k=3))
+    assert rows.index(0) < rows.index(2)
+    assert rows[:2] == [0, 2]
+
+
+def test_vector_scores_embeds_the_query_with_the_query_input_type() -> None:
+    calls = []
+
+    class FakeEmbedder:
+        def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
+            calls.append((texts, input_type))
+            return np.array([[0.0, 1.0, 0.0, 0.0]], dtype=np.float32)
+
+    searcher = Searcher.__new__(Searcher)
+    searcher.index = stored_index(TEXTS)  # identity vectors: row i is the unit vector e_i
+    searcher.embedder = FakeEmbedder()
+    searcher.candidates = 150
+    np.testing.assert_allclose(searcher.vector_scores("what?"), [0.0, 1.0, 0.0, 0.0])
+    assert calls == [(["what?"], "query")]
+    assert rows_of(searcher.search("lemon", Strategy.VECTOR, k=1)) == [1]
