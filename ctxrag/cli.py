@@ -14,7 +14,9 @@ from rich.table import Table
 
 from ctxrag.offline import ctxrag_home
 from storage.index_store import IndexStore, UnknownIndexError
+from tasks.claude.client import ClaudeCallError
 from tasks.models import CorpusError
+from tasks.secrets import MissingKey
 
 app = typer.Typer(
     add_completion=False,
@@ -25,7 +27,7 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
-USER_ERRORS = (CorpusError, UnknownIndexError, ValueError, RuntimeError)
+USER_ERRORS = (CorpusError, UnknownIndexError, ValueError, RuntimeError, MissingKey, ClaudeCallError)
 
 NameOption = typer.Option("default", "--name", help="Index name: lowercase letters, digits, '-' and '_'.")
 
@@ -81,14 +83,28 @@ def _parse_ks(values: Optional[list[str]]) -> Optional[list[int]]:
 def index(
     source: str = typer.Argument(..., help="A cookbook/docs JSON corpus, or a folder of code, Markdown and text."),
     name: str = NameOption,
-    contextualizer: str = typer.Option("structural", help="structural (offline, no LLM) or none."),
+    contextualizer: str = typer.Option("structural", help="structural (offline, no LLM), none, claude, claude-summary."),
     max_seq_length: int = typer.Option(512, help="Embedding model's max word pieces per chunk."),
+    model: str = typer.Option("claude-haiku-4-5", help="Claude model (claude contextualizers)."),
+    claude_mode: str = typer.Option("per-chunk", help="per-chunk (the cookbook's), per-document (one call, many contexts), batch (Message Batches, half price)."),
+    cache_ttl: str = typer.Option("5m", help="Prompt-cache TTL: 5m or 1h."),
+    concurrency: int = typer.Option(4, min=1, help="Parallel Claude calls per document after the cache write."),
+    rpm: Optional[float] = typer.Option(None, help="Client-side limit: Claude requests per minute."),
+    tpm: Optional[float] = typer.Option(None, help="Client-side limit: Claude input tokens per minute (estimated)."),
+    corpus_description: str = typer.Option("a document collection", help="What the corpus is (summary prompt)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
     from flows.index import index_corpus
 
-    report = _run(index_corpus, source=source, name=name, contextualizer=contextualizer, max_seq_length=max_seq_length)
+    claude = {
+        "model": model, "mode": claude_mode, "cache_ttl": cache_ttl, "concurrency": concurrency,
+        "requests_per_minute": rpm, "tokens_per_minute": tpm, "corpus_description": corpus_description,
+    }
+    report = _run(
+        index_corpus, source=source, name=name, contextualizer=contextualizer, max_seq_length=max_seq_length,
+        claude=claude if contextualizer.startswith("claude") else None,
+    )
     if as_json:
         print(json.dumps(report))
         return
@@ -98,11 +114,21 @@ def index(
     table.add_column("item")
     table.add_column("value", justify="right")
     for key, value in report.items():
-        if key not in {"warnings", "index", "version", "status", "seconds"}:
+        if key not in {"index", "version", "status"} and not isinstance(value, (dict, list)):
             table.add_row(key.replace("_", " "), str(value))
     table.add_row("warnings", str(len(report["warnings"])))
     table.add_row("seconds", ", ".join(f"{stage} {value:.1f}" for stage, value in report["seconds"].items()))
     out.print(table)
+    costs = report["contextualizer_calls"]
+    if costs["calls"]:
+        out.print(
+            f"Claude: {costs['calls']} calls ({costs['failed_calls']} failed), {costs['cache_read_share']:.1%} of input "
+            f"tokens read from cache, ${costs['cost_usd']:.4f} (without caching ${costs['cost_without_cache_usd']:.4f})",
+            highlight=False,
+        )
+        if costs["documents_without_caching"]:
+            out.print(f"caching could not apply (below the model's minimum length) to {len(costs['documents_without_caching'])} documents: "
+                      + ", ".join(costs["documents_without_caching"][:10]), highlight=False)
 
 
 @app.command()

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import ctxrag.offline  # noqa: F401  (before Prefect)
 from prefect import flow
 from prefect.artifacts import create_table_artifact
+from prefect.runtime import flow_run
 
 from ctxrag.offline import ctxrag_home
 from storage.index_store import IndexStore, validate_name
-from tasks.contextualize import ContextualizerKind
+from tasks.claude.contextualizer import ClaudeSettings
+from tasks.contextualize import ContextualizerSpec
 from tasks.embed import DEFAULT_MAX_SEQ_LENGTH, EmbedderSpec
 from tasks.indexing import (
+    chunks_to_contextualize,
     contextualize_document,
-    documents_to_contextualize,
+    contextualize_in_batches,
     embed_chunks,
+    finish_contextualization,
     indexed_text,
     load_corpus,
     plan_index,
@@ -36,10 +42,16 @@ def index_corpus(
     contextualizer: str = "structural",
     max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
     home: str | None = None,
+    claude: dict[str, Any] | None = None,
+    batch_poll_seconds: float = 30.0,
 ) -> dict[str, object]:
-    """Index SOURCE (a JSON corpus or a folder) under NAME; returns a report of what was done and reused."""
+    """Index SOURCE (a JSON corpus or a folder) under NAME; returns a report of what was done and reused.
+
+    ``claude`` holds ClaudeSettings fields (model, mode, cache_ttl, concurrency, ...) for the Claude contextualizers.
+    """
     validate_name(name)
-    ContextualizerKind.from_str(contextualizer)
+    spec_of_contexts = ContextualizerSpec(contextualizer, ClaudeSettings(**(claude or {})) if contextualizer.startswith("claude") else None)
+    run_id = str(flow_run.id or uuid.uuid4())
     root = Path(home) if home else ctxrag_home()
     spec = EmbedderSpec(max_seq_length=max_seq_length)
     store = IndexStore(root)
@@ -55,26 +67,31 @@ def index_corpus(
     with store.lock(name):
         corpus = load_corpus(source)
         lap("load")
-        pending = documents_to_contextualize(corpus, contextualizer, root)
+        pending = chunks_to_contextualize(corpus, spec_of_contexts, root)
         by_document = {document.doc_id: document for document in corpus.documents}
-        futures = {
-            doc_id: contextualize_document.submit(
-                by_document[doc_id], [chunk for chunk in corpus.chunks if chunk.doc_id == doc_id], contextualizer, root
-            )
-            for doc_id in pending
-        }
-        for future in futures.values():
-            future.wait()
-        failed = {doc_id: str(future.state.message) for doc_id, future in futures.items() if future.state.is_failed()}
+        failed: dict[str, str] = {}
+        if pending and spec_of_contexts.claude is not None and spec_of_contexts.claude.mode == "batch":
+            outcome = contextualize_in_batches(corpus, pending, spec_of_contexts, root, run_id, batch_poll_seconds)
+            if outcome["failed"]:
+                failed["(batch)"] = f"{outcome['failed']} batch items failed"
+        else:
+            futures = {
+                doc_id: contextualize_document.submit(by_document[doc_id], chunks, spec_of_contexts, root, run_id)
+                for doc_id, chunks in pending.items()
+            }
+            for future in futures.values():
+                future.wait()
+            failed = {doc_id: str(future.state.message) for doc_id, future in futures.items() if future.state.is_failed()}
+        costs = finish_contextualization(root, run_id)
         if failed:
             listing = "; ".join(f"{doc_id}: {message}" for doc_id, message in sorted(failed.items()))
             raise DocumentsFailed(f"{len(failed)} of {len(pending)} documents failed (the rest are saved): {listing}")
-        contexts = stored_contexts(corpus, contextualizer, root)
+        contexts = stored_contexts(corpus, spec_of_contexts, root)
         lap("contextualize")
         texts = [indexed_text(context, chunk.content) for context, chunk in zip(contexts, corpus.chunks)]
         vectors, embedded = embed_chunks(texts, spec, root)
         lap("embed")
-        plan = plan_index(corpus, contexts, spec, contextualizer)
+        plan = plan_index(corpus, contexts, spec, spec_of_contexts)
         live = store.manifest(name)
         up_to_date = live is not None and live.get("build_key") == plan.build_key
         version = live["version"] if up_to_date else publish_index(name, root, plan, vectors, source)
@@ -86,14 +103,22 @@ def index_corpus(
         "documents": len(corpus.documents),
         "chunks": len(corpus.chunks),
         "documents_contextualized": len(pending),
+        "chunks_contextualized": sum(len(chunks) for chunks in pending.values()),
         "chunks_embedded": embedded,
         "chunks_embedding_reused": len(texts) - embedded,
+        "contextualizer_calls": costs,
         "seconds": seconds,
         "warnings": corpus.warnings,
     }
     create_table_artifact(
         key=f"ctxrag-index-{name}".replace("_", "-"),
-        table=[{"item": key, "value": str(value)} for key, value in report.items() if key not in {"warnings", "seconds"}],
+        table=[{"item": key, "value": str(value)} for key, value in report.items() if not isinstance(value, (dict, list))],
         description=f"ctxrag index run for {name!r}",
     )
+    if costs["calls"]:
+        create_table_artifact(
+            key=f"ctxrag-costs-{name}".replace("_", "-"),
+            table=[{"item": key, "value": str(value)} for key, value in costs.items()],
+            description=f"paid contextualizer calls of this run ({spec_of_contexts.kind})",
+        )
     return report

@@ -2,11 +2,14 @@
 
 Each table is a folder of part files. A stage writes a part as soon as a batch of work is done (write to a
 temporary file, then an atomic rename), so a killed run keeps everything it finished and a re-run looks
-rows up by key instead of computing them again.
+rows up by key instead of computing them again. Small, frequent results (one paid API call each) go to the
+table's journal instead, one fsynced JSON line per row; ``compact`` folds the journal and parts into one part.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import time
 import uuid
@@ -32,32 +35,82 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
 
 
 class RowCache:
-    """Rows keyed by the string column ``key``; later parts win when a key repeats."""
+    """Rows keyed by the string column ``key``; later parts (and then the journal) win when a key repeats."""
 
-    def __init__(self, root: Path, table: str) -> None:
+    def __init__(self, root: Path, table: str, schema: pa.Schema | None = None) -> None:
         self.directory = root / "artifacts" / table
+        self.journal = self.directory / "journal.jsonl"
+        self.schema = schema
+
+    def append_rows(self, rows: list[dict]) -> None:
+        """Persist rows now, durably, as JSON lines (cheap for one row; safe across threads and processes)."""
+        if not rows:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        payload = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows).encode("utf-8")
+        with open(self.journal, "ab") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _journal_table(self) -> pa.Table | None:
+        if not self.journal.is_file():
+            return None
+        rows = []
+        for line in self.journal.read_bytes().split(b"\n"):
+            try:
+                rows.append(json.loads(line))
+            except ValueError:  # empty, or the torn last line of a killed write: that row was never acknowledged
+                continue
+        if not rows:
+            return None
+        return pa.Table.from_pylist(rows, schema=self.schema)
 
     def parts(self) -> list[Path]:
         return sorted(self.directory.glob("part-*.parquet")) if self.directory.is_dir() else []
 
     def read(self, keys: Iterable[str] | None = None, columns: list[str] | None = None) -> pa.Table | None:
         """The stored rows (only those whose key is in ``keys``, when given), deduplicated by key; None if empty."""
-        parts = self.parts()
-        if not parts:
-            return None
         wanted = None if keys is None else pa.array(sorted(set(keys)), type=pa.string())
-        tables = []
-        for part in parts:
-            table = pq.read_table(part, columns=None if columns is None else [KEY, *(c for c in columns if c != KEY)])
-            if wanted is not None:
-                table = table.filter(pc.is_in(table[KEY], value_set=wanted))
-            tables.append(table)
+        names = None if columns is None else [KEY, *(c for c in columns if c != KEY)]
+        tables = [pq.read_table(part, columns=names) for part in self.parts()]
+        journal = self._journal_table()
+        if journal is not None:
+            tables.append(journal.select(names) if names else journal)
+        if not tables:
+            return None
         combined = pa.concat_tables(tables, promote_options="default")
+        if wanted is not None:
+            combined = combined.filter(pc.is_in(combined[KEY], value_set=wanted))
         return _last_per_key(combined)
 
     def keys(self) -> set[str]:
         table = self.read(columns=[])
         return set() if table is None else set(table[KEY].to_pylist())
+
+    def compact(self, min_parts: int = 16) -> None:
+        """Fold the journal and the parts into one part (when there are ``min_parts`` parts, or any journal).
+
+        Holds the journal lock throughout, so rows appended meanwhile wait and are not lost; part writers of the
+        same table must not run at the same time (stages compact their own tables after they finish).
+        """
+        if not self.directory.is_dir():
+            return
+        with open(self.journal, "ab") as journal_handle:
+            fcntl.flock(journal_handle, fcntl.LOCK_EX)  # appenders wait; released when the handle closes
+            parts = self.parts()
+            if len(parts) < min_parts and self.journal.stat().st_size == 0:
+                return
+            table = self.read()
+            if table is not None:
+                self.append(table)  # newest part, holding every row
+            for part in parts:
+                part.unlink(missing_ok=True)
+            os.truncate(self.journal, 0)
 
     def append(self, table: pa.Table) -> None:
         """Persist new rows as one more part file (atomic)."""

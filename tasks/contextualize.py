@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
+from storage.ledger import LedgerRow
 from tasks.models import Chunk, Document, sha256_hex
+
+if TYPE_CHECKING:
+    from tasks.claude.contextualizer import ClaudeSettings
 from tasks.structure import (
+    chunk_offsets,
     enclosing_definitions,
     find_definitions,
     first_code_position,
@@ -23,18 +28,25 @@ from tasks.structure import (
 MAX_DEFINED_NAMES = 40
 
 
+SaveContexts = Callable[[list[tuple[Chunk, str]]], None]
+SaveLedger = Callable[[list[LedgerRow]], None]
+
+
 class Contextualizer(Protocol):
-    """Writes one context per chunk of a document, in order. ``name`` + ``version`` are part of the cache key."""
+    """Writes the contexts of a document's chunks, handing each to ``save`` as soon as it exists (and paid calls
+    to ``ledger``). ``name`` + ``version`` are part of every context's cache key."""
 
     name: str
     version: str
 
-    def contextualize(self, document: Document, chunks: list[Chunk]) -> list[str]: ...
+    def run(self, document: Document, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger) -> None: ...
 
 
 class ContextualizerKind(str, Enum):
     STRUCTURAL = "structural"
     NONE = "none"
+    CLAUDE = "claude"
+    CLAUDE_SUMMARY = "claude-summary"
 
     @classmethod
     def from_str(cls, value: str) -> "ContextualizerKind":
@@ -45,8 +57,18 @@ class ContextualizerKind(str, Enum):
             raise ValueError(f"unknown contextualizer {value!r}; choose one of: {choices}") from None
 
 
+class _Offline:
+    """An LLM-free contextualizer: ``contextualize`` is a pure function; ``run`` saves its answer in one go."""
+
+    def contextualize(self, document: Document, chunks: list[Chunk]) -> list[str]:
+        raise NotImplementedError
+
+    def run(self, document: Document, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger) -> None:
+        save(list(zip(chunks, self.contextualize(document, chunks), strict=True)))
+
+
 @dataclass(frozen=True)
-class NoContext:
+class NoContext(_Offline):
     name: str = "none"
     version: str = "1"
 
@@ -55,7 +77,7 @@ class NoContext:
 
 
 @dataclass(frozen=True)
-class StructuralContextualizer:
+class StructuralContextualizer(_Offline):
     name: str = "structural"
     version: str = "1"
 
@@ -74,7 +96,7 @@ class StructuralContextualizer:
         if names:
             header.append("Defines: " + ", ".join(names) + ".")
         contexts = []
-        for offset, chunk in zip(_chunk_offsets(document.content, chunks), chunks):
+        for offset, chunk in zip(chunk_offsets(document.content, [chunk.content for chunk in chunks]), chunks):
             lines = list(header)
             chain = enclosing_definitions(definitions, *first_code_position(document.content, offset)) if offset >= 0 else []
             if chain:
@@ -99,28 +121,39 @@ class StructuralContextualizer:
         return "\n".join(lines)
 
 
-def make_contextualizer(kind: str) -> Contextualizer:
-    """The contextualizer for a CLI/config name."""
+@dataclass(frozen=True)
+class ContextualizerSpec:
+    """Which contextualizer, with its settings: plain values, safe as a Prefect task parameter (no client, no key)."""
+
+    kind: str = "structural"
+    claude: "ClaudeSettings | None" = None
+
+    def __post_init__(self) -> None:
+        ContextualizerKind.from_str(self.kind)
+
+    @property
+    def paid(self) -> bool:
+        return self.kind in {ContextualizerKind.CLAUDE.value, ContextualizerKind.CLAUDE_SUMMARY.value}
+
+    def build(self, run_id: str = "") -> Contextualizer:
+        return make_contextualizer(self.kind, self.claude, run_id)
+
+
+def make_contextualizer(kind: str, claude: "ClaudeSettings | None" = None, run_id: str = "") -> Contextualizer:
+    """The contextualizer for a CLI/config name (Claude ones are built lazily: no key is needed to plan)."""
+    from tasks.claude.contextualizer import ClaudeContextualizer, ClaudeSettings, ClaudeSummarizer
+
     match ContextualizerKind.from_str(kind):
         case ContextualizerKind.STRUCTURAL:
             return StructuralContextualizer()
         case ContextualizerKind.NONE:
             return NoContext()
+        case ContextualizerKind.CLAUDE:
+            return ClaudeContextualizer(claude or ClaudeSettings(), run_id)
+        case ContextualizerKind.CLAUDE_SUMMARY:
+            return ClaudeSummarizer(claude or ClaudeSettings(), run_id)
 
 
 def context_key(chunk: Chunk, contextualizer: Contextualizer) -> str:
     """Cache key of a chunk's context: (chunk key, contextualizer, version)."""
     return sha256_hex(chunk.key, contextualizer.name, contextualizer.version)[:32]
-
-
-def _chunk_offsets(content: str, chunks: list[Chunk]) -> list[int]:
-    """Where each chunk starts in its document (-1 when it is not found verbatim); chunks are searched in order."""
-    offsets, cursor = [], 0
-    for chunk in chunks:
-        position = content.find(chunk.content, cursor)
-        if position < 0:
-            position = content.find(chunk.content)
-        offsets.append(position)
-        if position >= 0:
-            cursor = position + 1
-    return offsets

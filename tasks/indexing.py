@@ -19,11 +19,13 @@ from storage.artifacts import KEY, RowCache
 from storage.bm25 import Bm25Index
 from storage.index_store import IndexStore
 from storage.vectors import VectorIndex
-from tasks.contextualize import context_key, make_contextualizer
+from storage.ledger import Ledger, summarize
+from tasks.contextualize import Contextualizer, ContextualizerSpec, context_key
 from tasks.embed import EmbedderSpec, embed_with_cache
 from tasks.load import load_source
 from tasks.models import Chunk, Corpus, CorpusError, Document, sha256_hex
 from tasks.progress import stage_progress
+from tasks.secrets import MissingKey
 
 BM25_PARAMETERS = {"k1": 1.2, "b": 0.75}
 
@@ -32,10 +34,10 @@ def _retry_unless_bad_input(task, task_run, state) -> bool:  # type: ignore[no-u
     """Retry I/O hiccups, not bad input: a malformed corpus will not get better."""
     try:
         state.result()
-    except CorpusError:
+    except (CorpusError, MissingKey, ValueError):
         return False
-    except Exception:
-        return True
+    except Exception as error:  # noqa: BLE001 - decide by the error's own word when it has one
+        return bool(getattr(error, "retryable", True))
     return False
 
 
@@ -57,30 +59,77 @@ def embeddings_cache(home: Path) -> RowCache:
     return RowCache(home, "embeddings")
 
 
-@task(cache_policy=NONE)
-def documents_to_contextualize(corpus: Corpus, contextualizer: str, home: Path) -> list[str]:
-    """Ids of documents that have at least one chunk without a stored context."""
-    worker = make_contextualizer(contextualizer)
-    stored = contexts_cache(home).keys()
-    return sorted({chunk.doc_id for chunk in corpus.chunks if context_key(chunk, worker) not in stored})
-
-
-@task(retries=2, retry_delay_seconds=[2, 10], cache_policy=NONE)
-def contextualize_document(document: Document, chunks: list[Chunk], contextualizer: str, home: Path) -> int:
-    """Write and persist the contexts of one document's chunks; returns how many were written."""
-    worker = make_contextualizer(contextualizer)
-    contexts = worker.contextualize(document, chunks)
-    if len(contexts) != len(chunks):
-        raise RuntimeError(f"{worker.name} returned {len(contexts)} contexts for {len(chunks)} chunks of {document.doc_id}")
-    keys = [context_key(chunk, worker) for chunk in chunks]
-    contexts_cache(home).append(pa.table({KEY: keys, "doc_id": [document.doc_id] * len(chunks), "context": contexts}))
-    return len(chunks)
+def _stored_keys(home: Path, keys: list[str]) -> set[str]:
+    table = contexts_cache(home).read(keys=keys, columns=[])
+    return set() if table is None else set(table[KEY].to_pylist())
 
 
 @task(cache_policy=NONE)
-def stored_contexts(corpus: Corpus, contextualizer: str, home: Path) -> list[str]:
+def chunks_to_contextualize(corpus: Corpus, spec: ContextualizerSpec, home: Path) -> dict[str, list[Chunk]]:
+    """doc_id -> its chunks that have no stored context yet (documents with none pending are left out)."""
+    worker = spec.build()
+    keys = [context_key(chunk, worker) for chunk in corpus.chunks]
+    stored = _stored_keys(home, keys)
+    pending: dict[str, list[Chunk]] = {}
+    for chunk, key in zip(corpus.chunks, keys):
+        if key not in stored:
+            pending.setdefault(chunk.doc_id, []).append(chunk)
+    return pending
+
+
+def _context_saver(home: Path, worker: Contextualizer):  # type: ignore[no-untyped-def]
+    cache = contexts_cache(home)
+
+    def save(pairs: list[tuple[Chunk, str]]) -> None:
+        cache.append_rows([{KEY: context_key(chunk, worker), "doc_id": chunk.doc_id, "context": text} for chunk, text in pairs])
+
+    return save
+
+
+@task(retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_retry_unless_bad_input, cache_policy=NONE)
+def contextualize_document(document: Document, chunks: list[Chunk], spec: ContextualizerSpec, home: Path, run_id: str) -> int:
+    """Write the contexts of a document's pending chunks, each saved as soon as it exists; returns how many."""
+    worker = spec.build(run_id)
+    stored = _stored_keys(home, [context_key(chunk, worker) for chunk in chunks])  # a task retry skips saved ones
+    todo = [chunk for chunk in chunks if context_key(chunk, worker) not in stored]
+    if todo:
+        worker.run(document, todo, _context_saver(home, worker), Ledger(home).append)
+    return len(todo)
+
+
+@task(retries=1, retry_delay_seconds=[30], cache_policy=NONE)
+def contextualize_in_batches(corpus: Corpus, pending: dict[str, list[Chunk]], spec: ContextualizerSpec, home: Path, run_id: str, poll_seconds: float = 30.0) -> dict[str, int]:
+    """Message Batches mode: resume open batches, then submit what is still missing (see tasks.claude.batches)."""
+    from tasks.claude.batches import BatchState, run_batches
+
+    worker = spec.build(run_id)
+    cache = contexts_cache(home)
+    documents = {document.doc_id: document for document in corpus.documents}
+    done = _stored_keys(home, [context_key(chunk, worker) for chunks in pending.values() for chunk in chunks])
+
+    def save(rows: list[tuple[str, str, str]]) -> None:
+        cache.append_rows([{KEY: key, "doc_id": doc_id, "context": text} for key, doc_id, text in rows])
+        done.update(key for key, _, _ in rows)
+
+    return run_batches(
+        worker, [(documents[doc_id], chunks) for doc_id, chunks in pending.items()], save, Ledger(home).append,
+        BatchState(home), poll_seconds, is_done=lambda key: key in done,
+    )
+
+
+@task(cache_policy=NONE)
+def finish_contextualization(home: Path, run_id: str) -> dict[str, object]:
+    """Fold the stage's journals into Parquet and sum this run's paid calls."""
+    contexts_cache(home).compact(min_parts=2)
+    ledger = Ledger(home)
+    ledger.compact()
+    return summarize(ledger.rows(run_id))
+
+
+@task(cache_policy=NONE)
+def stored_contexts(corpus: Corpus, spec: ContextualizerSpec, home: Path) -> list[str]:
     """Every chunk's context, in chunk order, from the store (all must be there)."""
-    worker = make_contextualizer(contextualizer)
+    worker = spec.build()
     keys = [context_key(chunk, worker) for chunk in corpus.chunks]
     table = contexts_cache(home).read(keys=keys, columns=["context"])
     found = {} if table is None else dict(zip(table[KEY].to_pylist(), table["context"].to_pylist()))
@@ -111,8 +160,8 @@ class IndexPlan:
     rows: pa.Table = field(repr=False)
 
 
-def plan_index(corpus: Corpus, contexts: list[str], spec: EmbedderSpec, contextualizer: str) -> IndexPlan:
-    worker = make_contextualizer(contextualizer)
+def plan_index(corpus: Corpus, contexts: list[str], spec: EmbedderSpec, contextualizer: ContextualizerSpec) -> IndexPlan:
+    worker = contextualizer.build()
     config = {
         "backend": "embedded",
         "contextualizer": {"name": worker.name, "version": worker.version},

@@ -161,3 +161,16 @@ def _width(indent: str) -> int:
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def chunk_offsets(content: str, pieces: list[str]) -> list[int]:
+    """Where each piece starts in ``content`` (-1 when not found verbatim); pieces are searched in order."""
+    offsets, cursor = [], 0
+    for piece in pieces:
+        position = content.find(piece, cursor)
+        if position < 0:
+            position = content.find(piece)
+        offsets.append(position)
+        if position >= 0:
+            cursor = position + 1
+    return offsets

@@ -196,7 +196,7 @@ def test_none_gives_empty_strings(kind: str) -> None:
 def test_make_contextualizer() -> None:
     assert isinstance(make_contextualizer("structural"), StructuralContextualizer)
     assert isinstance(make_contextualizer("none"), NoContext)
-    assert [kind.value for kind in ContextualizerKind] == ["structural", "none"]
+    assert [kind.value for kind in ContextualizerKind] == ["structural", "none", "claude", "claude-summary"]
 
 
 @pytest.mark.parametrize("kind", list(ContextualizerKind))
@@ -209,8 +209,8 @@ def test_every_kind_has_a_contextualizer_named_after_it(kind: ContextualizerKind
 def test_from_str_error_lists_the_choices(value: str) -> None:
     with pytest.raises(ValueError) as raised:
         ContextualizerKind.from_str(value)
-    assert str(raised.value) == f"unknown contextualizer {value!r}; choose one of: structural, none"
-    with pytest.raises(ValueError, match="choose one of: structural, none"):
+    assert str(raised.value) == f"unknown contextualizer {value!r}; choose one of: structural, none, claude, claude-summary"
+    with pytest.raises(ValueError, match="choose one of: structural, none, claude, claude-summary"):
         make_contextualizer(value)
 
 

@@ -1,0 +1,1 @@
+"""Claude as contextualizer and summarizer, through the official ``anthropic`` SDK."""
