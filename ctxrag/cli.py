@@ -17,17 +17,19 @@ from storage.index_store import IndexStore, UnknownIndexError
 from tasks.claude.client import ClaudeCallError
 from tasks.models import CorpusError
 from tasks.secrets import MissingKey
+from tasks.rerank import RerankError
+from tasks.voyage import VoyageCallError
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    pretty_exceptions_show_locals=False,  # locals can hold secrets; never print them
+    pretty_exceptions_enable=False,  # plain tracebacks for unexpected errors; never locals (they can hold secrets)
     help="Contextual Retrieval as a Prefect workflow.",
 )
 out = Console()
 err = Console(stderr=True)
 
-USER_ERRORS = (CorpusError, UnknownIndexError, ValueError, RuntimeError, MissingKey, ClaudeCallError)
+USER_ERRORS = (CorpusError, UnknownIndexError, ValueError, RuntimeError, MissingKey, ClaudeCallError, VoyageCallError, RerankError)
 
 NameOption = typer.Option("default", "--name", help="Index name: lowercase letters, digits, '-' and '_'.")
 
@@ -84,7 +86,10 @@ def index(
     source: str = typer.Argument(..., help="A cookbook/docs JSON corpus, or a folder of code, Markdown and text."),
     name: str = NameOption,
     contextualizer: str = typer.Option("structural", help="structural (offline, no LLM), none, claude, claude-summary."),
-    max_seq_length: int = typer.Option(512, help="Embedding model's max word pieces per chunk."),
+    max_seq_length: int = typer.Option(512, help="Local embedding model's max word pieces per chunk."),
+    embedder: str = typer.Option("local", help="local (MiniLM shipped in a package, offline) or voyage (VOYAGE_API_KEY)."),
+    embedding_model: Optional[str] = typer.Option(None, help="Voyage model (default voyage-2; voyage-3.5, voyage-code-3, ...)."),
+    output_dimension: Optional[int] = typer.Option(None, help="Voyage output dimension, where the model supports it."),
     model: str = typer.Option("claude-haiku-4-5", help="Claude model (claude contextualizers)."),
     claude_mode: str = typer.Option("per-chunk", help="per-chunk (the cookbook's), per-document (one call, many contexts), batch (Message Batches, half price)."),
     cache_ttl: str = typer.Option("5m", help="Prompt-cache TTL: 5m or 1h."),
@@ -104,6 +109,7 @@ def index(
     report = _run(
         index_corpus, source=source, name=name, contextualizer=contextualizer, max_seq_length=max_seq_length,
         claude=claude if contextualizer.startswith("claude") else None,
+        embedder=embedder, embedding_model=embedding_model, output_dimension=output_dimension,
     )
     if as_json:
         print(json.dumps(report))
@@ -126,6 +132,10 @@ def index(
             f"tokens read from cache, ${costs['cost_usd']:.4f} (without caching ${costs['cost_without_cache_usd']:.4f})",
             highlight=False,
         )
+    if report["embedding_calls"]["calls"]:
+        spent = report["embedding_calls"]
+        out.print(f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${spent['cost_usd']:.4f}", highlight=False)
+    if costs["calls"]:
         if costs["documents_without_caching"]:
             out.print(f"caching could not apply (below the model's minimum length) to {len(costs['documents_without_caching'])} documents: "
                       + ", ".join(costs["documents_without_caching"][:10]), highlight=False)
@@ -137,14 +147,20 @@ def search(
     name: str = NameOption,
     strategy: str = typer.Option("hybrid", help="vector, bm25, hybrid (RRF) or hybrid-weighted."),
     k: int = typer.Option(10, "-k", "--k", min=1),
+    rerank: str = typer.Option("none", help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:PATH or none."),
+    rerank_model: str = typer.Option("", help="Reranker model (cohere: rerank-english-v3.0; claude: claude-haiku-4-5)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Search an index (no Prefect run: answers in milliseconds)."""
+    from tasks.rerank import RerankSpec
     from tasks.search import Searcher, Strategy
 
     try:
+        spec = RerankSpec.from_str(rerank, rerank_model)
+        if spec and (variable := spec.missing_key()):
+            raise MissingKey(f"--rerank {rerank} needs {variable}")
         searcher = Searcher(IndexStore(ctxrag_home()).open(name))
-        hits = searcher.search(query, Strategy.from_str(strategy), k)
+        hits = searcher.search(query, Strategy.from_str(strategy), k, spec.build() if spec else None)
     except USER_ERRORS as error:
         _fail(str(error))
         return
@@ -177,26 +193,51 @@ def evaluate(
     name: str = NameOption,
     k: Optional[list[str]] = typer.Option(None, "--k", help="Cut-offs, e.g. --k 5,10,20 (default: 5,10,20 for JSONL, 3 for docs)."),
     strategy: Optional[list[str]] = typer.Option(None, "--strategy", help="Repeatable; default: every strategy."),
+    rerank: str = typer.Option("none", help="Add <strategy>+rerank-<provider> rows: cohere, claude, local:PATH."),
+    rerank_model: str = typer.Option("", help="Reranker model."),
+    end_to_end: bool = typer.Option(False, "--end-to-end", help="Add accuracy: Claude answers, a Claude judge grades."),
+    answer_model: str = typer.Option("claude-haiku-4-5", help="--end-to-end: the answering model."),
+    judge_model: str = typer.Option("claude-sonnet-4-5", help="--end-to-end: the judging model."),
+    subject: str = typer.Option("the indexed documents", help="--end-to-end: what the questions are about (judge prompt)."),
     as_json: bool = typer.Option(False, "--json", help="Print only {strategy: {metric: value}} as JSON."),
 ) -> None:
     """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
     from flows.evaluate import evaluate_index
 
-    result = _run(evaluate_index, evalset=evalset, name=name, ks=_parse_ks(k), strategies=strategy or None)
+    result = _run(
+        evaluate_index, evalset=evalset, name=name, ks=_parse_ks(k), strategies=strategy or None, rerank=rerank,
+        rerank_model=rerank_model, end_to_end=end_to_end, answer_model=answer_model, judge_model=judge_model, subject=subject,
+    )
     if result["missing_golden"]:
         err.print(f"[yellow]warning:[/] {len(result['missing_golden'])} golden chunks are not in the index (scored as misses)")
+    for row_name, reason in result["unavailable"].items():
+        err.print(f"note: {row_name} not computed: {reason}" + (" (left out of the JSON)" if as_json else ""), highlight=False)
+    for row_name, count in result["unparseable_judgements"].items():
+        if count:
+            err.print(f"note: {row_name}: {count} judgements could not be parsed; accuracy is over the rest", highlight=False)
+    for row_name, count in result["rerank_fallbacks"].items():
+        if count:
+            err.print(f"note: {row_name}: Claude's indices were unusable for {count} queries; original order used", highlight=False)
     if as_json:
         print(json.dumps(result["metrics"]))
         return
     metrics = result["metrics"]
-    names = list(next(iter(metrics.values())))
+    names = list(dict.fromkeys(metric for values in metrics.values() for metric in values))
+    if "accuracy" in result["unavailable"] and "accuracy" not in names:
+        names.append("accuracy")
     table = Table(title=f"{result['queries']} queries on index {name!r}")
     table.add_column("strategy")
     for metric in names:
         table.add_column(metric, justify="right")
     for strategy_name, values in metrics.items():
-        table.add_row(strategy_name, *(f"{values[metric]:.4f}" for metric in names))
+        table.add_row(strategy_name, *(f"{values[metric]:.4f}" if metric in values else result["unavailable"].get(metric, "-") for metric in names))
+    for row_name, reason in result["unavailable"].items():
+        if row_name != "accuracy":
+            table.add_row(row_name, *([reason] + [""] * (len(names) - 1)))
     out.print(table)
+    spent = result["paid_calls"]
+    if spent["calls"]:
+        out.print(f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${spent['cost_usd']:.4f}", highlight=False)
     err.print(f"chart: {result['chart']}\nper-query results: {result['run_dir']}", highlight=False)
 
 

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 import ctxrag.offline  # noqa: F401  (before Prefect)
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
+from prefect.runtime import flow_run
 
 from ctxrag.offline import ctxrag_home
 from storage.index_store import IndexStore
+from storage.ledger import Ledger, summarize
 from tasks.evalset import EvalSet, load_evalset
+from tasks.answer import EndToEnd
 from tasks.evaluate import Evaluation, evaluate
 from tasks.progress import stage_progress
 from tasks.report import metrics_rows, write_chart, write_run
+from tasks.rerank import CrossEncoderReranker, RerankSpec
 from tasks.search import Searcher, Strategy
 
 
@@ -25,10 +30,23 @@ def load_evaluation_set(path: str) -> EvalSet:
 
 
 @task(cache_policy=NONE)
-def run_evaluation(name: str, home: Path, evalset: EvalSet, strategies: list[Strategy], ks: list[int]) -> Evaluation:
+def run_evaluation(
+    name: str,
+    home: Path,
+    evalset: EvalSet,
+    strategies: list[Strategy],
+    ks: list[int],
+    rerank: RerankSpec | None = None,
+    end_to_end: dict[str, str] | None = None,
+    run_id: str = "",
+) -> Evaluation:
     searcher = Searcher(IndexStore(home).open(name))
+    ledger = Ledger(home).append
+    rerankers = [rerank.build(ledger, run_id)] if rerank else []
+    judge = EndToEnd(ledger=ledger, run_id=run_id, **end_to_end) if end_to_end is not None else None
+    paid = bool(judge) or any(not isinstance(reranker, CrossEncoderReranker) for reranker in rerankers)
     with stage_progress("evaluating") as update:
-        return evaluate(searcher, evalset, strategies, ks, progress=update)
+        return evaluate(searcher, evalset, strategies, ks, progress=update, rerankers=rerankers, end_to_end=judge, workers=4 if paid else 1)
 
 
 @task(cache_policy=NONE)
@@ -44,15 +62,36 @@ def evaluate_index(
     ks: list[int] | None = None,
     strategies: list[str] | None = None,
     home: str | None = None,
+    rerank: str = "none",
+    rerank_model: str = "",
+    end_to_end: bool = False,
+    answer_model: str = "claude-haiku-4-5",
+    judge_model: str = "claude-sonnet-4-5",
+    subject: str = "the indexed documents",
 ) -> dict[str, object]:
-    """Score every strategy (or the given ones) of index NAME on EVALSET; returns metrics and where results went."""
+    """Score every strategy (or the given ones) of index NAME on EVALSET; returns metrics and where results went.
+
+    ``rerank`` (cohere, claude, local:PATH) adds ``<strategy>+rerank-<provider>`` rows; ``end_to_end`` adds
+    ``accuracy`` (Claude answers, a Claude judge grades). Rows or metrics whose key is not configured are listed
+    under ``unavailable`` with the variable to set, never computed.
+    """
     root = Path(home) if home else ctxrag_home()
+    run_id = str(flow_run.id or uuid.uuid4())
     chosen = [Strategy.from_str(value) for value in strategies] if strategies else list(Strategy)
     questions = load_evaluation_set(evalset)
     ks = sorted(set(ks)) if ks else questions.format.default_ks
     if any(k < 1 for k in ks):
         raise ValueError(f"k must be at least 1, got {ks}")
-    result = run_evaluation(name, root, questions, chosen, ks)
+    unavailable: dict[str, str] = {}
+    rerank_spec = RerankSpec.from_str(rerank, rerank_model)
+    if rerank_spec and (variable := rerank_spec.missing_key()):
+        unavailable.update({f"{strategy.value}+{rerank_spec.label}": f"needs {variable}" for strategy in chosen})
+        rerank_spec = None
+    judge_settings = {"answer_model": answer_model, "judge_model": judge_model, "subject": subject} if end_to_end else None
+    if judge_settings and RerankSpec("claude").missing_key():
+        unavailable["accuracy"] = "needs ANTHROPIC_API_KEY"
+        judge_settings = None
+    result = run_evaluation(name, root, questions, chosen, ks, rerank_spec, judge_settings, run_id)
     if result.missing_golden:
         get_run_logger().warning(
             "%d golden chunks of %s are not in index %r and count as misses (first: %s)",
@@ -66,6 +105,9 @@ def evaluate_index(
         "format": questions.format.value,
         "ks": ks,
         "strategies": [strategy.value for strategy in chosen],
+        "rerank": {"provider": rerank, "model": rerank_model} if rerank != "none" else None,
+        "end_to_end": judge_settings,
+        "unavailable": unavailable,
     }
     chart = save_evaluation(run_dir, config, result)
     rows = metrics_rows(result.metrics)
@@ -74,8 +116,13 @@ def evaluate_index(
         key=f"ctxrag-chart-{name}".replace("_", "-"),
         markdown=f"Evaluation of `{name}` on `{Path(evalset).name}`: chart at `{chart}`, per-query results in `{run_dir}`.",
     )
+    ledger = Ledger(root)
     return {
         "metrics": result.metrics,
+        "unavailable": unavailable,
+        "unparseable_judgements": result.unparseable_judgements,
+        "rerank_fallbacks": result.rerank_fallbacks,
+        "paid_calls": summarize(ledger.rows(run_id)),
         "run_dir": str(run_dir),
         "chart": str(chart),
         "missing_golden": result.missing_golden,

@@ -25,6 +25,7 @@ from tasks.indexing import (
     finish_contextualization,
     indexed_text,
     load_corpus,
+    paid_calls,
     plan_index,
     publish_index,
     stored_contexts,
@@ -44,16 +45,25 @@ def index_corpus(
     home: str | None = None,
     claude: dict[str, Any] | None = None,
     batch_poll_seconds: float = 30.0,
+    embedder: str = "local",
+    embedding_model: str | None = None,
+    output_dimension: int | None = None,
 ) -> dict[str, object]:
     """Index SOURCE (a JSON corpus or a folder) under NAME; returns a report of what was done and reused.
 
     ``claude`` holds ClaudeSettings fields (model, mode, cache_ttl, concurrency, ...) for the Claude contextualizers.
+    ``embedder`` "local" (MiniLM, offline) or "voyage" (``embedding_model`` default voyage-2, ``output_dimension``).
     """
     validate_name(name)
     spec_of_contexts = ContextualizerSpec(contextualizer, ClaudeSettings(**(claude or {})) if contextualizer.startswith("claude") else None)
     run_id = str(flow_run.id or uuid.uuid4())
     root = Path(home) if home else ctxrag_home()
-    spec = EmbedderSpec(max_seq_length=max_seq_length)
+    spec = (
+        EmbedderSpec("voyage", embedding_model or "voyage-2", 0, output_dimension)
+        if embedder == "voyage"
+        else EmbedderSpec("local", embedding_model or "all-MiniLM-L6-v2", max_seq_length) if embedder == "local"
+        else EmbedderSpec(embedder)  # raises: unknown embedder
+    )
     store = IndexStore(root)
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
@@ -82,14 +92,16 @@ def index_corpus(
             for future in futures.values():
                 future.wait()
             failed = {doc_id: str(future.state.message) for doc_id, future in futures.items() if future.state.is_failed()}
-        costs = finish_contextualization(root, run_id)
+        finish_contextualization(root)
+        costs = paid_calls(root, run_id, "contextualize")
         if failed:
             listing = "; ".join(f"{doc_id}: {message}" for doc_id, message in sorted(failed.items()))
             raise DocumentsFailed(f"{len(failed)} of {len(pending)} documents failed (the rest are saved): {listing}")
         contexts = stored_contexts(corpus, spec_of_contexts, root)
         lap("contextualize")
         texts = [indexed_text(context, chunk.content) for context, chunk in zip(contexts, corpus.chunks)]
-        vectors, embedded = embed_chunks(texts, spec, root)
+        vectors, embedded = embed_chunks(texts, spec, root, run_id)
+        embedding_costs = paid_calls(root, run_id, "embed")
         lap("embed")
         plan = plan_index(corpus, contexts, spec, spec_of_contexts)
         live = store.manifest(name)
@@ -107,6 +119,7 @@ def index_corpus(
         "chunks_embedded": embedded,
         "chunks_embedding_reused": len(texts) - embedded,
         "contextualizer_calls": costs,
+        "embedding_calls": embedding_costs,
         "seconds": seconds,
         "warnings": corpus.warnings,
     }

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from storage.bm25 import Bm25Index
 from storage.vectors import VectorIndex
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: BM25 files carry ctxrag.json
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 
 

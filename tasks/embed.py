@@ -10,7 +10,7 @@ import threading
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -24,17 +24,32 @@ PERSIST_EVERY = 128  # texts per part file: a killed run keeps all but the last 
 
 ProgressCallback = Callable[[int, int], None]
 
+if TYPE_CHECKING:
+    from storage.ledger import LedgerRow
+
+    SaveLedger = Callable[[list[LedgerRow]], None]
+
 
 @dataclass(frozen=True)
 class EmbedderSpec:
-    """Which embedder an index uses; saved in the index manifest so queries are embedded the same way."""
+    """Which embedder an index uses; saved in the index manifest so queries are embedded the same way.
+
+    ``provider`` "local" (MiniLM, offline; ``max_seq_length`` applies) or "voyage" (``output_dimension`` applies).
+    """
 
     provider: str = "local"
     model: str = "all-MiniLM-L6-v2"
     max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
+    output_dimension: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.provider not in {"local", "voyage"}:
+            raise ValueError(f"unknown embedder {self.provider!r}; choose local or voyage")
 
     def cache_key(self, text: str, input_type: str) -> str:
-        return sha256_hex(sha256_hex(text), self.provider, self.model, str(self.max_seq_length), input_type)[:40]
+        """(text sha, provider, model, max sequence length or dimension, input type)."""
+        shape = str(self.max_seq_length) if self.provider == "local" else f"dim={self.output_dimension}"
+        return sha256_hex(sha256_hex(text), self.provider, self.model, shape, input_type)[:40]
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -71,7 +86,7 @@ class LocalEmbedder:
 
     def __init__(self, spec: EmbedderSpec) -> None:
         if spec.provider != "local":
-            raise ValueError(f"embedder provider {spec.provider!r} is not available offline; use 'local'")
+            raise ValueError(f"LocalEmbedder cannot serve provider {spec.provider!r}")
         self.spec = spec
 
     @property
@@ -87,19 +102,33 @@ class LocalEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+class Embedder(Protocol):
+    def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray: ...
+
+
+def make_embedder(spec: EmbedderSpec, ledger: SaveLedger | None = None, run_id: str = "") -> Embedder:
+    """The embedder for a spec (Voyage's is built lazily: no key is needed until something must be embedded)."""
+    if spec.provider == "voyage":
+        from tasks.voyage import VoyageEmbedder
+
+        return VoyageEmbedder(spec, ledger=ledger, run_id=run_id)
+    return LocalEmbedder(spec)
+
+
 def embed_with_cache(
     texts: list[str],
     spec: EmbedderSpec,
     cache: RowCache,
     input_type: str = "document",
     progress: ProgressCallback | None = None,
+    embedder: Embedder | None = None,
 ) -> tuple[np.ndarray, int]:
     """Vectors for ``texts`` (rows in order) and how many texts had to be embedded (the rest came from the cache)."""
     keys = [spec.cache_key(text, input_type) for text in texts]
     known = _cached_vectors(cache, keys)
     missing = {key: text for key, text in zip(keys, texts) if key not in known}
     if missing:
-        embedder = LocalEmbedder(spec)
+        embedder = embedder or make_embedder(spec)
         # Longest first: batches hold texts of similar length, so little padding; big batches fail early.
         order = sorted(missing, key=lambda key: len(missing[key]), reverse=True)
         done = 0

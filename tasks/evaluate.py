@@ -1,26 +1,36 @@
-"""Score search strategies on an evaluation set: per-query results and the averaged metrics table."""
+"""Score search strategies on an evaluation set: per-query results and the averaged metrics table.
+
+Rows are strategies, and ``<strategy>+rerank-<provider>`` for each reranker given. With an ``EndToEnd``, Claude
+answers each query from the top chunks and a Claude judge grades the answer: ``accuracy`` joins the metrics.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 import pyarrow as pa
 
-from tasks.evalset import EvalFormat, EvalSet, golden_ref
+from tasks.answer import EndToEnd
+from tasks.evalset import EvalFormat, EvalQuery, EvalSet, golden_ref
 from tasks.metrics import f1_from_means, mean, pass_at_k, precision_at_k, recall_at_k, reciprocal_rank_at_k
+from tasks.rerank import Reranker
 from tasks.search import Searcher, Strategy
 
 
 @dataclass
 class Evaluation:
-    """Metrics (strategy -> metric -> fraction), the per-query rows, and golden chunks absent from the index."""
+    """Metrics (row -> metric -> fraction), the per-query rows, and what could not be scored cleanly."""
 
     metrics: dict[str, dict[str, float]]
     per_query: pa.Table
     missing_golden: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    unparseable_judgements: dict[str, int] = field(default_factory=dict)
+    rerank_fallbacks: dict[str, int] = field(default_factory=dict)
 
 
 def chunk_refs(searcher: Searcher, evalset: EvalSet) -> list[str]:
@@ -37,32 +47,57 @@ def evaluate(
     strategies: list[Strategy],
     ks: list[int],
     progress: Callable[[int, int], None] | None = None,
+    rerankers: list[Reranker] | None = None,
+    end_to_end: EndToEnd | None = None,
+    workers: int = 1,
 ) -> Evaluation:
     started = time.perf_counter()
     refs = chunk_refs(searcher, evalset)
     known = set(refs)
     missing = sorted({ref for query in evalset.queries for ref in query.golden if ref not in known})
-    depth = max(ks)
+    variants: list[tuple[str, Strategy, Reranker | None]] = [
+        (name, strategy, reranker)
+        for strategy in strategies
+        for name, reranker in [(strategy.value, None)] + [(f"{strategy.value}+{r.label}", r) for r in rerankers or []]
+    ]
+    result = Evaluation({}, pa.table({}), missing)
     rows: list[dict[str, object]] = []
-    metrics: dict[str, dict[str, float]] = {}
-    total, done = len(strategies) * len(evalset.queries), 0
-    for strategy in strategies:
-        scores: dict[str, list[float]] = {}
-        for query in evalset.queries:
-            hits = searcher.search(query.query, strategy, depth)
-            retrieved = [refs[hit.row] for hit in hits]
-            row: dict[str, object] = {"strategy": strategy.value, "query_id": query.query_id, "query": query.query}
-            for k in ks:
-                for name, value in _query_metrics(evalset.format, retrieved, list(query.golden), k).items():
-                    scores.setdefault(name, []).append(value)
-                    row[name] = value
-            row["retrieved"] = retrieved
-            rows.append(row)
+    total, done, lock = len(variants) * len(evalset.queries), 0, threading.Lock()
+
+    def score(name: str, strategy: Strategy, reranker: Reranker | None, query: EvalQuery) -> dict[str, object]:
+        nonlocal done
+        hits = searcher.search(query.query, strategy, max(ks), reranker)
+        retrieved = [refs[hit.row] for hit in hits]
+        row: dict[str, object] = {"strategy": name, "query_id": query.query_id, "query": query.query}
+        for k in ks:
+            row.update(_query_metrics(evalset.format, retrieved, list(query.golden), k))
+        if end_to_end is not None:
+            documents = [searcher.index.chunks["content"][hit.row].as_py() for hit in hits[: min(ks)]]
+            answer = end_to_end.answer(query.query, documents)
+            row["answer"], row["correct"] = answer, end_to_end.judge(query.query, answer, query.answer)
+        row["retrieved"] = retrieved
+        with lock:
             done += 1
             if progress:
                 progress(done, total)
-        metrics[strategy.value] = _summarize(evalset.format, scores, ks)
-    return Evaluation(metrics, pa.Table.from_pylist(rows), missing, time.perf_counter() - started)
+        return row
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for name, strategy, reranker in variants:
+            variant_rows = list(pool.map(lambda query: score(name, strategy, reranker, query), evalset.queries))
+            rows += variant_rows
+            result.metrics[name] = _summarize(evalset.format, variant_rows, ks)
+            if end_to_end is not None:
+                verdicts = [row["correct"] for row in variant_rows]
+                judged = [verdict for verdict in verdicts if verdict is not None]
+                result.unparseable_judgements[name] = len(verdicts) - len(judged)
+                result.metrics[name]["accuracy"] = mean([1.0 if verdict else 0.0 for verdict in judged])
+            if reranker is not None and hasattr(reranker, "fallbacks"):
+                result.rerank_fallbacks[name] = getattr(reranker, "fallbacks")
+                reranker.fallbacks = 0  # type: ignore[attr-defined]
+    result.per_query = pa.Table.from_pylist(rows)
+    result.seconds = time.perf_counter() - started
+    return result
 
 
 def _query_metrics(fmt: EvalFormat, retrieved: list[str], golden: list[str], k: int) -> dict[str, float]:
@@ -75,9 +110,9 @@ def _query_metrics(fmt: EvalFormat, retrieved: list[str], golden: list[str], k: 
     }
 
 
-def _summarize(fmt: EvalFormat, scores: dict[str, list[float]], ks: list[int]) -> dict[str, float]:
+def _summarize(fmt: EvalFormat, rows: list[dict[str, object]], ks: list[int]) -> dict[str, float]:
     names = [name for k in ks for name in _query_metrics(fmt, [], [], k)]
-    summary = {name: mean(scores.get(name, [])) for name in names}
+    summary = {name: mean([float(row[name]) for row in rows]) for name in names}  # type: ignore[arg-type]
     if fmt is EvalFormat.DOCS:
         ordered: dict[str, float] = {}
         for k in ks:

@@ -21,7 +21,7 @@ from storage.index_store import IndexStore
 from storage.vectors import VectorIndex
 from storage.ledger import Ledger, summarize
 from tasks.contextualize import Contextualizer, ContextualizerSpec, context_key
-from tasks.embed import EmbedderSpec, embed_with_cache
+from tasks.embed import EmbedderSpec, embed_with_cache, make_embedder
 from tasks.load import load_source
 from tasks.models import Chunk, Corpus, CorpusError, Document, sha256_hex
 from tasks.progress import stage_progress
@@ -118,12 +118,17 @@ def contextualize_in_batches(corpus: Corpus, pending: dict[str, list[Chunk]], sp
 
 
 @task(cache_policy=NONE)
-def finish_contextualization(home: Path, run_id: str) -> dict[str, object]:
-    """Fold the stage's journals into Parquet and sum this run's paid calls."""
+def finish_contextualization(home: Path) -> None:
+    """Fold the stage's journal into Parquet."""
     contexts_cache(home).compact(min_parts=2)
+
+
+@task(cache_policy=NONE)
+def paid_calls(home: Path, run_id: str, stage: str) -> dict[str, object]:
+    """This run's paid calls of one stage, summed (calls, tokens, cache-read share, cost, cost without caching)."""
     ledger = Ledger(home)
     ledger.compact()
-    return summarize(ledger.rows(run_id))
+    return summarize([row for row in ledger.rows(run_id) if row["stage"] == stage])
 
 
 @task(cache_policy=NONE)
@@ -144,11 +149,12 @@ def indexed_text(context: str, content: str) -> str:
     return f"{context}\n\n{content}" if context else content
 
 
-@task(retries=1, retry_delay_seconds=[5], cache_policy=NONE)
-def embed_chunks(texts: list[str], spec: EmbedderSpec, home: Path) -> tuple[np.ndarray, int]:
+@task(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=_retry_unless_bad_input, cache_policy=NONE)
+def embed_chunks(texts: list[str], spec: EmbedderSpec, home: Path, run_id: str = "") -> tuple[np.ndarray, int]:
     """Vectors for the texts (cached ones reused; the rest embedded in batches, persisted batch by batch)."""
+    embedder = make_embedder(spec, Ledger(home).append, run_id)
     with stage_progress("embedding") as update:
-        return embed_with_cache(texts, spec, embeddings_cache(home), progress=update)
+        return embed_with_cache(texts, spec, embeddings_cache(home), progress=update, embedder=embedder)
 
 
 @dataclass

@@ -23,12 +23,12 @@ def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) ->
     import matplotlib.pyplot as plt
 
     strategies = list(metrics)
-    names = list(next(iter(metrics.values()))) if metrics else []
+    names = list(dict.fromkeys(name for values in metrics.values() for name in values))
     figure, axes = plt.subplots(figsize=(max(7, 1.6 * len(names) + 3.5), 4))
     width = 0.8 / max(1, len(strategies))
     for offset, strategy in enumerate(strategies):
         positions = [index + offset * width for index in range(len(names))]
-        axes.bar(positions, [metrics[strategy][name] for name in names], width, label=strategy)
+        axes.bar(positions, [metrics[strategy].get(name, 0.0) for name in names], width, label=strategy)
     axes.set_xticks([index + width * (len(strategies) - 1) / 2 for index in range(len(names))], names)
     axes.set_ylim(0, 1)
     axes.set_title(title)

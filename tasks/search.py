@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from storage.index_store import StoredIndex
-from tasks.embed import EmbedderSpec, LocalEmbedder
+from tasks.embed import EmbedderSpec, make_embedder
+
+if TYPE_CHECKING:
+    from tasks.rerank import Reranker
 
 RRF_K = 60
 WEIGHTED_CANDIDATES = 150
@@ -84,13 +88,27 @@ class Searcher:
 
     def __init__(self, index: StoredIndex, candidates: int = WEIGHTED_CANDIDATES) -> None:
         self.index = index
-        self.embedder = LocalEmbedder(EmbedderSpec.from_dict(index.config["embedder"]))
+        self.embedder = make_embedder(EmbedderSpec.from_dict(index.config["embedder"]))
         self.candidates = candidates
 
     def vector_scores(self, query: str) -> np.ndarray:
         return self.index.vectors.scores(self.embedder.embed([query], input_type="query")[0])
 
-    def search(self, query: str, strategy: Strategy, k: int) -> list[Hit]:
+    def candidate_text(self, row: int) -> str:
+        """What a reranker reads: the chunk with its context."""
+        content = self.index.chunks["content"][row].as_py()
+        context = self.index.chunks["context"][row].as_py()
+        return f"{content}\n\nContext: {context}" if context else content
+
+    def search(self, query: str, strategy: Strategy, k: int, reranker: "Reranker | None" = None) -> list[Hit]:
+        """The top ``k`` for ``query``; with a reranker, its order over the strategy's over-retrieved candidates."""
+        if reranker is not None:
+            candidates = self.search(query, strategy, reranker.depth(k))
+            order = reranker.rerank(query, [self.candidate_text(hit.row) for hit in candidates], k)
+            return [
+                Hit(candidates[index].row, 1.0 / rank, {**candidates[index].ranks, "rerank": rank})
+                for rank, index in enumerate(order, start=1)
+            ]
         if strategy is Strategy.BM25:
             scores = self.index.bm25.scores(query)
             return _single("bm25", top_rows(scores, k, matches_only=True), scores)

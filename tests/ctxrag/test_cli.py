@@ -19,7 +19,9 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 def ctxrag(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     from prefect.settings import PREFECT_API_URL
 
-    env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value()), "COLUMNS": "200"}
+    for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
+        env.pop(variable, None)
     command = [sys.executable, "-c", "from ctxrag.cli import main; main()", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
@@ -66,3 +68,13 @@ def test_bad_corpus_is_one_clear_line_and_no_traceback(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "corpus.json" in result.stderr and "original_index" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_paid_rows_without_a_key_are_left_out_of_the_json_with_a_note(home: Path) -> None:
+    result = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "hybrid", "--rerank", "cohere", "--json")
+    assert result.returncode == 0, result.stderr
+    assert list(json.loads(result.stdout)) == ["hybrid"]
+    assert "hybrid+rerank-cohere not computed: needs CO_API_KEY (left out of the JSON)" in result.stderr
+
+    table = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "hybrid", "--rerank", "cohere")
+    assert "hybrid+rerank-cohere" in table.stdout and "needs CO_API_KEY" in table.stdout

@@ -46,7 +46,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Callable
 
 from tests.simulators import _http
 from tests.simulators._http import Reply, SimulatorServer
@@ -194,6 +194,7 @@ class AnthropicSimulator(SimulatorServer):
         self.batch_polls = 0  # GET /v1/messages/batches/{id} since the last reset()
         self._api_failures: deque[_Failure] = deque()
         self._omit: set[int] | None = None
+        self._responder: Callable[[str], str] | None = None
         self._cache: dict[str, list[float]] = {}  # prefix key -> [expires_at, ttl]
         self._batches: dict[str, _Batch] = {}
         self._state_lock = threading.Lock()
@@ -211,6 +212,12 @@ class AnthropicSimulator(SimulatorServer):
         with self._state_lock:
             self._omit = set(chunk_indices)
 
+    def reply_with(self, responder: Callable[[str], str] | None) -> None:
+        """Answer plain (non-tool) requests with ``responder(last user text)`` instead of the default sentence:
+        tests use it to script a reranker's indices or a judge's verdict."""
+        with self._state_lock:
+            self._responder = responder
+
     def reset(self) -> None:
         """Clear recorded requests, pending failures/omissions, the prompt cache and the batch counters.
 
@@ -220,6 +227,7 @@ class AnthropicSimulator(SimulatorServer):
         with self._state_lock:
             self._api_failures.clear()
             self._omit = None
+            self._responder = None
             self._cache.clear()
             self.batch_creations = self.batch_polls = 0
 
@@ -455,6 +463,10 @@ class AnthropicSimulator(SimulatorServer):
             return [block], stop_reason, None
         chunk = next((m[-1] for m in (_CHUNK.findall(t) for t in reversed(user_texts)) if m), None)
         text = "Simulated answer." if chunk is None else _sentence(doc, chunk)
+        with self._state_lock:
+            responder = self._responder
+        if responder is not None:
+            text = responder(user_texts[-1] if user_texts else "")
         for stop in body.get("stop_sequences", []):
             if stop and stop in text:
                 return [{"type": "text", "text": text[: text.index(stop)]}], "stop_sequence", stop

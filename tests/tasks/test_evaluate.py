@@ -24,7 +24,7 @@ class FakeSearcher:
         self.rankings = rankings
         self.calls: list[tuple[str, Strategy, int]] = []
 
-    def search(self, query: str, strategy: Strategy, k: int) -> list[Hit]:
+    def search(self, query: str, strategy: Strategy, k: int, reranker: object = None) -> list[Hit]:
         self.calls.append((query, strategy, k))
         rows = self.rankings.get((strategy, query), [])[:k]
         return [Hit(row, 1.0 / rank, {strategy.value: rank}) for rank, row in enumerate(rows, start=1)]

@@ -1,0 +1,68 @@
+"""The evaluate flow with reranking and end-to-end accuracy: against simulators, and without keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.evaluate import evaluate_index
+from flows.index import index_corpus
+from tests.conftest import SAMPLE_CORPUS
+from tests.simulators.anthropic_simulator import AnthropicSimulator
+from tests.simulators.cohere_simulator import CohereSimulator
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+QUESTIONS = [
+    {"id": "q0", "question": "How long does tinyq wait before retrying a failed task?", "correct_chunks": ["tinyq/retry.py#1"], "correct_answer": "Half a second, doubling."},
+    {"id": "q1", "question": "How can a task give up immediately instead of being retried?", "correct_chunks": ["tinyq/retry.py#0"], "correct_answer": "Raise PermanentError."},
+    {"id": "q2", "question": "What happens to a task priority above 100?", "correct_chunks": ["tinyq/queue.py#1"], "correct_answer": "It is clamped to 100."},
+]
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    folder = tmp_path_factory.mktemp("paid-evaluate")
+    home = folder / "home"
+    index_corpus(source=str(SAMPLE_CORPUS), name="sample", home=str(home))
+    questions = folder / "questions.json"
+    questions.write_text(json.dumps(QUESTIONS))
+    return home, questions
+
+
+def judge(prompt: str) -> str:
+    if "Generated Answer" not in prompt:
+        return "An answer."
+    if "Raise PermanentError" in prompt:
+        return "I am not sure."  # unparseable: counted, not guessed
+    return "<is_correct>true</is_correct>" if "Half a second" in prompt else "<is_correct>false</is_correct>"
+
+
+def test_rerank_rows_and_end_to_end_accuracy(indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    home, questions = indexed
+    with CohereSimulator() as cohere_sim, AnthropicSimulator() as claude_sim:
+        monkeypatch.setenv("CO_API_URL", cohere_sim.url)
+        monkeypatch.setenv("CO_API_KEY", "co-test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", claude_sim.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-e2e-0123456789")
+        claude_sim.reply_with(judge)
+        result = evaluate_index(evalset=str(questions), name="sample", home=str(home), strategies=["hybrid"], rerank="cohere", end_to_end=True)
+        assert list(result["metrics"]) == ["hybrid", "hybrid+rerank-cohere"]
+        for row in result["metrics"].values():
+            assert row["accuracy"] == pytest.approx(0.5)  # q0 true, q2 false, q1 unparseable and left out
+        assert result["unparseable_judgements"] == {"hybrid": 1, "hybrid+rerank-cohere": 1}
+        assert len(cohere_sim.requests) == 3 and all(len(r.json["documents"]) == 30 for r in cohere_sim.requests)  # k x 10
+        assert result["paid_calls"]["calls"] == 3 + 2 * 3 * 2  # 3 reranks; answer + judge per query per row
+        assert result["unavailable"] == {}
+
+
+def test_without_keys_the_paid_rows_say_what_they_need(indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    home, questions = indexed
+    for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    result = evaluate_index(evalset=str(questions), name="sample", home=str(home), strategies=["bm25"], rerank="cohere", end_to_end=True)
+    assert list(result["metrics"]) == ["bm25"] and "accuracy" not in result["metrics"]["bm25"]
+    assert result["unavailable"] == {"bm25+rerank-cohere": "needs CO_API_KEY", "accuracy": "needs ANTHROPIC_API_KEY"}
