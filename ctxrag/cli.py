@@ -87,6 +87,7 @@ def index(
     name: str = NameOption,
     contextualizer: str = typer.Option("structural", help="structural (offline, no LLM), none, claude, claude-summary."),
     max_seq_length: int = typer.Option(512, help="Local embedding model's max word pieces per chunk."),
+    backend: str = typer.Option("embedded", help="embedded (offline) or elasticsearch (ELASTICSEARCH_URL)."),
     embedder: str = typer.Option("local", help="local (MiniLM shipped in a package, offline) or voyage (VOYAGE_API_KEY)."),
     embedding_model: Optional[str] = typer.Option(None, help="Voyage model (default voyage-2; voyage-3.5, voyage-code-3, ...)."),
     output_dimension: Optional[int] = typer.Option(None, help="Voyage output dimension, where the model supports it."),
@@ -109,7 +110,7 @@ def index(
     report = _run(
         index_corpus, source=source, name=name, contextualizer=contextualizer, max_seq_length=max_seq_length,
         claude=claude if contextualizer.startswith("claude") else None,
-        embedder=embedder, embedding_model=embedding_model, output_dimension=output_dimension,
+        embedder=embedder, embedding_model=embedding_model, output_dimension=output_dimension, backend=backend,
     )
     if as_json:
         print(json.dumps(report))
@@ -149,6 +150,7 @@ def search(
     k: int = typer.Option(10, "-k", "--k", min=1),
     rerank: str = typer.Option("none", help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:PATH or none."),
     rerank_model: str = typer.Option("", help="Reranker model (cohere: rerank-english-v3.0; claude: claude-haiku-4-5)."),
+    server_rrf: bool = typer.Option(False, "--server-rrf", help="Elasticsearch backend: fuse hybrid with the cluster's rrf retriever."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Search an index (no Prefect run: answers in milliseconds)."""
@@ -159,7 +161,7 @@ def search(
         spec = RerankSpec.from_str(rerank, rerank_model)
         if spec and (variable := spec.missing_key()):
             raise MissingKey(f"--rerank {rerank} needs {variable}")
-        searcher = Searcher(IndexStore(ctxrag_home()).open(name))
+        searcher = Searcher(IndexStore(ctxrag_home()).open(name), server_rrf=server_rrf)
         hits = searcher.search(query, Strategy.from_str(strategy), k, spec.build() if spec else None)
     except USER_ERRORS as error:
         _fail(str(error))
@@ -199,6 +201,7 @@ def evaluate(
     answer_model: str = typer.Option("claude-haiku-4-5", help="--end-to-end: the answering model."),
     judge_model: str = typer.Option("claude-sonnet-4-5", help="--end-to-end: the judging model."),
     subject: str = typer.Option("the indexed documents", help="--end-to-end: what the questions are about (judge prompt)."),
+    server_rrf: bool = typer.Option(False, "--server-rrf", help="Elasticsearch backend: hybrid fused by the cluster's rrf retriever."),
     as_json: bool = typer.Option(False, "--json", help="Print only {strategy: {metric: value}} as JSON."),
 ) -> None:
     """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
@@ -207,6 +210,7 @@ def evaluate(
     result = _run(
         evaluate_index, evalset=evalset, name=name, ks=_parse_ks(k), strategies=strategy or None, rerank=rerank,
         rerank_model=rerank_model, end_to_end=end_to_end, answer_model=answer_model, judge_model=judge_model, subject=subject,
+        server_rrf=server_rrf,
     )
     if result["missing_golden"]:
         err.print(f"[yellow]warning:[/] {len(result['missing_golden'])} golden chunks are not in the index (scored as misses)")

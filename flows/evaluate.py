@@ -39,8 +39,9 @@ def run_evaluation(
     rerank: RerankSpec | None = None,
     end_to_end: dict[str, str] | None = None,
     run_id: str = "",
+    server_rrf: bool = False,
 ) -> Evaluation:
-    searcher = Searcher(IndexStore(home).open(name))
+    searcher = Searcher(IndexStore(home).open(name), server_rrf=server_rrf)
     ledger = Ledger(home).append
     rerankers = [rerank.build(ledger, run_id)] if rerank else []
     judge = EndToEnd(ledger=ledger, run_id=run_id, **end_to_end) if end_to_end is not None else None
@@ -68,6 +69,7 @@ def evaluate_index(
     answer_model: str = "claude-haiku-4-5",
     judge_model: str = "claude-sonnet-4-5",
     subject: str = "the indexed documents",
+    server_rrf: bool = False,
 ) -> dict[str, object]:
     """Score every strategy (or the given ones) of index NAME on EVALSET; returns metrics and where results went.
 
@@ -91,7 +93,7 @@ def evaluate_index(
     if judge_settings and RerankSpec("claude").missing_key():
         unavailable["accuracy"] = "needs ANTHROPIC_API_KEY"
         judge_settings = None
-    result = run_evaluation(name, root, questions, chosen, ks, rerank_spec, judge_settings, run_id)
+    result = run_evaluation(name, root, questions, chosen, ks, rerank_spec, judge_settings, run_id, server_rrf)
     if result.missing_golden:
         get_run_logger().warning(
             "%d golden chunks of %s are not in index %r and count as misses (first: %s)",

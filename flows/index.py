@@ -48,13 +48,17 @@ def index_corpus(
     embedder: str = "local",
     embedding_model: str | None = None,
     output_dimension: int | None = None,
+    backend: str = "embedded",
 ) -> dict[str, object]:
     """Index SOURCE (a JSON corpus or a folder) under NAME; returns a report of what was done and reused.
 
     ``claude`` holds ClaudeSettings fields (model, mode, cache_ttl, concurrency, ...) for the Claude contextualizers.
     ``embedder`` "local" (MiniLM, offline) or "voyage" (``embedding_model`` default voyage-2, ``output_dimension``).
+    ``backend`` "embedded" (bm25s + exact cosine, files under CTXRAG_HOME) or "elasticsearch" (``ELASTICSEARCH_URL``).
     """
     validate_name(name)
+    if backend not in {"embedded", "elasticsearch"}:
+        raise ValueError(f"unknown backend {backend!r}; choose embedded or elasticsearch")
     spec_of_contexts = ContextualizerSpec(contextualizer, ClaudeSettings(**(claude or {})) if contextualizer.startswith("claude") else None)
     run_id = str(flow_run.id or uuid.uuid4())
     root = Path(home) if home else ctxrag_home()
@@ -103,7 +107,7 @@ def index_corpus(
         vectors, embedded = embed_chunks(texts, spec, root, run_id)
         embedding_costs = paid_calls(root, run_id, "embed")
         lap("embed")
-        plan = plan_index(corpus, contexts, spec, spec_of_contexts)
+        plan = plan_index(corpus, contexts, spec, spec_of_contexts, backend)
         live = store.manifest(name)
         up_to_date = live is not None and live.get("build_key") == plan.build_key
         version = live["version"] if up_to_date else publish_index(name, root, plan, vectors, source)

@@ -49,8 +49,8 @@ class StoredIndex:
 
     manifest: dict[str, Any]
     chunks: pa.Table
-    bm25: Bm25Index
-    vectors: VectorIndex
+    bm25: Bm25Index | None  # None when the index lives in Elasticsearch
+    vectors: VectorIndex | None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -96,8 +96,8 @@ class IndexStore:
         return StoredIndex(
             manifest=manifest,
             chunks=pq.read_table(version / "chunks.parquet"),
-            bm25=Bm25Index.load(version / "bm25"),
-            vectors=VectorIndex.load(version),
+            bm25=Bm25Index.load(version / "bm25") if (version / "bm25").is_dir() else None,
+            vectors=VectorIndex.load(version) if (version / VectorIndex.FILE).is_file() else None,
         )
 
     @contextmanager
@@ -115,15 +115,19 @@ class IndexStore:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def publish(self, name: str, manifest: dict[str, Any], chunks: pa.Table, bm25: Bm25Index, vectors: VectorIndex) -> Path:
+    def publish(
+        self, name: str, manifest: dict[str, Any], chunks: pa.Table, bm25: Bm25Index | None = None, vectors: VectorIndex | None = None
+    ) -> Path:
         """Write a new version beside the live one, then make it live atomically; old versions are pruned."""
         directory = self._dir(name)
         version_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"  # sorts by creation, whatever the time zone
         staging = directory / f".staging-{version_id}"
         try:
             staging.mkdir(parents=True)
-            bm25.save(staging / "bm25")
-            vectors.save(staging)
+            if bm25 is not None:
+                bm25.save(staging / "bm25")
+            if vectors is not None:
+                vectors.save(staging)
             pq.write_table(chunks, staging / "chunks.parquet")
             full = {**manifest, "format_version": FORMAT_VERSION, "name": name, "version": version_id}
             (staging / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))

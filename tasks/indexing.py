@@ -166,10 +166,14 @@ class IndexPlan:
     rows: pa.Table = field(repr=False)
 
 
-def plan_index(corpus: Corpus, contexts: list[str], spec: EmbedderSpec, contextualizer: ContextualizerSpec) -> IndexPlan:
+def plan_index(
+    corpus: Corpus, contexts: list[str], spec: EmbedderSpec, contextualizer: ContextualizerSpec, backend: str = "embedded"
+) -> IndexPlan:
+    if backend not in {"embedded", "elasticsearch"}:
+        raise ValueError(f"unknown backend {backend!r}; choose embedded or elasticsearch")
     worker = contextualizer.build()
     config = {
-        "backend": "embedded",
+        "backend": backend,
         "contextualizer": {"name": worker.name, "version": worker.version},
         "embedder": spec.to_dict(),
         "bm25": BM25_PARAMETERS,
@@ -190,16 +194,26 @@ def plan_index(corpus: Corpus, contexts: list[str], spec: EmbedderSpec, contextu
     return IndexPlan(config, build_key, rows)
 
 
-@task(cache_policy=NONE)
+@task(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=_retry_unless_bad_input, cache_policy=NONE)
 def publish_index(name: str, home: Path, plan: IndexPlan, vectors: np.ndarray, source: str) -> str:
-    """Build the BM25 and vector indexes and make them the live version of ``name``; returns the version."""
+    """Build the BM25 and vector indexes (embedded, or a new Elasticsearch version behind the alias) and make them
+    the live version of ``name``; returns the version. A failed build leaves the live version as it was."""
     texts = [indexed_text(context, content) for context, content in zip(plan.rows["context"].to_pylist(), plan.rows["content"].to_pylist())]
+    elasticsearch = None
+    if plan.config["backend"] == "elasticsearch":
+        from storage.elasticsearch import EsIndex, connect
+
+        elasticsearch = {"alias": name, "index": EsIndex(connect(), name).build(plan.rows, vectors)}
     manifest = {
         "config": plan.config,
         "build_key": plan.build_key,
         "source": source,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "counts": {"chunks": plan.rows.num_rows, "documents": len(set(plan.rows["doc_id"].to_pylist()))},
+        "elasticsearch": elasticsearch,
     }
-    version = IndexStore(home).publish(name, manifest, plan.rows, Bm25Index.build(texts, **BM25_PARAMETERS), VectorIndex(vectors))
+    if elasticsearch:
+        version = IndexStore(home).publish(name, manifest, plan.rows)
+    else:
+        version = IndexStore(home).publish(name, manifest, plan.rows, Bm25Index.build(texts, **BM25_PARAMETERS), VectorIndex(vectors))
     return version.name

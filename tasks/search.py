@@ -84,15 +84,42 @@ def _fuse(rankings: dict[str, list[int]], k: int, contribution) -> list[Hit]:  #
 
 
 class Searcher:
-    """Runs any strategy over one loaded index; embeds queries with the index's own embedder."""
+    """Runs any strategy over one index (embedded, or Elasticsearch behind its alias); embeds queries with the
+    index's own embedder. Both backends return the same ranked (row, score) lists, fused the same way here."""
 
-    def __init__(self, index: StoredIndex, candidates: int = WEIGHTED_CANDIDATES) -> None:
+    es = None  # an EsIndex when the index lives in Elasticsearch
+    server_rrf = False
+
+    def __init__(self, index: StoredIndex, candidates: int = WEIGHTED_CANDIDATES, server_rrf: bool = False) -> None:
         self.index = index
         self.embedder = make_embedder(EmbedderSpec.from_dict(index.config["embedder"]))
         self.candidates = candidates
+        self.server_rrf = server_rrf
+        self.es = None
+        if index.config.get("backend") == "elasticsearch":
+            from storage.elasticsearch import EsIndex, connect
+
+            self.es = EsIndex(connect(), index.manifest["name"])
+        elif server_rrf:
+            raise ValueError("server-side RRF needs an index on the Elasticsearch backend")
+
+    def query_vector(self, query: str) -> np.ndarray:
+        return self.embedder.embed([query], input_type="query")[0]
 
     def vector_scores(self, query: str) -> np.ndarray:
-        return self.index.vectors.scores(self.embedder.embed([query], input_type="query")[0])
+        return self.index.vectors.scores(self.query_vector(query))
+
+    def rank_vector(self, query: str, depth: int) -> list[tuple[int, float]]:
+        if self.es is not None:
+            return self.es.knn(self.query_vector(query).tolist(), depth)
+        scores = self.vector_scores(query)
+        return [(row, float(scores[row])) for row in top_rows(scores, depth)]
+
+    def rank_bm25(self, query: str, depth: int) -> list[tuple[int, float]]:
+        if self.es is not None:
+            return self.es.bm25(query, depth)
+        scores = self.index.bm25.scores(query)
+        return [(row, float(scores[row])) for row in top_rows(scores, depth, matches_only=True)]
 
     def candidate_text(self, row: int) -> str:
         """What a reranker reads: the chunk with its context."""
@@ -110,20 +137,20 @@ class Searcher:
                 for rank, index in enumerate(order, start=1)
             ]
         if strategy is Strategy.BM25:
-            scores = self.index.bm25.scores(query)
-            return _single("bm25", top_rows(scores, k, matches_only=True), scores)
+            return _single("bm25", self.rank_bm25(query, k))
         if strategy is Strategy.VECTOR:
-            scores = self.vector_scores(query)
-            return _single("vector", top_rows(scores, k), scores)
+            return _single("vector", self.rank_vector(query, k))
         depth = max(k, self.candidates)
+        if strategy is Strategy.HYBRID and self.server_rrf and self.es is not None:
+            return _single("rrf-server", self.es.rrf_server_side(query, self.query_vector(query).tolist(), k, depth))
         rankings = {
-            "vector": top_rows(self.vector_scores(query), depth),
-            "bm25": top_rows(self.index.bm25.scores(query), depth, matches_only=True),
+            "vector": [row for row, _ in self.rank_vector(query, depth)],
+            "bm25": [row for row, _ in self.rank_bm25(query, depth)],
         }
         if strategy is Strategy.HYBRID:
             return reciprocal_rank_fusion(rankings, k)
         return weighted_fusion(rankings, {"vector": WEIGHTED_VECTOR_WEIGHT, "bm25": WEIGHTED_BM25_WEIGHT}, k)
 
 
-def _single(name: str, rows: list[int], scores: np.ndarray) -> list[Hit]:
-    return [Hit(row, float(scores[row]), {name: rank}) for rank, row in enumerate(rows, start=1)]
+def _single(name: str, ranking: list[tuple[int, float]]) -> list[Hit]:
+    return [Hit(row, score, {name: rank}) for rank, (row, score) in enumerate(ranking, start=1)]
