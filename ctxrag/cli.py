@@ -98,10 +98,18 @@ def index(
     rpm: Optional[float] = typer.Option(None, help="Client-side limit: Claude requests per minute."),
     tpm: Optional[float] = typer.Option(None, help="Client-side limit: Claude input tokens per minute (estimated)."),
     corpus_description: str = typer.Option("a document collection", help="What the corpus is (summary prompt)."),
+    task_runner: Optional[str] = typer.Option(None, help="threads (default) or dask (a local cluster, or CTXRAG_DASK_ADDRESS)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
     from flows.index import index_corpus
+    from flows.runners import make_task_runner
+
+    if task_runner:
+        try:
+            index_corpus = index_corpus.with_options(task_runner=make_task_runner(task_runner))
+        except ValueError as error:
+            _fail(str(error))
 
     claude = {
         "model": model, "mode": claude_mode, "cache_ttl": cache_ttl, "concurrency": concurrency,
@@ -272,8 +280,33 @@ def delete(name: str = typer.Argument(...)) -> None:
     err.print(f"deleted index {name!r}")
 
 
+@app.command()
+def gc() -> None:
+    """Remove stored contexts and embeddings that no kept index version references (the ledger stays)."""
+    from tasks.gc import collect_garbage
+
+    try:
+        report = collect_garbage(ctxrag_home())
+    except RuntimeError as error:
+        _fail(str(error))
+        return
+    print(json.dumps(report))
+
+
 def main() -> None:
     app()
+
+
+def _register_prefect_commands() -> None:
+    """serve / deploy / trigger live in ctxrag.deploy (Prefect glue), added here when present."""
+    try:
+        from ctxrag.deploy import register
+    except ImportError:
+        return
+    register(app)
+
+
+_register_prefect_commands()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from tasks.evalset import EvalSet, load_evalset
 from tasks.answer import EndToEnd
 from tasks.evaluate import Evaluation, evaluate
 from tasks.progress import stage_progress
-from tasks.report import metrics_rows, write_chart, write_run
+from tasks.report import chart_markdown, metrics_rows, write_chart, write_run
 from tasks.rerank import CrossEncoderReranker, RerankSpec
 from tasks.search import Searcher, Strategy
 
@@ -116,7 +116,7 @@ def evaluate_index(
     create_table_artifact(key=f"ctxrag-metrics-{name}".replace("_", "-"), table=rows, description=f"{Path(evalset).name} on {name!r}")
     create_markdown_artifact(
         key=f"ctxrag-chart-{name}".replace("_", "-"),
-        markdown=f"Evaluation of `{name}` on `{Path(evalset).name}`: chart at `{chart}`, per-query results in `{run_dir}`.",
+        markdown=chart_markdown(chart, f"Evaluation of `{name}` on `{Path(evalset).name}`", run_dir),
     )
     ledger = Ledger(root)
     return {

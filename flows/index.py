@@ -10,15 +10,20 @@ from typing import Any
 import ctxrag.offline  # noqa: F401  (before Prefect)
 from prefect import flow
 from prefect.artifacts import create_table_artifact
+from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from ctxrag.offline import ctxrag_home
 from storage.index_store import IndexStore, validate_name
 from tasks.claude.contextualizer import ClaudeSettings
+from flows.runners import make_task_runner
+from tasks.gc import artifact_lock
 from tasks.contextualize import ContextualizerSpec
+from tasks.progress import stage_progress
 from tasks.embed import DEFAULT_MAX_SEQ_LENGTH, EmbedderSpec
 from tasks.indexing import (
     chunks_to_contextualize,
+    compare_with_live,
     contextualize_document,
     contextualize_in_batches,
     embed_chunks,
@@ -36,7 +41,7 @@ class DocumentsFailed(RuntimeError):
     """Some documents could not be contextualized; the others' results are stored and reused by the next run."""
 
 
-@flow(name="ctxrag-index")
+@flow(name="ctxrag-index", task_runner=make_task_runner())
 def index_corpus(
     source: str,
     name: str = "default",
@@ -78,8 +83,9 @@ def index_corpus(
         seconds[stage] = round(now - clock, 3)
         clock = now
 
-    with store.lock(name):
+    with store.lock(name), artifact_lock(root, exclusive=False):
         corpus = load_corpus(source)
+        documents = compare_with_live(corpus, name, root)
         lap("load")
         pending = chunks_to_contextualize(corpus, spec_of_contexts, root)
         by_document = {document.doc_id: document for document in corpus.documents}
@@ -93,8 +99,9 @@ def index_corpus(
                 doc_id: contextualize_document.submit(by_document[doc_id], chunks, spec_of_contexts, root, run_id)
                 for doc_id, chunks in pending.items()
             }
-            for future in futures.values():
-                future.wait()
+            with stage_progress("contextualizing") as update:
+                for done, _ in enumerate(as_completed(list(futures.values())), start=1):
+                    update(done, len(futures))
             failed = {doc_id: str(future.state.message) for doc_id, future in futures.items() if future.state.is_failed()}
         finish_contextualization(root)
         costs = paid_calls(root, run_id, "contextualize")
@@ -117,6 +124,10 @@ def index_corpus(
         "version": version,
         "status": "unchanged" if up_to_date else "published",
         "documents": len(corpus.documents),
+        "documents_new": documents["new"],
+        "documents_changed": documents["changed"],
+        "documents_unchanged": documents["unchanged"],
+        "documents_removed": documents["removed"],
         "chunks": len(corpus.chunks),
         "documents_contextualized": len(pending),
         "chunks_contextualized": sum(len(chunks) for chunks in pending.values()),

@@ -14,7 +14,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -93,20 +93,32 @@ class RowCache:
         return set() if table is None else set(table[KEY].to_pylist())
 
     def compact(self, min_parts: int = 16) -> None:
-        """Fold the journal and the parts into one part (when there are ``min_parts`` parts, or any journal).
+        """Fold the journal and the parts into one part (when there are ``min_parts`` parts, or any journal)."""
+        if self.directory.is_dir():
+            self._rewrite(lambda table: table, only_if=lambda parts, journal: len(parts) >= min_parts or journal > 0)
+
+    def replace(self, table: pa.Table) -> None:
+        """Make ``table`` the table's whole content (gc)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._rewrite(lambda _: table)
+
+    def _rewrite(
+        self,
+        transform: Callable[[pa.Table | None], pa.Table | None],
+        only_if: Callable[[list[Path], int], bool] | None = None,
+    ) -> None:
+        """Replace parts and journal by one part holding ``transform(current rows)``.
 
         Holds the journal lock throughout, so rows appended meanwhile wait and are not lost; part writers of the
         same table must not run at the same time (stages compact their own tables after they finish).
         """
-        if not self.directory.is_dir():
-            return
         with open(self.journal, "ab") as journal_handle:
             fcntl.flock(journal_handle, fcntl.LOCK_EX)  # appenders wait; released when the handle closes
             parts = self.parts()
-            if len(parts) < min_parts and self.journal.stat().st_size == 0:
+            if only_if is not None and not only_if(parts, self.journal.stat().st_size):
                 return
-            table = self.read()
-            if table is not None:
+            table = transform(self.read())
+            if table is not None and table.num_rows:
                 self.append(table)  # newest part, holding every row
             for part in parts:
                 part.unlink(missing_ok=True)

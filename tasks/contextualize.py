@@ -156,4 +156,8 @@ def make_contextualizer(kind: str, claude: "ClaudeSettings | None" = None, run_i
 
 def context_key(chunk: Chunk, contextualizer: Contextualizer) -> str:
     """Cache key of a chunk's context: (chunk key, contextualizer, version)."""
-    return sha256_hex(chunk.key, contextualizer.name, contextualizer.version)[:32]
+    return context_key_of(chunk.key, contextualizer.name, contextualizer.version)
+
+
+def context_key_of(chunk_key: str, name: str, version: str) -> str:
+    return sha256_hex(chunk_key, name, version)[:32]

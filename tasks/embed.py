@@ -146,7 +146,7 @@ def embed_with_cache(
 
 def _cached_vectors(cache: RowCache, keys: list[str]) -> dict[str, np.ndarray]:
     table = cache.read(keys=keys)
-    if table is None:
+    if table is None or table.num_rows == 0:
         return {}
     flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
     vectors = np.asarray(flat, dtype=np.float32).reshape(table.num_rows, -1)

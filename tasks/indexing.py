@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
@@ -57,6 +58,24 @@ def contexts_cache(home: Path) -> RowCache:
 
 def embeddings_cache(home: Path) -> RowCache:
     return RowCache(home, "embeddings")
+
+
+@task(cache_policy=NONE)
+def compare_with_live(corpus: Corpus, name: str, home: Path) -> dict[str, int]:
+    """Documents new, changed, unchanged and removed, against the live index's state (by content hash)."""
+    live: dict[str, str] = {}
+    version = IndexStore(home).live_version(name)
+    if version is not None and (version / "chunks.parquet").is_file():
+        table = pq.read_table(version / "chunks.parquet")
+        if "doc_sha" in table.column_names:
+            live = dict(zip(table["doc_id"].to_pylist(), table["doc_sha"].to_pylist()))
+    current = {document.doc_id: document.doc_sha for document in corpus.documents}
+    return {
+        "new": sum(1 for doc_id in current if doc_id not in live),
+        "changed": sum(1 for doc_id, sha in current.items() if doc_id in live and live[doc_id] != sha),
+        "unchanged": sum(1 for doc_id, sha in current.items() if live.get(doc_id) == sha),
+        "removed": sum(1 for doc_id in live if doc_id not in current),
+    }
 
 
 def _stored_keys(home: Path, keys: list[str]) -> set[str]:
@@ -185,6 +204,7 @@ def plan_index(
             "doc_id": [chunk.doc_id for chunk in chunks],
             "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
             "key": [chunk.key for chunk in chunks],
+            "doc_sha": [chunk.doc_sha for chunk in chunks],
             "heading": [chunk.heading for chunk in chunks],
             "content": [chunk.content for chunk in chunks],
             "context": contexts,

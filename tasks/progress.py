@@ -1,7 +1,9 @@
-"""Progress bars for long stages, on stderr (stdout carries results)."""
+"""Progress of long stages: a bar on stderr (stdout carries results) and, inside a Prefect run, a progress
+artifact that the Prefect UI shows while the stage runs."""
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -9,11 +11,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 _stderr = Console(stderr=True)
+ARTIFACT_STEP = 5.0  # percent between two updates of the Prefect artifact
 
 
 @contextmanager
 def stage_progress(description: str) -> Iterator[Callable[[int, int], None]]:
-    """Yield ``update(done, total)``; draws a bar on stderr while the stage runs (nothing when stderr is not a terminal)."""
+    """Yield ``update(done, total)``; draws a bar on stderr while the stage runs (nothing when stderr is not a
+    terminal) and keeps a Prefect progress artifact up to date when running inside a flow."""
+    artifact = _PrefectProgress(description)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=_stderr, transient=True, disable=not _stderr.is_terminal,
@@ -22,5 +27,33 @@ def stage_progress(description: str) -> Iterator[Callable[[int, int], None]]:
 
         def update(done: int, total: int) -> None:
             progress.update(task_id, completed=done, total=total)
+            artifact.update(100.0 * done / total if total else 100.0)
 
         yield update
+    artifact.update(100.0)
+
+
+class _PrefectProgress:
+    """A progress artifact, created on the first update; silently absent outside a Prefect run."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.artifact_id = None
+        self.shown = -ARTIFACT_STEP
+
+    def update(self, percent: float) -> None:
+        if percent - self.shown < ARTIFACT_STEP and percent < 100.0:
+            return
+        try:
+            from prefect.artifacts import create_progress_artifact, update_progress_artifact
+            from prefect.context import FlowRunContext, TaskRunContext
+
+            if TaskRunContext.get() is None and FlowRunContext.get() is None:
+                return
+            if self.artifact_id is None:
+                self.artifact_id = create_progress_artifact(progress=percent, description=f"ctxrag: {self.description}")
+            elif percent > self.shown:
+                update_progress_artifact(self.artifact_id, progress=percent)
+            self.shown = percent
+        except Exception as error:  # noqa: BLE001 - progress display must never fail a stage
+            logging.getLogger(__name__).debug("progress artifact not updated: %s", error)

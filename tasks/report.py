@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -46,3 +47,9 @@ def write_run(run_dir: Path, config: dict[str, object], metrics: dict[str, dict[
     (run_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     write_parquet_atomic(pa.Table.from_pylist(metrics_rows(metrics)), run_dir / "metrics.parquet")
     write_parquet_atomic(per_query, run_dir / "per_query.parquet")
+
+
+def chart_markdown(chart: Path, title: str, run_dir: Path) -> str:
+    """Markdown for the Prefect UI: the chart inline (a data URI, so no file server is needed) and where results are."""
+    encoded = base64.b64encode(chart.read_bytes()).decode("ascii")
+    return f"### {title}\n\n![metrics chart](data:image/png;base64,{encoded})\n\nPer-query results and config: `{run_dir}`"

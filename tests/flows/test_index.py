@@ -32,7 +32,7 @@ def run(source: Path, home: Path, **options) -> dict:
 def test_first_run_builds_and_second_run_reuses_every_stage(corpus_dir: Path, home: Path) -> None:
     first = run(corpus_dir, home)
     assert first["status"] == "published"
-    assert first["documents"] == 8
+    assert first["documents"] == 8 and first["documents_new"] == 8
     assert first["documents_contextualized"] == 8
     assert first["chunks_embedded"] == first["chunks"] > 8
 
@@ -53,6 +53,7 @@ def test_editing_one_document_reprocesses_only_it(corpus_dir: Path, home: Path) 
     second = run(corpus_dir, home)
     assert second["status"] == "published" and second["version"] != first["version"]
     assert second["documents"] == 7
+    assert (second["documents_new"], second["documents_changed"], second["documents_unchanged"], second["documents_removed"]) == (0, 1, 6, 1)
     assert second["documents_contextualized"] == 1
     assert 1 <= second["chunks_embedded"] <= 2  # only the changelog's changed chunk(s)
     index = IndexStore(home).open("sample")
@@ -107,3 +108,25 @@ def test_contextualizer_none_indexes_without_context(corpus_dir: Path, home: Pat
 def test_invalid_name_is_rejected_before_any_work(corpus_dir: Path, home: Path) -> None:
     with pytest.raises(ValueError, match="invalid index name"):
         index_corpus(source=str(corpus_dir), name="Bad Name", home=str(home))
+
+
+def test_a_run_failing_in_its_last_stage_is_retried_without_recomputing_earlier_stages(
+    corpus_dir: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import storage.index_store as index_store
+
+    original = index_store.IndexStore.publish
+
+    def disk_full(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")
+
+    monkeypatch.setattr(index_store.IndexStore, "publish", disk_full)
+    with pytest.raises(OSError, match="disk full"):
+        run(corpus_dir, home)
+    assert IndexStore(home).manifest("sample") is None
+    monkeypatch.setattr(index_store.IndexStore, "publish", original)
+
+    retried = run(corpus_dir, home)  # what `prefect flow-run retry` or Retry in the UI runs again
+    assert retried["status"] == "published"
+    assert retried["documents_contextualized"] == 0  # contexts came from the store
+    assert retried["chunks_embedded"] == 0  # so did every vector: no model work at all

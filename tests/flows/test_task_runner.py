@@ -1,0 +1,31 @@
+"""Scale-out: the index flow on a local Dask cluster (prefect-dask) gives the same index as on threads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.index import index_corpus
+from flows.runners import make_task_runner
+from storage.index_store import IndexStore
+from tests.conftest import SAMPLE_CORPUS
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def test_an_index_run_on_a_local_dask_cluster(home: Path, tmp_path: Path) -> None:
+    pytest.importorskip("prefect_dask")
+    on_dask = index_corpus.with_options(task_runner=make_task_runner("dask"))
+    report = on_dask(source=str(SAMPLE_CORPUS), name="dask", home=str(home))
+    assert report["status"] == "published" and report["documents_contextualized"] == 8
+    threads_home = tmp_path / "threads"
+    index_corpus(source=str(SAMPLE_CORPUS), name="threads", home=str(threads_home))
+    on_dask_rows = IndexStore(home).open("dask").chunks
+    on_threads_rows = IndexStore(threads_home).open("threads").chunks
+    assert on_dask_rows.select(["key", "context"]).equals(on_threads_rows.select(["key", "context"]))
+
+
+def test_unknown_runner_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="choose threads or dask"):
+        make_task_runner("ray")
