@@ -99,6 +99,10 @@ def index(
     tpm: Optional[float] = typer.Option(None, help="Client-side limit: Claude input tokens per minute (estimated)."),
     corpus_description: str = typer.Option("a document collection", help="What the corpus is (summary prompt)."),
     task_runner: Optional[str] = typer.Option(None, help="threads (default) or dask (a local cluster, or CTXRAG_DASK_ADDRESS)."),
+    gate: Optional[str] = typer.Option(None, "--gate", help="Evaluation set: refuse a new version scoring worse than the live one."),
+    gate_strategy: str = typer.Option("hybrid", help="--gate: the strategy scored."),
+    gate_metric: Optional[str] = typer.Option(None, help="--gate: the metric (default pass@10, or recall@3 for docs sets)."),
+    gate_max_drop: float = typer.Option(0.02, help="--gate: the largest drop allowed (a fraction: 0.02 = 2 points)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
@@ -119,6 +123,7 @@ def index(
         index_corpus, source=source, name=name, contextualizer=contextualizer, max_seq_length=max_seq_length,
         claude=claude if contextualizer.startswith("claude") else None,
         embedder=embedder, embedding_model=embedding_model, output_dimension=output_dimension, backend=backend,
+        gate_evalset=gate, gate_strategy=gate_strategy, gate_metric=gate_metric, gate_max_drop=gate_max_drop,
     )
     if as_json:
         print(json.dumps(report))
@@ -129,7 +134,7 @@ def index(
     table.add_column("item")
     table.add_column("value", justify="right")
     for key, value in report.items():
-        if key not in {"index", "version", "status"} and not isinstance(value, (dict, list)):
+        if key not in {"index", "version", "status"} and not isinstance(value, (dict, list, type(None))):
             table.add_row(key.replace("_", " "), str(value))
     table.add_row("warnings", str(len(report["warnings"])))
     table.add_row("seconds", ", ".join(f"{stage} {value:.1f}" for stage, value in report["seconds"].items()))

@@ -12,6 +12,7 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
+from prefect.transactions import transaction
 
 from ctxrag.offline import ctxrag_home
 from storage.index_store import IndexStore, validate_name
@@ -30,8 +31,10 @@ from tasks.indexing import (
     finish_contextualization,
     indexed_text,
     load_corpus,
+    check_gate,
     paid_calls,
     plan_index,
+    promote_index,
     publish_index,
     stored_contexts,
 )
@@ -54,12 +57,19 @@ def index_corpus(
     embedding_model: str | None = None,
     output_dimension: int | None = None,
     backend: str = "embedded",
+    gate_evalset: str | None = None,
+    gate_strategy: str = "hybrid",
+    gate_metric: str | None = None,
+    gate_max_drop: float = 0.02,
 ) -> dict[str, object]:
     """Index SOURCE (a JSON corpus or a folder) under NAME; returns a report of what was done and reused.
 
     ``claude`` holds ClaudeSettings fields (model, mode, cache_ttl, concurrency, ...) for the Claude contextualizers.
     ``embedder`` "local" (MiniLM, offline) or "voyage" (``embedding_model`` default voyage-2, ``output_dimension``).
     ``backend`` "embedded" (bm25s + exact cosine, files under CTXRAG_HOME) or "elasticsearch" (``ELASTICSEARCH_URL``).
+    ``gate_evalset``: before a new version replaces a live one, score both on it (``gate_strategy``, ``gate_metric``,
+    default pass@10 or recall@3); if the new one is worse by more than ``gate_max_drop``, it is discarded (a
+    transaction rollback) and the run fails with ``GateRejected``, the live index untouched.
     """
     validate_name(name)
     if backend not in {"embedded", "elasticsearch"}:
@@ -117,7 +127,16 @@ def index_corpus(
         plan = plan_index(corpus, contexts, spec, spec_of_contexts, backend)
         live = store.manifest(name)
         up_to_date = live is not None and live.get("build_key") == plan.build_key
-        version = live["version"] if up_to_date else publish_index(name, root, plan, vectors, source)
+        gate = None
+        if up_to_date:
+            version = live["version"]
+        elif gate_evalset and live is not None:
+            with transaction():  # a rejected gate rolls back: publish_index's hook discards the staged version
+                version = publish_index(name, root, plan, vectors, source, live=False)
+                gate = check_gate(name, root, version, gate_evalset, gate_strategy, gate_metric, gate_max_drop)
+            promote_index(name, root, version)
+        else:
+            version = publish_index(name, root, plan, vectors, source)
         lap("publish")
     report = {
         "index": name,
@@ -135,6 +154,7 @@ def index_corpus(
         "chunks_embedding_reused": len(texts) - embedded,
         "contextualizer_calls": costs,
         "embedding_calls": embedding_costs,
+        "gate": gate,
         "seconds": seconds,
         "warnings": corpus.warnings,
     }

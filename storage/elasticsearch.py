@@ -368,10 +368,12 @@ def _ranking(response: Mapping[str, Any], transform: Callable[[float], float] | 
 class EsIndex:
     """One ctxrag index in Elasticsearch: the alias ``name`` and its versioned physical indexes."""
 
-    def __init__(self, client: Elasticsearch, name: str) -> None:
+    def __init__(self, client: Elasticsearch, name: str, target: str | None = None) -> None:
+        """``target``: search this physical index instead of the alias (a staged version under evaluation)."""
         self.client = client
         self.name = validate_name(name)
         self._physical = re.compile(re.escape(self.name) + r"-v\d+")
+        self.target = target or self.name
 
     def physical_name(self, version: int) -> str:
         return f"{self.name}-v{int(version)}"
@@ -397,9 +399,10 @@ class EsIndex:
 
     def build(
         self, rows: Rows, vectors: Vectors, *, version: int | None = None, dims: int | None = None,
-        chunk_size: int = BULK_CHUNK_SIZE,
+        chunk_size: int = BULK_CHUNK_SIZE, switch: bool = True,
     ) -> str:
-        """Index ``rows`` with their ``vectors`` into a new version and make it live; returns its physical name.
+        """Index ``rows`` with their ``vectors`` into a new version and (``switch``) make it live; returns its
+        physical name. With ``switch=False`` the version is only staged: ``switch_to`` or ``drop`` it later.
 
         Raises ``EsBulkFailed`` (every failed document with its reason) or ``EsError``; the alias is then unchanged.
         """
@@ -423,18 +426,29 @@ class EsIndex:
             count = int(self.client.count(index=physical)["count"])
             if count != len(listed):
                 raise EsError(f"index {physical!r} holds {count} documents after the build, expected {len(listed)}")
-            previous = self._alias_targets()
-            actions: list[dict[str, Any]] = [
-                {"remove": {"index": old, "alias": self.name, "must_exist": True}} for old in previous
-            ]
-            actions.append({"add": {"index": physical, "alias": self.name}})
-            self.client.indices.update_aliases(actions=actions)
+            if switch:
+                self.switch_to(physical)
         except BaseException:
             self._drop([physical])
             raise
-        logger.info("%s", redact(f"Elasticsearch alias {self.name!r} -> {physical!r} ({count} chunks)"))
-        self._drop([old for old in previous if old != physical])
         return physical
+
+    def switch_to(self, physical: str) -> None:
+        """Point the alias at ``physical`` in one ``_aliases`` call, then delete the versions it pointed to."""
+        previous = self._alias_targets()
+        actions: list[dict[str, Any]] = [
+            {"remove": {"index": old, "alias": self.name, "must_exist": True}} for old in previous if old != physical
+        ]
+        actions.append({"add": {"index": physical, "alias": self.name}})
+        self.client.indices.update_aliases(actions=actions)
+        logger.info("%s", redact(f"Elasticsearch alias {self.name!r} -> {physical!r}"))
+        self._drop([old for old in previous if old != physical])
+
+    def drop(self, physical: str) -> None:
+        """Delete a staged version that will not go live (never the one the alias points to)."""
+        if physical in self._alias_targets():
+            raise EsError(f"{physical!r} is live behind {self.name!r}; switch the alias first")
+        self._drop([physical])
 
     def _bulk(self, physical: str, rows: list[Mapping[str, Any]], vectors: Vectors, chunk_size: int) -> None:
         """Send the documents in chunks; collect every rejected document, then raise ``EsBulkFailed`` listing them.
@@ -479,7 +493,7 @@ class EsIndex:
     # ------------------------------------------------------------------ search
     def _search(self, body: dict[str, Any]) -> Mapping[str, Any]:
         try:
-            return self.client.search(index=self.name, body=body).body
+            return self.client.search(index=self.target, body=body).body
         except NotFoundError as error:
             if "index_not_found" in str(error.error):
                 raise UnknownIndexError(f"no Elasticsearch index named {self.name!r}; build one first") from None

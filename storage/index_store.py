@@ -81,9 +81,9 @@ class IndexStore:
         version = self.live_version(name)
         return None if version is None else json.loads((version / "manifest.json").read_text())
 
-    def open(self, name: str) -> StoredIndex:
-        """Load the live version of ``name``."""
-        version = self.live_version(name)
+    def open(self, name: str, version_id: str | None = None) -> StoredIndex:
+        """Load the live version of ``name`` (or the given version, e.g. a staged one under evaluation)."""
+        version = self._dir(name) / "versions" / version_id if version_id else self.live_version(name)
         if version is None:
             known = ", ".join(self.names()) or "none"
             raise UnknownIndexError(f"no index named {name!r} (indexes: {known}); build one with `ctxrag index SOURCE --name {name}`")
@@ -116,9 +116,11 @@ class IndexStore:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def publish(
-        self, name: str, manifest: dict[str, Any], chunks: pa.Table, bm25: Bm25Index | None = None, vectors: VectorIndex | None = None
+        self, name: str, manifest: dict[str, Any], chunks: pa.Table, bm25: Bm25Index | None = None,
+        vectors: VectorIndex | None = None, live: bool = True,
     ) -> Path:
-        """Write a new version beside the live one, then make it live atomically; old versions are pruned."""
+        """Write a new version beside the live one, then (``live``) make it live atomically and prune old versions.
+        With ``live=False`` the version is only staged: ``promote`` or ``discard`` it."""
         directory = self._dir(name)
         version_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"  # sorts by creation, whatever the time zone
         staging = directory / f".staging-{version_id}"
@@ -136,10 +138,23 @@ class IndexStore:
             os.rename(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        if live:
+            self.promote(name, version_id)
+        return final
+
+    def promote(self, name: str, version_id: str) -> None:
+        """Make a written version live (one atomic rename); keep the one it replaces, prune the rest."""
+        directory = self._dir(name)
         previous = self.live_version(name)
         self._point_to(directory, version_id)
         self._prune(directory, keep={version_id, previous.name if previous else ""})
-        return final
+
+    def discard(self, name: str, version_id: str) -> None:
+        """Remove a staged version that will not go live."""
+        version = self._dir(name) / "versions" / version_id
+        if self.live_version(name) == version:
+            raise ValueError(f"version {version_id} of {name!r} is live; it cannot be discarded")
+        shutil.rmtree(version, ignore_errors=True)
 
     def delete(self, name: str) -> bool:
         directory = self._dir(name)

@@ -6,6 +6,7 @@ content-keyed artifact store, which is the cache across runs: a re-run reuses ev
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger, task
+from prefect.transactions import get_transaction
 from prefect.cache_policies import NONE
 
 from storage.artifacts import KEY, RowCache
@@ -215,15 +217,16 @@ def plan_index(
 
 
 @task(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=_retry_unless_bad_input, cache_policy=NONE)
-def publish_index(name: str, home: Path, plan: IndexPlan, vectors: np.ndarray, source: str) -> str:
-    """Build the BM25 and vector indexes (embedded, or a new Elasticsearch version behind the alias) and make them
-    the live version of ``name``; returns the version. A failed build leaves the live version as it was."""
+def publish_index(name: str, home: Path, plan: IndexPlan, vectors: np.ndarray, source: str, live: bool = True) -> str:
+    """Build the BM25 and vector indexes (embedded, or a new Elasticsearch version) and make them the live version
+    of ``name`` — or, with ``live=False``, only stage them for a quality gate. Returns the version id. A failed
+    build leaves the live version as it was; inside a transaction, a rollback discards the staged version."""
     texts = [indexed_text(context, content) for context, content in zip(plan.rows["context"].to_pylist(), plan.rows["content"].to_pylist())]
     elasticsearch = None
     if plan.config["backend"] == "elasticsearch":
         from storage.elasticsearch import EsIndex, connect
 
-        elasticsearch = {"alias": name, "index": EsIndex(connect(), name).build(plan.rows, vectors)}
+        elasticsearch = {"alias": name, "index": EsIndex(connect(), name).build(plan.rows, vectors, switch=live)}
     manifest = {
         "config": plan.config,
         "build_key": plan.build_key,
@@ -233,7 +236,71 @@ def publish_index(name: str, home: Path, plan: IndexPlan, vectors: np.ndarray, s
         "elasticsearch": elasticsearch,
     }
     if elasticsearch:
-        version = IndexStore(home).publish(name, manifest, plan.rows)
+        version = IndexStore(home).publish(name, manifest, plan.rows, live=live)
     else:
-        version = IndexStore(home).publish(name, manifest, plan.rows, Bm25Index.build(texts, **BM25_PARAMETERS), VectorIndex(vectors))
+        version = IndexStore(home).publish(name, manifest, plan.rows, Bm25Index.build(texts, **BM25_PARAMETERS), VectorIndex(vectors), live=live)
+    transaction = get_transaction()
+    if transaction is not None:
+        transaction.set("staged", {"name": name, "home": str(home), "version": version.name, "elasticsearch": elasticsearch})
     return version.name
+
+
+@publish_index.on_rollback
+def _discard_staged(transaction) -> None:  # type: ignore[no-untyped-def]
+    """The quality gate refused the staged version: remove it (the live version never changed)."""
+    staged = transaction.get("staged", None)
+    if staged:
+        discard_version(staged["name"], Path(staged["home"]), staged["version"])
+
+
+def discard_version(name: str, home: Path, version_id: str) -> None:
+    store = IndexStore(home)
+    manifest = json.loads((store.root / name / "versions" / version_id / "manifest.json").read_text())
+    if manifest.get("elasticsearch"):
+        from storage.elasticsearch import EsIndex, connect
+
+        EsIndex(connect(), name).drop(manifest["elasticsearch"]["index"])
+    store.discard(name, version_id)
+
+
+@task(cache_policy=NONE)
+def promote_index(name: str, home: Path, version_id: str) -> None:
+    """Make a staged version live: the Elasticsearch alias first (if any), then the local pointer."""
+    store = IndexStore(home)
+    manifest = json.loads((store.root / name / "versions" / version_id / "manifest.json").read_text())
+    if manifest.get("elasticsearch"):
+        from storage.elasticsearch import EsIndex, connect
+
+        EsIndex(connect(), name).switch_to(manifest["elasticsearch"]["index"])
+    store.promote(name, version_id)
+
+
+class GateRejected(RuntimeError):
+    """The new index scored worse than the live one by more than the allowed drop; the live one stays."""
+
+    retryable = False
+
+
+@task(cache_policy=NONE)
+def check_gate(name: str, home: Path, version_id: str, evalset: str, strategy: str, metric: str | None, max_drop: float) -> dict[str, object]:
+    """Score the staged and the live version with one strategy; raise ``GateRejected`` if the drop is too large."""
+    from tasks.evalset import EvalFormat, load_evalset
+    from tasks.evaluate import evaluate
+    from tasks.search import Searcher, Strategy
+
+    questions = load_evalset(evalset)
+    ks = questions.format.default_ks
+    metric = metric or ("pass@10" if questions.format is EvalFormat.PASS_AT_K else f"recall@{ks[0]}")
+    store = IndexStore(home)
+    chosen = Strategy.from_str(strategy)
+    candidate = evaluate(Searcher(store.open(name, version_id), staged=True), questions, [chosen], ks).metrics[chosen.value]
+    live = evaluate(Searcher(store.open(name)), questions, [chosen], ks).metrics[chosen.value]
+    if metric not in candidate:
+        raise ValueError(f"gate metric {metric!r} is not computed for {evalset}; choose one of {sorted(candidate)}")
+    report = {"metric": metric, "strategy": chosen.value, "live": live[metric], "candidate": candidate[metric], "max_drop": max_drop}
+    if candidate[metric] < live[metric] - max_drop:
+        raise GateRejected(
+            f"quality gate: {chosen.value} {metric} would fall from {live[metric]:.4f} to {candidate[metric]:.4f} "
+            f"(allowed drop {max_drop}); the live index is kept"
+        )
+    return report

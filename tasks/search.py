@@ -90,7 +90,10 @@ class Searcher:
     es = None  # an EsIndex when the index lives in Elasticsearch
     server_rrf = False
 
-    def __init__(self, index: StoredIndex, candidates: int = WEIGHTED_CANDIDATES, server_rrf: bool = False) -> None:
+    def __init__(
+        self, index: StoredIndex, candidates: int = WEIGHTED_CANDIDATES, server_rrf: bool = False, staged: bool = False
+    ) -> None:
+        """``staged``: the index is a version not yet live (search its own Elasticsearch index, not the alias)."""
         self.index = index
         self.embedder = make_embedder(EmbedderSpec.from_dict(index.config["embedder"]))
         self.candidates = candidates
@@ -99,7 +102,8 @@ class Searcher:
         if index.config.get("backend") == "elasticsearch":
             from storage.elasticsearch import EsIndex, connect
 
-            self.es = EsIndex(connect(), index.manifest["name"])
+            target = index.manifest["elasticsearch"]["index"] if staged else None
+            self.es = EsIndex(connect(), index.manifest["name"], target=target)
         elif server_rrf:
             raise ValueError("server-side RRF needs an index on the Elasticsearch backend")
 

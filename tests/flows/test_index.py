@@ -130,3 +130,25 @@ def test_a_run_failing_in_its_last_stage_is_retried_without_recomputing_earlier_
     assert retried["status"] == "published"
     assert retried["documents_contextualized"] == 0  # contexts came from the store
     assert retried["chunks_embedded"] == 0  # so did every vector: no model work at all
+
+
+def test_the_quality_gate_keeps_the_live_index_when_the_new_one_is_worse(corpus_dir: Path, home: Path) -> None:
+    from tasks.indexing import GateRejected
+    from tests.conftest import SAMPLE_QUESTIONS
+
+    first = run(corpus_dir, home)
+    for path in corpus_dir.rglob("*.py"):  # the code that answers most questions disappears
+        path.write_text("# moved elsewhere\n")
+    with pytest.raises(GateRejected, match="would fall from"):
+        run(corpus_dir, home, gate_evalset=str(SAMPLE_QUESTIONS), gate_strategy="bm25", gate_max_drop=0.02)
+    store = IndexStore(home)
+    assert store.manifest("sample")["version"] == first["version"]  # the live index was never replaced
+    assert [path.name for path in (home / "indexes" / "sample" / "versions").iterdir()] == [first["version"]]  # rolled back
+
+    shutil.rmtree(corpus_dir)  # back to the real corpus, plus a harmless edit: that passes the gate
+    shutil.copytree(SAMPLE_CORPUS, corpus_dir)
+    (corpus_dir / "CHANGELOG.txt").write_text((corpus_dir / "CHANGELOG.txt").read_text() + "\n0.9.3 - docs.\n")
+    passed = run(corpus_dir, home, gate_evalset=str(SAMPLE_QUESTIONS), gate_strategy="bm25")
+    assert passed["status"] == "published" and passed["gate"]["metric"] == "pass@10"
+    assert passed["gate"]["candidate"] >= passed["gate"]["live"] - 0.02
+    assert store.manifest("sample")["version"] == passed["version"]

@@ -69,3 +69,20 @@ def test_server_side_rrf_is_tried_on_request(emulator: str, home: Path) -> None:
     with pytest.raises(ValueError, match="needs an index on the Elasticsearch backend"):
         index_corpus(source=str(SAMPLE_CORPUS), name="plain", home=str(home))
         Searcher(IndexStore(home).open("plain"), server_rrf=True)
+
+
+def test_a_rejected_gate_leaves_the_alias_and_drops_the_staged_index(emulator: str, tmp_path: Path, home: Path) -> None:
+    from tasks.indexing import GateRejected
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(SAMPLE_CORPUS, corpus)
+    index_corpus(source=str(corpus), name="gated", home=str(home), backend="elasticsearch")
+    es = EsIndex(connect(), "gated")
+    live = es.live_index()
+    for path in corpus.rglob("*.py"):
+        path.write_text("# moved elsewhere\n")
+    with pytest.raises(GateRejected):
+        index_corpus(source=str(corpus), name="gated", home=str(home), backend="elasticsearch",
+                     gate_evalset=str(SAMPLE_QUESTIONS), gate_strategy="bm25")
+    assert es.live_index() == live
+    assert es._versions() == [live]  # the staged physical index was dropped on rollback
