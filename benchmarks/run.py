@@ -36,8 +36,8 @@ PUBLISHED_DOCS = {  # k=3, all 100 questions: precision / recall / F1 / MRR
 }
 
 
-def ctxrag(home: Path, *args: str) -> tuple[dict, float]:
-    env = {**os.environ, "CTXRAG_HOME": str(home)}
+def ctxrag(home: Path, *args: str, extra_env: dict[str, str] | None = None) -> tuple[dict, float]:
+    env = {**os.environ, "CTXRAG_HOME": str(home), **(extra_env or {})}
     env.pop("PREFECT_HOME", None)
     env.pop("PREFECT_API_URL", None)
     started = time.perf_counter()
@@ -50,7 +50,6 @@ def ctxrag(home: Path, *args: str) -> tuple[dict, float]:
 
 def query_latency(home: Path, name: str, queries: list[str]) -> dict[str, float]:
     """p50 in milliseconds per strategy, in process, model loaded and warmed up."""
-    os.environ["CTXRAG_HOME"] = str(home)
     from storage.index_store import IndexStore
     from tasks.search import Searcher, Strategy
 
@@ -69,6 +68,7 @@ def query_latency(home: Path, name: str, queries: list[str]) -> dict[str, float]
 
 def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], extra: tuple[str, ...] = ()) -> dict:
     home = Path(tempfile.mkdtemp(prefix=f"ctxrag-bench-{label}-"))
+    os.environ["CTXRAG_HOME"] = str(home)
     cold, cold_seconds = ctxrag(home, "index", str(corpus), "--name", label, *extra)
     warm, warm_seconds = ctxrag(home, "index", str(corpus), "--name", label, *extra)
     assert warm["chunks_embedded"] == 0 and warm["status"] == "unchanged", warm
@@ -86,7 +86,32 @@ def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], ex
         "evaluate_seconds": round(eval_seconds, 1),
         "query_p50_ms": query_latency(home, label, queries),
         "metrics": metrics,
+        "home": str(home),
     }
+
+
+def bench_elasticsearch_emulator(home: Path, label: str, corpus: Path, evalset: Path, queries: list[str]) -> dict:
+    """The same corpus on the Elasticsearch backend, against the noida-db EMULATOR (contexts and vectors cached)."""
+    from tests.storage.es_emulator import _stop, start_emulator
+
+    process, url = start_emulator(Path(tempfile.mkdtemp(prefix="ctxrag-bench-es-")))
+    try:
+        os.environ["ELASTICSEARCH_URL"] = url
+        env = {"ELASTICSEARCH_URL": url}
+        report, seconds = ctxrag(home, "index", str(corpus), "--name", label, "--backend", "elasticsearch", extra_env=env)
+        metrics, eval_seconds = ctxrag(home, "evaluate", str(evalset), "--name", label, extra_env=env)
+        return {
+            "corpus": corpus.name, "evalset": evalset.name, "chunks": report["chunks"],
+            "index_seconds_contexts_and_vectors_cached": round(seconds, 1),
+            "publish_seconds": report["seconds"]["publish"],
+            "chunks_per_second_into_elasticsearch": round(report["chunks"] / report["seconds"]["publish"], 1),
+            "evaluate_seconds": round(eval_seconds, 1),
+            "query_p50_ms": query_latency(home, label, queries),
+            "metrics": metrics,
+        }
+    finally:
+        _stop(process)
+        os.environ.pop("ELASTICSEARCH_URL", None)
 
 
 def machine() -> dict:
@@ -99,7 +124,8 @@ def render(results: dict) -> str:
         "# ctxrag benchmark results",
         "",
         f"Machine: {results['machine']['cpus']} cores ({results['machine']['cpu']}), Python {results['machine']['python']}, "
-        f"{results['machine']['date']}. Produced by `benchmarks/run.py`; embedded defaults only (no API, no simulator).",
+        f"{results['machine']['date']}. Produced by `benchmarks/run.py`: embedded defaults, no API and no simulator; "
+        "the last section runs the Elasticsearch backend against the noida-db emulator.",
         "",
     ]
     for run in results["runs"]:
@@ -120,6 +146,32 @@ def render(results: dict) -> str:
             f"- embedding: {run['embedding_chunks_per_second']} chunks/s",
             f"- evaluate (all strategies, subprocess): {run['evaluate_seconds']} s",
             "- query p50 in process (ms): " + ", ".join(f"{k} {v}" for k, v in run["query_p50_ms"].items()),
+            "",
+        ]
+    emulator = results.get("elasticsearch_emulator")
+    if emulator:
+        lines += [
+            "## codebase on the Elasticsearch backend (noida-db EMULATOR, not a real cluster)",
+            "",
+            "Same corpus, contexts and vectors (from the embedded run's cache); Elasticsearch analysis and kNN as the",
+            "emulator implements them (int8 HNSW). Pass@k beside the embedded backend's:",
+            "",
+            "| strategy | pass@5 | pass@10 | pass@20 | embedded pass@10 | difference (points) |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        embedded = results["runs"][0]["metrics"]
+        for strategy, values in emulator["metrics"].items():
+            delta = 100 * (values["pass@10"] - embedded[strategy]["pass@10"])
+            lines.append(
+                f"| {strategy} | {values['pass@5'] * 100:.2f} | {values['pass@10'] * 100:.2f} | {values['pass@20'] * 100:.2f} | "
+                f"{embedded[strategy]['pass@10'] * 100:.2f} | {delta:+.2f} |"
+            )
+        lines += [
+            "",
+            f"- index into the emulator (contexts and vectors cached): {emulator['index_seconds_contexts_and_vectors_cached']} s; "
+            f"bulk + refresh + alias switch {emulator['publish_seconds']:.1f} s = {emulator['chunks_per_second_into_elasticsearch']} chunks/s",
+            f"- evaluate (all strategies, subprocess): {emulator['evaluate_seconds']} s",
+            "- query p50 in process against the emulator (ms): " + ", ".join(f"{k} {v}" for k, v in emulator["query_p50_ms"].items()),
             "",
         ]
     return "\n".join(lines)
@@ -145,7 +197,13 @@ def main() -> None:
     ]:
         print(f"benchmarking {label} ...", file=sys.stderr, flush=True)
         runs.append({"label": label, **bench_corpus(label, corpus, evalset, queries)})
-    results = {"machine": machine(), "runs": runs}
+    print("benchmarking codebase on the Elasticsearch backend (noida-db emulator) ...", file=sys.stderr, flush=True)
+    codebase = runs[0]
+    emulator = bench_elasticsearch_emulator(
+        Path(codebase["home"]), "codebase-es", data / "codebase" / "codebase_chunks.json",
+        data / "codebase" / "evaluation_set.jsonl", codebase_queries,
+    )
+    results = {"machine": machine(), "runs": runs, "elasticsearch_emulator": emulator}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     (args.out / "results.md").write_text(render(results))

@@ -253,13 +253,20 @@ def _discard_staged(transaction) -> None:  # type: ignore[no-untyped-def]
         discard_version(staged["name"], Path(staged["home"]), staged["version"])
 
 
+def _staged_elasticsearch(store: IndexStore, name: str, version_id: str):  # type: ignore[no-untyped-def]
+    """(EsIndex, physical index) of a version that lives in Elasticsearch, else None."""
+    manifest = json.loads((store.root / name / "versions" / version_id / "manifest.json").read_text())
+    if not manifest.get("elasticsearch"):
+        return None
+    from storage.elasticsearch import EsIndex, connect
+
+    return EsIndex(connect(), name), manifest["elasticsearch"]["index"]
+
+
 def discard_version(name: str, home: Path, version_id: str) -> None:
     store = IndexStore(home)
-    manifest = json.loads((store.root / name / "versions" / version_id / "manifest.json").read_text())
-    if manifest.get("elasticsearch"):
-        from storage.elasticsearch import EsIndex, connect
-
-        EsIndex(connect(), name).drop(manifest["elasticsearch"]["index"])
+    if found := _staged_elasticsearch(store, name, version_id):
+        found[0].drop(found[1])
     store.discard(name, version_id)
 
 
@@ -267,11 +274,8 @@ def discard_version(name: str, home: Path, version_id: str) -> None:
 def promote_index(name: str, home: Path, version_id: str) -> None:
     """Make a staged version live: the Elasticsearch alias first (if any), then the local pointer."""
     store = IndexStore(home)
-    manifest = json.loads((store.root / name / "versions" / version_id / "manifest.json").read_text())
-    if manifest.get("elasticsearch"):
-        from storage.elasticsearch import EsIndex, connect
-
-        EsIndex(connect(), name).switch_to(manifest["elasticsearch"]["index"])
+    if found := _staged_elasticsearch(store, name, version_id):
+        found[0].switch_to(found[1])
     store.promote(name, version_id)
 
 

@@ -35,3 +35,37 @@ def prefect_harness():
 def home(tmp_path: Path) -> Path:
     """A fresh CTXRAG_HOME for one test."""
     return tmp_path / "home"
+
+
+ANTHROPIC_TEST_KEY = "sk-ant-test-DO-NOT-LEAK-0123456789"
+
+
+@pytest.fixture
+def anthropic_simulator(monkeypatch: pytest.MonkeyPatch):
+    """The Anthropic API simulator (test equipment) with the SDK pointed at it and a fake key set."""
+    from tests.simulators.anthropic_simulator import AnthropicSimulator
+
+    with AnthropicSimulator() as simulator:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", simulator.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_TEST_KEY)
+        yield simulator
+
+
+@pytest.fixture
+def cohere_simulator(monkeypatch: pytest.MonkeyPatch):
+    from tests.simulators.cohere_simulator import CohereSimulator
+
+    with CohereSimulator() as simulator:
+        monkeypatch.setenv("CO_API_URL", simulator.url)
+        monkeypatch.setenv("CO_API_KEY", "co-test-key")
+        yield simulator
+
+
+@pytest.fixture
+def voyage_simulator(monkeypatch: pytest.MonkeyPatch):
+    from tests.simulators.voyage_simulator import VoyageSimulator
+
+    with VoyageSimulator() as simulator:
+        monkeypatch.setenv("VOYAGE_BASE_URL", simulator.url)
+        monkeypatch.setenv("VOYAGE_API_KEY", "pa-test-key-0123456789abcdefghij")
+        yield simulator

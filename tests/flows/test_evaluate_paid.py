@@ -40,22 +40,20 @@ def judge(prompt: str) -> str:
     return "<is_correct>true</is_correct>" if "Half a second" in prompt else "<is_correct>false</is_correct>"
 
 
-def test_rerank_rows_and_end_to_end_accuracy(indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rerank_rows_and_end_to_end_accuracy(
+    indexed: tuple[Path, Path], cohere_simulator: CohereSimulator, anthropic_simulator: AnthropicSimulator
+) -> None:
     home, questions = indexed
-    with CohereSimulator() as cohere_sim, AnthropicSimulator() as claude_sim:
-        monkeypatch.setenv("CO_API_URL", cohere_sim.url)
-        monkeypatch.setenv("CO_API_KEY", "co-test-key")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", claude_sim.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-e2e-0123456789")
-        claude_sim.reply_with(judge)
-        result = evaluate_index(evalset=str(questions), name="sample", home=str(home), strategies=["hybrid"], rerank="cohere", end_to_end=True)
-        assert list(result["metrics"]) == ["hybrid", "hybrid+rerank-cohere"]
-        for row in result["metrics"].values():
-            assert row["accuracy"] == pytest.approx(0.5)  # q0 true, q2 false, q1 unparseable and left out
-        assert result["unparseable_judgements"] == {"hybrid": 1, "hybrid+rerank-cohere": 1}
-        assert len(cohere_sim.requests) == 3 and all(len(r.json["documents"]) == 30 for r in cohere_sim.requests)  # k x 10
-        assert result["paid_calls"]["calls"] == 3 + 2 * 3 * 2  # 3 reranks; answer + judge per query per row
-        assert result["unavailable"] == {}
+    cohere_sim, claude_sim = cohere_simulator, anthropic_simulator
+    claude_sim.reply_with(judge)
+    result = evaluate_index(evalset=str(questions), name="sample", home=str(home), strategies=["hybrid"], rerank="cohere", end_to_end=True)
+    assert list(result["metrics"]) == ["hybrid", "hybrid+rerank-cohere"]
+    for row in result["metrics"].values():
+        assert row["accuracy"] == pytest.approx(0.5)  # q0 true, q2 false, q1 unparseable and left out
+    assert result["unparseable_judgements"] == {"hybrid": 1, "hybrid+rerank-cohere": 1}
+    assert len(cohere_sim.requests) == 3 and all(len(r.json["documents"]) == 30 for r in cohere_sim.requests)  # k x 10
+    assert result["paid_calls"]["calls"] == 3 + 2 * 3 * 2  # 3 reranks; answer + judge per query per row
+    assert result["unavailable"] == {}
 
 
 def test_without_keys_the_paid_rows_say_what_they_need(indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:

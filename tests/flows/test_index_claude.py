@@ -26,7 +26,7 @@ from tests.simulators.anthropic_simulator import AnthropicSimulator
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
-KEY = "sk-ant-test-NEVER-WRITE-ME-987654321"
+from tests.conftest import ANTHROPIC_TEST_KEY as KEY
 CHUNK_TEXT = re.compile(r"<chunk>\n(.*?)\n</chunk>", re.S)
 
 
@@ -60,11 +60,8 @@ def requested_chunks(simulator: AnthropicSimulator, texts: dict[str, str], since
 
 
 @pytest.fixture
-def simulator(monkeypatch: pytest.MonkeyPatch):
-    with AnthropicSimulator() as sim:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", sim.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-        yield sim
+def simulator(anthropic_simulator: AnthropicSimulator) -> AnthropicSimulator:
+    return anthropic_simulator
 
 
 def run(corpus: Path, home: Path, **claude) -> dict:
@@ -167,10 +164,9 @@ def test_a_bad_request_fails_its_document_at_once_and_the_key_is_written_nowhere
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus)
     simulator.fail_next(400, count=1, message=f"bad request for key {KEY}")  # even an echoing server
-    started = time.monotonic()
     with pytest.raises(DocumentsFailed, match=r"1 of 3 documents failed .*400 invalid_request_error: bad request for key \*\*\*"):
         run(corpus, home, concurrency=1)
-    assert time.monotonic() - started < 20  # a 400 is not retried (no task retry delays either)
+    # the fault was injected once: had Prefect retried the task, the document would have succeeded
     assert sum(1 for r in simulator.requests if r.status == 400) == 1
     ledger = Ledger(home).rows()
     assert [row["status"] for row in ledger].count("error") == 1 and len(ledger) == 12

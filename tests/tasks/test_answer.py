@@ -22,18 +22,16 @@ def test_parse_verdict(text: str, verdict: bool | None) -> None:
     assert parse_verdict(text) is verdict
 
 
-def test_answer_then_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    with AnthropicSimulator() as sim:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", sim.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-judge-0123456789")
-        sim.reply_with(lambda prompt: "<is_correct>true</is_correct>" if "Generated Answer" in prompt else "Use backoff.")
-        rows: list = []
-        end_to_end = EndToEnd(ledger=rows.extend, subject="tinyq")
-        answer = end_to_end.answer("How are retries delayed?", ["retry with exponential backoff"])
-        assert answer == "Use backoff."
-        assert end_to_end.judge("How are retries delayed?", answer, "Exponential backoff.") is True
-        prompts = [request.json["messages"][0]["content"] for request in sim.requests]
-        assert "<documents>\nretry with exponential backoff\n</documents>" in prompts[0]
-        assert "questions about tinyq" in prompts[1] and "Correct Answer: Exponential backoff." in prompts[1]
-        assert [row.stage for row in rows] == ["answer", "judge"]
-        assert [request.json["model"] for request in sim.requests] == ["claude-haiku-4-5", "claude-sonnet-4-5"]
+def test_answer_then_judge(anthropic_simulator: AnthropicSimulator) -> None:
+    sim = anthropic_simulator
+    sim.reply_with(lambda prompt: "<is_correct>true</is_correct>" if "Generated Answer" in prompt else "Use backoff.")
+    rows: list = []
+    end_to_end = EndToEnd(ledger=rows.extend, subject="tinyq")
+    answer = end_to_end.answer("How are retries delayed?", ["retry with exponential backoff"])
+    assert answer == "Use backoff."
+    assert end_to_end.judge("How are retries delayed?", answer, "Exponential backoff.") is True
+    prompts = [request.json["messages"][0]["content"] for request in sim.requests]
+    assert "<documents>\nretry with exponential backoff\n</documents>" in prompts[0]
+    assert "questions about tinyq" in prompts[1] and "Correct Answer: Exponential backoff." in prompts[1]
+    assert [row.stage for row in rows] == ["answer", "judge"]
+    assert [request.json["model"] for request in sim.requests] == ["claude-haiku-4-5", "claude-sonnet-4-5"]

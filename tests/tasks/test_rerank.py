@@ -19,19 +19,13 @@ DOCUMENTS = ["the cat sat", "retry with exponential backoff", "backoff and retry
 
 
 @pytest.fixture
-def cohere_sim(monkeypatch: pytest.MonkeyPatch):
-    with CohereSimulator() as sim:
-        monkeypatch.setenv("CO_API_URL", sim.url)
-        monkeypatch.setenv("CO_API_KEY", "co-test-key")
-        yield sim
+def cohere_sim(cohere_simulator: CohereSimulator) -> CohereSimulator:
+    return cohere_simulator
 
 
 @pytest.fixture
-def claude_sim(monkeypatch: pytest.MonkeyPatch):
-    with AnthropicSimulator() as sim:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", sim.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-rerank-0123456789")
-        yield sim
+def claude_sim(anthropic_simulator: AnthropicSimulator) -> AnthropicSimulator:
+    return anthropic_simulator
 
 
 def test_cohere_order_is_the_providers_and_units_are_recorded(cohere_sim: CohereSimulator) -> None:

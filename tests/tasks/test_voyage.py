@@ -16,11 +16,8 @@ from tests.simulators.voyage_simulator import VoyageSimulator, simulated_tokens
 
 
 @pytest.fixture
-def simulator(monkeypatch: pytest.MonkeyPatch):
-    with VoyageSimulator() as sim:
-        monkeypatch.setenv("VOYAGE_BASE_URL", sim.url)
-        monkeypatch.setenv("VOYAGE_API_KEY", "pa-test-key-0123456789abcdefghij")
-        yield sim
+def simulator(voyage_simulator: VoyageSimulator) -> VoyageSimulator:
+    return voyage_simulator
 
 
 def embedder(model: str = "voyage-2", rows: list | None = None, attempts: int = 4, dimension: int | None = None) -> VoyageEmbedder:

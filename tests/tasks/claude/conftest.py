@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.simulators.anthropic_simulator import AnthropicSimulator
-
-TEST_KEY = "sk-ant-test-DO-NOT-LEAK-0123456789"
+from tests.conftest import ANTHROPIC_TEST_KEY as TEST_KEY  # noqa: F401  (used by the tests here)
 
 
 @pytest.fixture
-def simulator(monkeypatch: pytest.MonkeyPatch):
-    with AnthropicSimulator() as sim:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", sim.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)
-        yield sim
+def simulator(anthropic_simulator):  # type: ignore[no-untyped-def]
+    return anthropic_simulator
