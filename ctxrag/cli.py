@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ctxrag.deploy import register as register_prefect_commands
 from ctxrag.offline import ctxrag_home
 from storage.index_store import IndexStore, UnknownIndexError
 from tasks.claude.client import ClaudeCallError
@@ -302,16 +303,7 @@ def main() -> None:
     app()
 
 
-def _register_prefect_commands() -> None:
-    """serve / deploy / trigger live in ctxrag.deploy (Prefect glue), added here when present."""
-    try:
-        from ctxrag.deploy import register
-    except ImportError:
-        return
-    register(app)
-
-
-_register_prefect_commands()
+register_prefect_commands(app)  # serve, deploy, trigger (ctxrag.deploy)
 
 
 if __name__ == "__main__":

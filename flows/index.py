@@ -112,7 +112,8 @@ def index_corpus(
             with stage_progress("contextualizing") as update:
                 for done, _ in enumerate(as_completed(list(futures.values())), start=1):
                     update(done, len(futures))
-            failed = {doc_id: str(future.state.message) for doc_id, future in futures.items() if future.state.is_failed()}
+            outcomes = {doc_id: future.result(raise_on_failure=False) for doc_id, future in futures.items()}
+            failed = {doc_id: str(outcome) for doc_id, outcome in outcomes.items() if isinstance(outcome, BaseException)}
         finish_contextualization(root)
         costs = paid_calls(root, run_id, "contextualize")
         if failed:

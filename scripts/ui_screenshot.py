@@ -1,0 +1,70 @@
+"""Screenshot of a ctxrag run in the Prefect UI, for the docs (needs /usr/bin/chromium).
+
+Starts a private ``prefect server`` on 127.0.0.1, indexes the sample corpus against it, screenshots the flow run page
+(or the index artifact's page) with headless Chromium, and stops the server::
+
+    .venv/bin/python scripts/ui_screenshot.py [--out docs/prefect-ui.png] [--page run|artifact]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.prefect_server import chromium, chromium_missing, running_prefect_server  # noqa: E402
+
+
+def latest_index_run(api_url: str) -> tuple[str, str]:
+    """(id, name) of the newest completed ctxrag-index flow run on the server."""
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    with SyncPrefectClient(api_url) as client:
+        runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["ctxrag-index"])), sort=FlowRunSort.START_TIME_DESC)
+    completed = [run for run in runs if run.state is not None and run.state.is_completed()]
+    if not completed:
+        raise SystemExit("no completed ctxrag-index run on the server")
+    return str(completed[0].id), completed[0].name
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "prefect-ui.png")
+    parser.add_argument("--page", choices=["run", "artifact"], default="run")
+    parser.add_argument("--name", default="sample", help="Index name of the sample run (its artifact: ctxrag-index-NAME).")
+    parser.add_argument("--budget-ms", type=int, default=20000, help="Chromium's virtual time budget for the page to render.")
+    args = parser.parse_args()
+    if (reason := chromium_missing()) is not None:
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    with running_prefect_server(ui=True) as server, tempfile.TemporaryDirectory(prefix="ctxrag-screenshot-") as scratch:
+        print(f"prefect server at {server.ui_url}; indexing data/sample/corpus as {args.name!r}", file=sys.stderr)
+        code = f"from flows.index import index_corpus; index_corpus(source='data/sample/corpus', name={args.name!r})"
+        run = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, env=server.env(CTXRAG_HOME=str(Path(scratch) / "home")),
+            capture_output=True, text=True, timeout=600, check=False,
+        )
+        if run.returncode != 0:
+            print(run.stderr[-3000:], file=sys.stderr)
+            return 1
+        run_id, run_name = latest_index_run(server.api_url)
+        page = f"/runs/flow-run/{run_id}" if args.page == "run" else f"/artifacts/key/ctxrag-index-{args.name}".replace("_", "-")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.unlink(missing_ok=True)
+        shot = chromium(f"{server.ui_url}{page}", f"--screenshot={args.out.resolve()}", budget_ms=args.budget_ms, width=1400, height=900)
+        if not args.out.exists():
+            print(f"chromium wrote no screenshot (exit {shot.returncode}): {shot.stderr[-2000:]}", file=sys.stderr)
+            return 1
+    print(f"{args.out}\t{run_name}\t{page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
