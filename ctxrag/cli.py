@@ -10,6 +10,7 @@ from typing import Optional
 import ctxrag.offline  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ctxrag.deploy import register as register_prefect_commands
@@ -17,8 +18,8 @@ from ctxrag.offline import ctxrag_home
 from storage.index_store import IndexStore, UnknownIndexError
 from tasks.claude.client import ClaudeCallError
 from tasks.models import CorpusError
-from tasks.secrets import MissingKey
 from tasks.rerank import RerankError
+from tasks.secrets import MissingKey
 from tasks.voyage import VoyageCallError
 
 app = typer.Typer(
@@ -59,7 +60,7 @@ def _quiet_tracebacks() -> None:
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -130,7 +131,7 @@ def index(
         print(json.dumps(report))
         return
     for warning in report["warnings"]:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     table = Table(title=f"index {name!r}: {report['status']} (version {report['version']})")
     table.add_column("item")
     table.add_column("value", justify="right")
@@ -198,7 +199,7 @@ def search(
         print(json.dumps(rows))
         return
     for row in rows:
-        out.print(f"[bold]{row['rank']}. {row['chunk_id']}[/]  score {row['score']:.4f}  found by {', '.join(row['found_by'])}", highlight=False)
+        out.print(f"[bold]{row['rank']}. {escape(str(row['chunk_id']))}[/]  score {row['score']:.4f}  found by {', '.join(row['found_by'])}", highlight=False)
         snippet = " ".join(str(row["content"]).split())[:240]
         out.print(f"   {snippet}", highlight=False, markup=False)
 

@@ -77,12 +77,7 @@ def index_corpus(
     spec_of_contexts = ContextualizerSpec(contextualizer, ClaudeSettings(**(claude or {})) if contextualizer.startswith("claude") else None)
     run_id = str(flow_run.id or uuid.uuid4())
     root = Path(home) if home else ctxrag_home()
-    spec = (
-        EmbedderSpec("voyage", embedding_model or "voyage-2", 0, output_dimension)
-        if embedder == "voyage"
-        else EmbedderSpec("local", embedding_model or "all-MiniLM-L6-v2", max_seq_length) if embedder == "local"
-        else EmbedderSpec(embedder)  # raises: unknown embedder
-    )
+    spec = EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension)
     store = IndexStore(root)
     seconds: dict[str, float] = {}
     clock = time.perf_counter()

@@ -79,7 +79,7 @@ class NoContext(_Offline):
 @dataclass(frozen=True)
 class StructuralContextualizer(_Offline):
     name: str = "structural"
-    version: str = "1"
+    version: str = "2"  # bump on any change to what it writes: stored contexts are keyed by it
 
     def contextualize(self, document: Document, chunks: list[Chunk]) -> list[str]:
         if document.kind == "code":

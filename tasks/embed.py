@@ -51,6 +51,13 @@ class EmbedderSpec:
         shape = str(self.max_seq_length) if self.provider == "local" else f"dim={self.output_dimension}"
         return sha256_hex(sha256_hex(text), self.provider, self.model, shape, input_type)[:40]
 
+    @classmethod
+    def choose(cls, provider: str, model: str | None, max_seq_length: int, output_dimension: int | None) -> "EmbedderSpec":
+        """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``) or Voyage (``output_dimension``)."""
+        if provider == "voyage":
+            return cls("voyage", model or "voyage-2", 0, output_dimension)
+        return cls(provider, model or "all-MiniLM-L6-v2", max_seq_length)  # an unknown provider raises here
+
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
