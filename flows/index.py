@@ -15,14 +15,14 @@ from prefect.runtime import flow_run
 from prefect.transactions import transaction
 
 from ctxrag.offline import ctxrag_home
+from flows.runners import make_task_runner
 from storage.index_store import IndexStore, validate_name
 from tasks.claude.contextualizer import ClaudeSettings
-from flows.runners import make_task_runner
-from tasks.gc import artifact_lock
 from tasks.contextualize import ContextualizerSpec
-from tasks.progress import stage_progress
 from tasks.embed import DEFAULT_MAX_SEQ_LENGTH, EmbedderSpec
+from tasks.gc import artifact_lock
 from tasks.indexing import (
+    check_gate,
     chunks_to_contextualize,
     compare_with_live,
     contextualize_document,
@@ -31,13 +31,13 @@ from tasks.indexing import (
     finish_contextualization,
     indexed_text,
     load_corpus,
-    check_gate,
     paid_calls,
     plan_index,
     promote_index,
     publish_index,
     stored_contexts,
 )
+from tasks.progress import stage_progress
 
 
 class DocumentsFailed(RuntimeError):
