@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from storage.ledger import LedgerRow
-from tasks.claude.client import ClaudeClient
-from tasks.claude.pricing import Usage, cost_usd
+from tasks.claude.client import ClaudeClient, message_text
+from tasks.claude.pricing import Usage, charge
 
 ANSWER_PROMPT = """You have been tasked with helping us to answer the following query:
 <query>
@@ -82,12 +82,11 @@ class EndToEnd:
             if self.ledger:
                 self.ledger([row])
             raise
-        usage = Usage.from_api(reply.message.usage)
-        row.input_tokens, row.output_tokens, row.latency_s = usage.input_tokens, usage.output_tokens, reply.latency_s
-        row.cost_usd = row.cost_without_cache_usd = cost_usd(model, usage)
+        row.latency_s = reply.latency_s
+        charge(row, model, Usage.from_api(reply.message.usage))
         if self.ledger:
             self.ledger([row])
-        return " ".join(block.text for block in reply.message.content if getattr(block, "type", "") == "text").strip()
+        return message_text(reply.message)
 
     def answer(self, query: str, documents: list[str]) -> str:
         return self._ask(self.answer_model, ANSWER_PROMPT.format(query=query, documents="\n".join(documents)), "answer", 2500)

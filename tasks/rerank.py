@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from storage.ledger import LedgerRow
-from tasks.claude.client import ClaudeClient
-from tasks.claude.pricing import Usage, cost_usd
+from tasks.claude.client import ClaudeClient, message_text
+from tasks.claude.pricing import Usage, charge
 from tasks.retry import RetryPolicy
 from tasks.secrets import MissingKey, redact, resolve_key
 
@@ -175,12 +175,9 @@ class ClaudeReranker:
             row.status, row.error = "error", str(error)
             _record(self.ledger, row, started)
             raise RerankError(f"Claude rerank: {error}") from None
-        usage = Usage.from_api(reply.message.usage)
-        row.input_tokens, row.output_tokens = usage.input_tokens, usage.output_tokens
-        row.cost_usd = row.cost_without_cache_usd = cost_usd(self.model, usage)
+        charge(row, self.model, Usage.from_api(reply.message.usage))
         _record(self.ledger, row, started)
-        text = " ".join(block.text for block in reply.message.content if getattr(block, "type", "") == "text")
-        chosen = parse_indices(text, len(documents))[:k]
+        chosen = parse_indices(message_text(reply.message), len(documents))[:k]
         if len(chosen) < min(k, len(documents)):
             with self._lock:
                 self.fallbacks += 1

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from storage.ledger import LedgerRow
 from tasks.claude.contextualizer import ClaudeContextualizer, document_windows
-from tasks.claude.pricing import Usage, cost_usd, cost_without_caching_usd
+from tasks.claude.client import message_text
+from tasks.claude.pricing import Usage, charge
 from tasks.contextualize import SaveLedger, context_key
 from tasks.models import Chunk, Document
 
@@ -102,13 +103,9 @@ def _collect(
         if result.result.type == "succeeded":
             message = result.result.message
             usage = Usage.from_api(message.usage)
-            row.input_tokens, row.output_tokens = usage.input_tokens, usage.output_tokens
-            row.cache_write_tokens, row.cache_read_tokens = usage.cache_write_tokens, usage.cache_read_tokens
-            row.cost_usd = cost_usd(worker.settings.model, usage, worker.settings.cache_ttl, batch=True)
-            row.cost_without_cache_usd = cost_without_caching_usd(worker.settings.model, usage, batch=True)
+            charge(row, worker.settings.model, usage, worker.settings.cache_ttl, batch=True)
             row.cache_applied = (usage.cache_write_tokens + usage.cache_read_tokens) > 0
-            text = " ".join(block.text for block in message.content if getattr(block, "type", "") == "text").strip()
-            save([(result.custom_id, item.get("doc_id", ""), text)])
+            save([(result.custom_id, item.get("doc_id", ""), message_text(message))])
             counts["succeeded"] += 1
         else:
             row.status, row.error = "error", f"batch item {result.result.type}: {getattr(result.result, 'error', '')}"

@@ -85,6 +85,11 @@ class ClaudeClient:
         return Reply(message, time.perf_counter() - started)
 
 
+def message_text(message: Any) -> str:
+    """The text blocks of a Messages API answer, joined."""
+    return " ".join(block.text for block in message.content if getattr(block, "type", "") == "text").strip()
+
+
 def _describe(error: BaseException) -> str:
     """The API's own message when there is one (``error.message`` in the JSON body), else the exception text."""
     body = getattr(error, "body", None)

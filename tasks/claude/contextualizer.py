@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from storage.ledger import LedgerRow
-from tasks.claude.client import ClaudeCallError, ClaudeClient, Reply, shared_limiter
-from tasks.claude.pricing import Usage, cost_usd, cost_without_caching_usd
+from tasks.claude.client import ClaudeCallError, ClaudeClient, Reply, message_text, shared_limiter
+from tasks.claude.pricing import Usage, charge
 from tasks.claude.prompts import CHUNK_CONTEXT, DOCUMENT, DOCUMENT_CONTEXTS, RECORD_CONTEXTS_TOOL, SUMMARY, tagged_chunks
 from tasks.models import Chunk, Document
 from tasks.structure import chunk_offsets
@@ -121,7 +121,7 @@ class ClaudeContextualizer:
     def _per_chunk(self, document: Document, text: str, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger, mode: str) -> tuple[list[Chunk], str]:
         def one(chunk: Chunk) -> str:
             reply = self._call(document, [chunk], ledger, mode, self._chunk_params(text, chunk))
-            context = _text_of(reply.message)
+            context = message_text(reply.message)
             save([(chunk, context)])
             return context
 
@@ -213,10 +213,7 @@ class ClaudeContextualizer:
             raise
         usage = Usage.from_api(reply.message.usage)
         row.latency_s = reply.latency_s
-        row.input_tokens, row.output_tokens = usage.input_tokens, usage.output_tokens
-        row.cache_write_tokens, row.cache_read_tokens = usage.cache_write_tokens, usage.cache_read_tokens
-        row.cost_usd = cost_usd(self.settings.model, usage, self.settings.cache_ttl)
-        row.cost_without_cache_usd = cost_without_caching_usd(self.settings.model, usage)
+        charge(row, self.settings.model, usage, self.settings.cache_ttl)
         asked_for_cache = any("cache_control" in block for block in params["messages"][0]["content"])
         row.cache_applied = (usage.cache_write_tokens + usage.cache_read_tokens) > 0 if asked_for_cache else None
         ledger([row])
@@ -239,17 +236,13 @@ class ClaudeSummarizer(ClaudeContextualizer):
             params = {"model": self.settings.model, "max_tokens": 150, "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}
             reply = self._call(document, [chunk], ledger, "summary", params)
             heading = chunk.heading or document.title
-            save([(chunk, f"{heading}\n{_text_of(reply.message)}" if heading else _text_of(reply.message))])
+            save([(chunk, f"{heading}\n{message_text(reply.message)}" if heading else message_text(reply.message))])
 
         failed, error = self._first_then_fan_out(chunks, one)
         if failed:
             raise ContextualizationFailed(
                 f"{document.doc_id}: {len(failed)} of {len(chunks)} summaries failed ({error})", retryable=self._retryable_failures
             )
-
-
-def _text_of(message: Any) -> str:
-    return " ".join(block.text for block in message.content if getattr(block, "type", "") == "text").strip()
 
 
 def _tool_contexts(message: Any) -> dict[int, str]:

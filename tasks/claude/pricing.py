@@ -7,6 +7,10 @@ input price (5-minute TTL) or 2x (1-hour TTL); cache reads 0.1x; the Message Bat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from storage.ledger import LedgerRow
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,14 @@ class Usage:
     @property
     def prompt_tokens(self) -> int:
         return self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
+
+
+def charge(row: "LedgerRow", model: str, usage: Usage, ttl: str = "5m", batch: bool = False) -> None:
+    """Fill a ledger row's token counts and costs from one call's usage."""
+    row.input_tokens, row.output_tokens = usage.input_tokens, usage.output_tokens
+    row.cache_write_tokens, row.cache_read_tokens = usage.cache_write_tokens, usage.cache_read_tokens
+    row.cost_usd = cost_usd(model, usage, ttl, batch)
+    row.cost_without_cache_usd = cost_without_caching_usd(model, usage, batch)
 
 
 def cost_usd(model: str, usage: Usage, ttl: str = "5m", batch: bool = False) -> float:
