@@ -14,13 +14,14 @@ from tasks.load.chunking import (
     split_text,
 )
 from tasks.load.cookbook import COOKBOOK_FIELDS, load_cookbook, parse_cookbook
-from tasks.load.directory import load_directory
+from tasks.load.directory import DEFAULT_MAX_FILE_BYTES, load_directory
 from tasks.load.docs import DOCS_FIELDS, load_docs, parse_docs
 from tasks.load.jsonio import read_records, type_name
 from tasks.models import Corpus, CorpusError
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "DEFAULT_MAX_FILE_BYTES",
     "Piece",
     "chunk_content",
     "detect_format",
@@ -52,14 +53,22 @@ def detect_format(records: list[Any], source: str) -> str:
     )
 
 
-def load_source(path: str | Path, budget: int = DEFAULT_BUDGET) -> Corpus:
-    """Load SOURCE: a directory (chunked with ``budget`` characters per chunk) or a JSON file whose format is
-    detected from its fields."""
+def load_source(
+    path: str | Path,
+    budget: int = DEFAULT_BUDGET,
+    *,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> Corpus:
+    """Load SOURCE: a directory (chunked with ``budget`` characters per chunk; files picked by ``.gitignore``,
+    ``include``/``exclude`` and ``max_file_bytes``, see ``load_directory``) or a JSON file whose format is detected
+    from its fields (the folder options do not apply)."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: no such file or directory")
     if path.is_dir():
-        return load_directory(path, budget)
+        return load_directory(path, budget, include=include, exclude=exclude, max_file_bytes=max_file_bytes)
     if path.suffix.lower() != ".json":
         raise CorpusError(f"{path}: expected a directory or a .json file (cookbook or docs format)")
     records = read_records(path)
