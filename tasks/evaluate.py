@@ -2,6 +2,10 @@
 
 Rows are strategies, and ``<strategy>+rerank-<provider>`` for each reranker given. With an ``EndToEnd``, Claude
 answers each query from the top chunks and a Claude judge grades the answer: ``accuracy`` joins the metrics.
+
+A per-query row: ``strategy``, ``query_id``, ``query``, ``golden`` (its chunk references), the query's metrics,
+``answer``/``correct`` (end to end only), and ``retrieved`` (the ranked references, ``max(ks)`` deep).
+``tasks.results.load_run`` reads them back from a run folder as a DataFrame.
 """
 
 from __future__ import annotations
@@ -16,7 +20,16 @@ import pyarrow as pa
 
 from tasks.answer import EndToEnd
 from tasks.evalset import EvalFormat, EvalQuery, EvalSet, golden_ref
-from tasks.metrics import f1_from_means, mean, pass_at_k, precision_at_k, recall_at_k, reciprocal_rank_at_k
+from tasks.metrics import (
+    f1_from_means,
+    hit_at_k,
+    mean,
+    ndcg_at_k,
+    pass_at_k,
+    precision_at_k,
+    recall_at_k,
+    reciprocal_rank_at_k,
+)
 from tasks.rerank import Reranker
 from tasks.search import Searcher, Strategy
 
@@ -68,9 +81,9 @@ def evaluate(
         nonlocal done
         hits = searcher.search(query.query, strategy, max(ks), reranker)
         retrieved = [refs[hit.row] for hit in hits]
-        row: dict[str, object] = {"strategy": name, "query_id": query.query_id, "query": query.query}
-        for k in ks:
-            row.update(_query_metrics(evalset.format, retrieved, list(query.golden), k))
+        golden = list(query.golden)
+        row: dict[str, object] = {"strategy": name, "query_id": query.query_id, "query": query.query, "golden": golden}
+        row.update(_query_metrics(evalset.format, retrieved, golden, ks))
         if end_to_end is not None:
             documents = [searcher.index.chunks["content"][hit.row].as_py() for hit in hits[: min(ks)]]
             answer = end_to_end.answer(query.query, documents)
@@ -100,23 +113,30 @@ def evaluate(
     return result
 
 
-def _query_metrics(fmt: EvalFormat, retrieved: list[str], golden: list[str], k: int) -> dict[str, float]:
-    if fmt is EvalFormat.PASS_AT_K:
-        return {f"pass@{k}": pass_at_k(retrieved, golden, k)}
-    return {
-        f"precision@{k}": precision_at_k(retrieved, golden, k),
-        f"recall@{k}": recall_at_k(retrieved, golden, k),
-        f"mrr@{k}": reciprocal_rank_at_k(retrieved, golden, k),
-    }
+def _query_metrics(fmt: EvalFormat, retrieved: list[str], golden: list[str], ks: list[int]) -> dict[str, float]:
+    """One query's metrics: the format's own (per k, as before), then ``hit@k`` and ``ndcg@k`` for every k."""
+    values: dict[str, float] = {}
+    for k in ks:
+        if fmt is EvalFormat.PASS_AT_K:
+            values[f"pass@{k}"] = pass_at_k(retrieved, golden, k)
+        else:
+            values[f"precision@{k}"] = precision_at_k(retrieved, golden, k)
+            values[f"recall@{k}"] = recall_at_k(retrieved, golden, k)
+            values[f"mrr@{k}"] = reciprocal_rank_at_k(retrieved, golden, k)
+    values.update({f"hit@{k}": hit_at_k(retrieved, golden, k) for k in ks})
+    values.update({f"ndcg@{k}": ndcg_at_k(retrieved, golden, k) for k in ks})
+    return values
 
 
 def _summarize(fmt: EvalFormat, rows: list[dict[str, object]], ks: list[int]) -> dict[str, float]:
-    names = [name for k in ks for name in _query_metrics(fmt, [], [], k)]
-    summary = {name: mean([float(row[name]) for row in rows]) for name in names}  # type: ignore[arg-type]
-    if fmt is EvalFormat.DOCS:
-        ordered: dict[str, float] = {}
-        for k in ks:
-            precision, recall = summary[f"precision@{k}"], summary[f"recall@{k}"]
-            ordered.update({f"precision@{k}": precision, f"recall@{k}": recall, f"f1@{k}": f1_from_means(precision, recall), f"mrr@{k}": summary[f"mrr@{k}"]})
-        return ordered
-    return summary
+    """Means over the queries; for docs sets, ``f1@k`` (from the mean precision and mean recall) follows ``recall@k``."""
+    summary = {name: mean([float(row[name]) for row in rows]) for name in _query_metrics(fmt, [], [], ks)}  # type: ignore[arg-type]
+    if fmt is EvalFormat.PASS_AT_K:
+        return summary
+    ordered: dict[str, float] = {}
+    for name, value in summary.items():
+        ordered[name] = value
+        if name.startswith("recall@"):
+            k = name.removeprefix("recall@")
+            ordered[f"f1@{k}"] = f1_from_means(summary[f"precision@{k}"], value)
+    return ordered

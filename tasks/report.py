@@ -42,7 +42,11 @@ def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) ->
 
 
 def write_run(run_dir: Path, config: dict[str, object], metrics: dict[str, dict[str, float]], per_query: pa.Table) -> None:
-    """Save the evaluation's frozen config beside its results, so every figure can be reproduced."""
+    """Save the evaluation's frozen config beside its results, so every figure can be reproduced.
+
+    ``per_query.parquet`` holds one row per (strategy, query) with its golden and ranked chunk references and its
+    metrics; ``tasks.results.load_run`` reads it back as a pandas DataFrame.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     write_parquet_atomic(pa.Table.from_pylist(metrics_rows(metrics)), run_dir / "metrics.parquet")

@@ -27,7 +27,7 @@ def test_every_strategy_is_scored_at_the_default_cutoffs(indexed_home: Path) -> 
     metrics = result["metrics"]
     assert list(metrics) == ["vector", "bm25", "hybrid", "hybrid-weighted"]
     for values in metrics.values():
-        assert list(values) == ["pass@5", "pass@10", "pass@20"]
+        assert list(values) == ["pass@5", "pass@10", "pass@20", "hit@5", "hit@10", "hit@20", "ndcg@5", "ndcg@10", "ndcg@20"]
         assert all(0.0 <= value <= 1.0 for value in values.values())
         assert values["pass@5"] <= values["pass@10"] <= values["pass@20"]
     # The sample's questions are answerable: the default strategy finds most golden chunks.
@@ -61,4 +61,4 @@ def test_docs_format_gets_precision_recall_f1_mrr(indexed_home: Path, tmp_path: 
     questions = tmp_path / "docs_questions.json"
     questions.write_text(json.dumps([{"id": "q1", "question": "How are retries delayed?", "correct_chunks": ["tinyq/retry.py#0"], "correct_answer": "backoff"}]))
     result = evaluate_index(evalset=str(questions), name="sample", strategies=["bm25"], home=str(indexed_home))
-    assert list(result["metrics"]["bm25"]) == ["precision@3", "recall@3", "f1@3", "mrr@3"]
+    assert list(result["metrics"]["bm25"]) == ["precision@3", "recall@3", "f1@3", "mrr@3", "hit@3", "ndcg@3"]

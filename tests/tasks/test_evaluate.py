@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -46,6 +47,8 @@ JSONL_SET = EvalSet(
         EvalQuery("2", "second", ("c#1", "zz#9")),  # zz#9 is not in the index
     ],
 )
+IDEAL_2 = 1 + 1 / math.log2(3)  # ideal DCG of two golden chunks: 1.63093
+
 JSONL_RANKINGS = {
     (Strategy.VECTOR, "first"): [1, 3, 2, 0],
     (Strategy.VECTOR, "second"): [0, 5],
@@ -69,10 +72,24 @@ def test_jsonl_pass_at_k_by_hand() -> None:
     # vector, "second": top 1 = a#0 -> 0;    top 3 = a#0, c#1 -> 1/2 (zz#9 still counts as golden)
     # means: pass@1 = (1/2 + 0) / 2 = 0.25; pass@3 = (1 + 1/2) / 2 = 0.75
     # bm25, "first": nothing -> 0, 0;  "second": c#1 -> 1/2, 1/2; means 0.25, 0.25
+    # hit@k: vector "first" 1, 1; "second" 0, 1 -> 0.5, 1.0;  bm25 "first" 0, 0; "second" 1, 1 -> 0.5, 0.5
+    # ndcg@1 (ideal over min(1, 2) = 1 rank): vector 1, 0 -> 0.5; bm25 0, 1 -> 0.5
+    # ndcg@3 (ideal 1 + 1/log2 3 = 1.63093): vector "first" a#1 at 1, b#0 at 3 -> 1.5 / 1.63093 = 0.91972;
+    #   "second" c#1 at 2 -> 0.63093 / 1.63093 = 0.38685; mean 0.65329.  bm25 "second" c#1 at 1 -> 0.61315; mean 0.30657
     assert result.metrics == {
-        "vector": {"pass@1": pytest.approx(0.25), "pass@3": pytest.approx(0.75)},
-        "bm25": {"pass@1": pytest.approx(0.25), "pass@3": pytest.approx(0.25)},
+        "vector": {
+            "pass@1": pytest.approx(0.25), "pass@3": pytest.approx(0.75),
+            "hit@1": pytest.approx(0.5), "hit@3": pytest.approx(1.0),
+            "ndcg@1": pytest.approx(0.5), "ndcg@3": pytest.approx((1.5 + 1 / math.log2(3)) / IDEAL_2 / 2),
+        },
+        "bm25": {
+            "pass@1": pytest.approx(0.25), "pass@3": pytest.approx(0.25),
+            "hit@1": pytest.approx(0.5), "hit@3": pytest.approx(0.5),
+            "ndcg@1": pytest.approx(0.5), "ndcg@3": pytest.approx(1 / IDEAL_2 / 2),
+        },
     }
+    assert result.metrics["vector"]["ndcg@3"] == pytest.approx(0.65329, abs=1e-5)
+    assert list(result.metrics["vector"]) == ["pass@1", "pass@3", "hit@1", "hit@3", "ndcg@1", "ndcg@3"]
     assert result.missing_golden == ["zz#9"]
     assert result.seconds >= 0
     # every search asks for max(ks) results
@@ -83,14 +100,21 @@ def test_jsonl_pass_at_k_by_hand() -> None:
 def test_jsonl_per_query_rows() -> None:
     searcher = FakeSearcher(JSONL_CHUNKS, JSONL_RANKINGS)
     result = evaluate(searcher, JSONL_SET, [Strategy.VECTOR, Strategy.BM25], [1, 3])  # type: ignore[arg-type]
-    assert result.per_query.column_names == ["strategy", "query_id", "query", "pass@1", "pass@3", "retrieved"]
+    assert result.per_query.column_names == [
+        "strategy", "query_id", "query", "golden", "pass@1", "pass@3", "hit@1", "hit@3", "ndcg@1", "ndcg@3", "retrieved"
+    ]
+    first, second = ["a#1", "b#0"], ["c#1", "zz#9"]
     assert result.per_query.to_pylist() == [
-        {"strategy": "vector", "query_id": "1", "query": "first", "pass@1": 0.5, "pass@3": 1.0,
+        {"strategy": "vector", "query_id": "1", "query": "first", "golden": first, "pass@1": 0.5, "pass@3": 1.0,
+         "hit@1": 1.0, "hit@3": 1.0, "ndcg@1": 1.0, "ndcg@3": pytest.approx(1.5 / IDEAL_2),
          "retrieved": ["a#1", "b#1", "b#0"]},
-        {"strategy": "vector", "query_id": "2", "query": "second", "pass@1": 0.0, "pass@3": 0.5,
+        {"strategy": "vector", "query_id": "2", "query": "second", "golden": second, "pass@1": 0.0, "pass@3": 0.5,
+         "hit@1": 0.0, "hit@3": 1.0, "ndcg@1": 0.0, "ndcg@3": pytest.approx((1 / math.log2(3)) / IDEAL_2),
          "retrieved": ["a#0", "c#1"]},
-        {"strategy": "bm25", "query_id": "1", "query": "first", "pass@1": 0.0, "pass@3": 0.0, "retrieved": []},
-        {"strategy": "bm25", "query_id": "2", "query": "second", "pass@1": 0.5, "pass@3": 0.5, "retrieved": ["c#1"]},
+        {"strategy": "bm25", "query_id": "1", "query": "first", "golden": first, "pass@1": 0.0, "pass@3": 0.0,
+         "hit@1": 0.0, "hit@3": 0.0, "ndcg@1": 0.0, "ndcg@3": 0.0, "retrieved": []},
+        {"strategy": "bm25", "query_id": "2", "query": "second", "golden": second, "pass@1": 0.5, "pass@3": 0.5,
+         "hit@1": 1.0, "hit@3": 1.0, "ndcg@1": 1.0, "ndcg@3": pytest.approx(1 / IDEAL_2), "retrieved": ["c#1"]},
     ]
 
 
@@ -114,7 +138,14 @@ def test_docs_metrics_by_hand_with_f1_from_the_means() -> None:
     #   mean P = 1/2, mean R = (1 + 1/3) / 2 = 2/3, MRR = (1 + 1/2) / 2 = 3/4
     #   F1 from the means = 2 * (1/2) * (2/3) / (1/2 + 2/3) = (2/3) / (7/6) = 4/7 = 0.5714
     #   (the mean of per-query F1 would be (2/3 + 2/5) / 2 = 8/15 = 0.5333: q1 F1 = 2/3, q2 F1 = 2 * (1/6) / (5/6) = 2/5)
-    assert list(metrics) == ["precision@1", "recall@1", "f1@1", "mrr@1", "precision@2", "recall@2", "f1@2", "mrr@2"]
+    # hit: k = 1: q1 1, q2 0 -> 0.5;  k = 2: q1 1, q2 1 (l2 at rank 2) -> 1.0
+    # ndcg: k = 1: q1 1, q2 0 -> 0.5
+    #   k = 2: q1 l0 at rank 1, ideal over min(2, 1) = 1 rank -> 1
+    #          q2 l2 at rank 2: 1/log2(3) = 0.63093, ideal over min(2, 3) = 2 ranks = 1.63093 -> 0.38685;  mean 0.69343
+    assert list(metrics) == [
+        "precision@1", "recall@1", "f1@1", "mrr@1", "precision@2", "recall@2", "f1@2", "mrr@2",
+        "hit@1", "hit@2", "ndcg@1", "ndcg@2",
+    ]
     assert metrics == {
         "precision@1": pytest.approx(0.5),
         "recall@1": pytest.approx(0.5),
@@ -124,7 +155,12 @@ def test_docs_metrics_by_hand_with_f1_from_the_means() -> None:
         "recall@2": pytest.approx(2 / 3),
         "f1@2": pytest.approx(4 / 7),
         "mrr@2": pytest.approx(0.75),
+        "hit@1": pytest.approx(0.5),
+        "hit@2": pytest.approx(1.0),
+        "ndcg@1": pytest.approx(0.5),
+        "ndcg@2": pytest.approx((1 + 1 / math.log2(3) / IDEAL_2) / 2),
     }
+    assert metrics["ndcg@2"] == pytest.approx(0.69343, abs=1e-5)
     assert metrics["f1@2"] != pytest.approx(8 / 15)
     assert result.missing_golden == []
 
@@ -132,8 +168,13 @@ def test_docs_metrics_by_hand_with_f1_from_the_means() -> None:
 def test_docs_per_query_rows() -> None:
     searcher = FakeSearcher(DOCS_CHUNKS, DOCS_RANKINGS)
     result = evaluate(searcher, DOCS_SET, [Strategy.HYBRID], [2])  # type: ignore[arg-type]
-    assert result.per_query.column_names == ["strategy", "query_id", "query", "precision@2", "recall@2", "mrr@2", "retrieved"]
+    assert result.per_query.column_names == [
+        "strategy", "query_id", "query", "golden", "precision@2", "recall@2", "mrr@2", "hit@2", "ndcg@2", "retrieved"
+    ]
     rows = result.per_query.to_pylist()
+    assert [row["golden"] for row in rows] == [["l0"], ["l2", "l3", "l4"]]
+    assert [row["hit@2"] for row in rows] == [1.0, 1.0]
+    assert [row["ndcg@2"] for row in rows] == pytest.approx([1.0, 1 / math.log2(3) / IDEAL_2])
     assert [row["retrieved"] for row in rows] == [["l0", "l1"], ["l1", "l2"]]
     assert [row["precision@2"] for row in rows] == pytest.approx([0.5, 0.5])
     assert [row["recall@2"] for row in rows] == pytest.approx([1.0, 1 / 3])
@@ -154,7 +195,7 @@ def test_jsonl_golden_pair_with_a_wrong_chunk_index_is_missing() -> None:
     evalset = EvalSet("q.jsonl", EvalFormat.PASS_AT_K, [EvalQuery("1", "q", ("a#0", "a#7", "nodoc#0"))])
     result = evaluate(FakeSearcher(JSONL_CHUNKS, {}), evalset, [Strategy.BM25], [5])  # type: ignore[arg-type]
     assert result.missing_golden == ["a#7", "nodoc#0"]
-    assert result.metrics == {"bm25": {"pass@5": 0.0}}
+    assert result.metrics == {"bm25": {"pass@5": 0.0, "hit@5": 0.0, "ndcg@5": 0.0}}
 
 
 def test_progress_is_reported_per_strategy_and_query() -> None:
@@ -176,8 +217,8 @@ def test_no_strategies() -> None:
 @pytest.mark.parametrize(
     ("fmt", "expected"),
     [
-        (EvalFormat.PASS_AT_K, {"pass@3": 0.0}),
-        (EvalFormat.DOCS, {"precision@3": 0.0, "recall@3": 0.0, "f1@3": 0.0, "mrr@3": 0.0}),
+        (EvalFormat.PASS_AT_K, {"pass@3": 0.0, "hit@3": 0.0, "ndcg@3": 0.0}),
+        (EvalFormat.DOCS, {"precision@3": 0.0, "recall@3": 0.0, "f1@3": 0.0, "mrr@3": 0.0, "hit@3": 0.0, "ndcg@3": 0.0}),
     ],
     ids=["jsonl", "docs"],
 )
@@ -210,19 +251,24 @@ def real_searcher() -> Searcher:
 
 
 @pytest.mark.parametrize(
-    ("strategy", "top3", "pass1", "pass3"),
+    ("strategy", "top3", "pass1", "pass3", "ndcg3"),
     [
         # "lemon": BM25 ranks rows 2, 0; vector 1, 3, 2, 0
-        (Strategy.VECTOR, ["d#1", "d#3", "d#2"], 0.0, 1.0),
-        (Strategy.BM25, ["d#2", "d#0"], 1.0, 1.0),
+        (Strategy.VECTOR, ["d#1", "d#3", "d#2"], 0.0, 1.0, 0.5),  # d#2 at rank 3: 1 / log2(4)
+        (Strategy.BM25, ["d#2", "d#0"], 1.0, 1.0, 1.0),
         # RRF: row 2 = 1/63 + 1/61, row 0 = 1/64 + 1/62, row 1 = 1/61, row 3 = 1/62
-        (Strategy.HYBRID, ["d#2", "d#0", "d#1"], 1.0, 1.0),
+        (Strategy.HYBRID, ["d#2", "d#0", "d#1"], 1.0, 1.0, 1.0),
         # weighted: row 1 = 0.8, row 2 = 0.8/3 + 0.2 = 0.467, row 3 = 0.4, row 0 = 0.8/4 + 0.2/2 = 0.3
-        (Strategy.HYBRID_WEIGHTED, ["d#1", "d#2", "d#3"], 0.0, 1.0),
+        (Strategy.HYBRID_WEIGHTED, ["d#1", "d#2", "d#3"], 0.0, 1.0, 1 / math.log2(3)),  # rank 2: 0.63093
     ],
 )
-def test_every_strategy_on_a_real_searcher(strategy: Strategy, top3: list[str], pass1: float, pass3: float) -> None:
+def test_every_strategy_on_a_real_searcher(strategy: Strategy, top3: list[str], pass1: float, pass3: float, ndcg3: float) -> None:
     evalset = EvalSet("q.jsonl", EvalFormat.PASS_AT_K, [EvalQuery("1", "lemon", ("d#2",))])
     result = evaluate(real_searcher(), evalset, [strategy], [1, 3])
     assert result.per_query["retrieved"].to_pylist() == [top3]
-    assert result.metrics == {strategy.value: {"pass@1": pass1, "pass@3": pass3}}
+    # one golden chunk: hit@k equals pass@k, and ndcg@1 too
+    assert result.metrics == {
+        strategy.value: {
+            "pass@1": pass1, "pass@3": pass3, "hit@1": pass1, "hit@3": pass3, "ndcg@1": pass1, "ndcg@3": pytest.approx(ndcg3),
+        }
+    }

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from tasks.metrics import f1_from_means, mean, pass_at_k, precision_at_k, recall_at_k, reciprocal_rank_at_k
+from tasks.metrics import (
+    f1_from_means,
+    hit_at_k,
+    mean,
+    ndcg_at_k,
+    pass_at_k,
+    precision_at_k,
+    recall_at_k,
+    reciprocal_rank_at_k,
+)
 
 RETRIEVED = ["a", "b", "c", "d", "e"]
 
@@ -105,6 +116,82 @@ def test_reciprocal_rank_hit_beyond_k_is_zero() -> None:
 def test_reciprocal_rank_empty_inputs() -> None:
     assert reciprocal_rank_at_k([], ["a"], 3) == 0.0
     assert reciprocal_rank_at_k(RETRIEVED, [], 3) == 0.0
+
+
+# --- hit@k --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("golden", "k", "expected"),
+    [
+        (["c"], 3, 1.0),
+        (["c"], 2, 0.0),  # c is at rank 3
+        (["e", "z"], 5, 1.0),  # one of two golden is enough (pass@5 would be 1 / 2)
+        (["d", "b"], 2, 1.0),
+        (["z", "y"], 5, 0.0),
+        (["e"], 100, 1.0),
+        (["a"], 0, 0.0),
+    ],
+)
+def test_hit_at_k(golden: list[str], k: int, expected: float) -> None:
+    assert hit_at_k(RETRIEVED, golden, k) == expected
+
+
+def test_hit_at_k_empty_inputs() -> None:
+    assert hit_at_k([], ["a"], 5) == 0.0
+    assert hit_at_k(RETRIEVED, [], 5) == 0.0
+
+
+# --- nDCG@k -------------------------------------------------------------------------------------------------------
+
+LOG2_3 = math.log2(3)  # 1.58496: the discount at rank 2
+IDEAL_2 = 1 + 1 / LOG2_3  # 1.63093: two golden chunks at ranks 1 and 2
+
+
+@pytest.mark.parametrize(
+    ("golden", "k", "expected"),
+    [
+        (["a"], 5, 1.0),  # DCG 1 / log2(2) = 1, ideal 1
+        (["c"], 5, 0.5),  # rank 3: 1 / log2(4) = 0.5, ideal 1
+        (["b"], 1, 0.0),
+        (["a", "c"], 5, 1.5 / IDEAL_2),  # (1 + 0.5) / 1.63093 = 0.91972
+        (["a", "c"], 2, 1 / IDEAL_2),  # c outside the top 2: 1 / 1.63093 = 0.61315
+        (["a", "c"], 1, 1.0),  # ideal over min(k, 2) = 1 rank: 1 / 1
+        (["b", "d"], 5, (1 / LOG2_3 + 1 / math.log2(5)) / IDEAL_2),  # (0.63093 + 0.43068) / 1.63093 = 0.65092
+        (["c", "z"], 5, 0.5 / IDEAL_2),  # z not retrieved but golden: the ideal still has two: 0.30657
+        (["z"], 5, 0.0),
+        (["a"], 0, 0.0),
+        (["a", "b", "c", "d", "e", "f"], 5, 1.0),  # ideal over min(5, 6) = 5 ranks, all filled
+    ],
+)
+def test_ndcg_at_k(golden: list[str], k: int, expected: float) -> None:
+    assert ndcg_at_k(RETRIEVED, golden, k) == pytest.approx(expected)
+
+
+def test_ndcg_hand_values() -> None:
+    assert ndcg_at_k(RETRIEVED, ["a", "c"], 5) == pytest.approx(0.91972, abs=1e-5)
+    assert ndcg_at_k(RETRIEVED, ["b", "d"], 5) == pytest.approx(0.65092, abs=1e-5)
+
+
+def test_ndcg_counts_each_golden_chunk_once() -> None:
+    # a duplicated golden chunk in the ranking gains once: [a, a, b] vs golden {a} -> 1, not 1 + 1 / log2(3)
+    assert ndcg_at_k(["a", "a", "b"], ["a"], 3) == pytest.approx(1.0)
+    # repeated golden references are one chunk: golden {a, z}, a at rank 1 -> 1 / 1.63093
+    assert ndcg_at_k(RETRIEVED, ["a", "a", "z"], 5) == pytest.approx(1 / IDEAL_2)
+    # [x, x, a] vs golden {x, a}: x at rank 1, a at rank 3 -> (1 + 0.5) / 1.63093
+    assert ndcg_at_k(["x", "x", "a"], ["x", "a"], 3) == pytest.approx(1.5 / IDEAL_2)
+
+
+def test_ndcg_empty_inputs() -> None:
+    assert ndcg_at_k([], ["a"], 5) == 0.0
+    assert ndcg_at_k(RETRIEVED, [], 5) == 0.0
+    assert ndcg_at_k([], [], 5) == 0.0
+
+
+def test_ndcg_stays_within_zero_and_one() -> None:
+    for k in range(0, 8):
+        for golden in (["a"], ["e", "a"], ["b", "c", "d"], list("abcdefg"), ["z"]):
+            assert 0.0 <= ndcg_at_k(RETRIEVED, golden, k) <= 1.0 + 1e-12
 
 
 # --- F1 and mean -------------------------------------------------------------------------------------------------
