@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Optional
+import uuid
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 import ctxrag.offline  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
@@ -15,12 +17,12 @@ from rich.table import Table
 
 from ctxrag.deploy import register as register_prefect_commands
 from ctxrag.offline import ctxrag_home
-from storage.index_store import IndexStore, UnknownIndexError
-from tasks.claude.client import ClaudeCallError
-from tasks.models import CorpusError
-from tasks.rerank import RerankError
-from tasks.secrets import MissingKey
-from tasks.voyage import VoyageCallError
+from storage.errors import UserError
+from storage.index_store import IndexStore
+from storage.ledger import Ledger
+from tasks.claude.contextualizer import DEFAULT_CONCURRENCY
+from tasks.load import DEFAULT_MAX_FILE_BYTES
+from tasks.secrets import MissingKey, redact
 
 app = typer.Typer(
     add_completion=False,
@@ -31,7 +33,13 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
-USER_ERRORS = (CorpusError, UnknownIndexError, ValueError, RuntimeError, MissingKey, ClaudeCallError, VoyageCallError, RerankError)
+# Errors the user can act on: shown as one line (`error: ...`, exit code 2). Anything else is a bug in ctxrag and
+# keeps its traceback. A new user-facing error subclasses storage.errors.UserError; it is not listed here.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    UserError,
+    OSError,  # permission denied, disk full, a missing file: the message names the file
+)
+_ELASTICSEARCH_ERRORS = (("elastic_transport", "ApiError"), ("elastic_transport", "TransportError"))
 
 NameOption = typer.Option("default", "--name", help="Index name: lowercase letters, digits, '-' and '_'.")
 
@@ -40,7 +48,7 @@ class _NoTracebackForUserErrors(logging.Filter):
     """Prefect logs a failed task's traceback; for bad input the one-line message is the whole story."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], USER_ERRORS):
+        if record.exc_info and record.exc_info[1] is not None and _user_message(record.exc_info[1]) is not None:
             record.exc_info = None
             record.exc_text = None
         return True
@@ -59,18 +67,52 @@ def _quiet_tracebacks() -> None:
         handler.addFilter(_NoTracebackForUserErrors())
 
 
+def _loaded(module: str, name: str) -> type[BaseException] | None:
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
+def _user_message(error: BaseException) -> str | None:
+    """The one line to show for an error the user can act on; None for a bug in ctxrag (it keeps its traceback)."""
+    if isinstance(error, (typer.Exit, typer.Abort)):
+        return None
+    elasticsearch = tuple(kind for kind in (_loaded(*name) for name in _ELASTICSEARCH_ERRORS) if kind)
+    if elasticsearch and isinstance(error, elasticsearch):
+        from storage.elasticsearch import describe_error
+
+        return describe_error(error)  # type: ignore[arg-type]
+    if isinstance(error, OSError) and not isinstance(error, UserError):
+        if error.filename is None:
+            return redact(str(error) or type(error).__name__)
+        where = str(error.filename) + (f" -> {error.filename2}" if error.filename2 is not None else "")
+        return redact(f"{where}: {error.strerror or error}")
+    if isinstance(error, USER_ERRORS):
+        return redact(str(error) or type(error).__name__)
+    return None
+
+
 def _fail(message: str) -> None:
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)
 
 
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """A user error raised in the block becomes one line on stderr and exit code 2; anything else propagates."""
+    try:
+        yield
+    except Exception as error:
+        message = _user_message(error)
+        if message is None:
+            raise
+        _fail(message)
+
+
 def _run(flow, **parameters):  # type: ignore[no-untyped-def]
     """Run a flow; a user error becomes one line on stderr and exit code 2."""
     _quiet_tracebacks()
-    try:
+    with _user_errors():
         return flow(**parameters)
-    except USER_ERRORS as error:
-        _fail(str(error))
 
 
 def _parse_ks(values: Optional[list[str]]) -> Optional[list[int]]:
@@ -96,7 +138,7 @@ def index(
     model: str = typer.Option("claude-haiku-4-5", help="Claude model (claude contextualizers)."),
     claude_mode: str = typer.Option("per-chunk", help="per-chunk (the cookbook's), per-document (one call, many contexts), batch (Message Batches, half price)."),
     cache_ttl: str = typer.Option("5m", help="Prompt-cache TTL: 5m or 1h."),
-    concurrency: int = typer.Option(4, min=1, help="Parallel Claude calls per document after the cache write."),
+    concurrency: int = typer.Option(DEFAULT_CONCURRENCY, min=1, help="Claude requests open at once in the whole run (all documents; per process under Dask)."),
     rpm: Optional[float] = typer.Option(None, help="Client-side limit: Claude requests per minute."),
     tpm: Optional[float] = typer.Option(None, help="Client-side limit: Claude input tokens per minute (estimated)."),
     corpus_description: str = typer.Option("a document collection", help="What the corpus is (summary prompt)."),
@@ -105,6 +147,9 @@ def index(
     gate_strategy: str = typer.Option("hybrid", help="--gate: the strategy scored."),
     gate_metric: Optional[str] = typer.Option(None, help="--gate: the metric (default pass@10, or recall@3 for docs sets)."),
     gate_max_drop: float = typer.Option(0.02, help="--gate: the largest drop allowed (a fraction: 0.02 = 2 points)."),
+    include: Optional[list[str]] = typer.Option(None, "--include", help="Folder SOURCE: load only paths matching this gitignore-style pattern (relative to SOURCE; repeatable)."),
+    exclude: Optional[list[str]] = typer.Option(None, "--exclude", help="Folder SOURCE: skip paths matching this gitignore-style pattern, on top of .gitignore files (repeatable)."),
+    max_file_bytes: int = typer.Option(DEFAULT_MAX_FILE_BYTES, min=0, help="Folder SOURCE: skip larger files, with a warning (0: no limit)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
@@ -126,6 +171,7 @@ def index(
         claude=claude if contextualizer.startswith("claude") else None,
         embedder=embedder, embedding_model=embedding_model, output_dimension=output_dimension, backend=backend,
         gate_evalset=gate, gate_strategy=gate_strategy, gate_metric=gate_metric, gate_max_drop=gate_max_drop,
+        include=include or None, exclude=exclude or None, max_file_bytes=max_file_bytes,
     )
     if as_json:
         print(json.dumps(report))
@@ -172,15 +218,14 @@ def search(
     from tasks.rerank import RerankSpec
     from tasks.search import Searcher, Strategy
 
-    try:
+    with _user_errors():
         spec = RerankSpec.from_str(rerank, rerank_model)
         if spec and (variable := spec.missing_key()):
             raise MissingKey(f"--rerank {rerank} needs {variable}")
-        searcher = Searcher(IndexStore(ctxrag_home()).open(name), server_rrf=server_rrf)
-        hits = searcher.search(query, Strategy.from_str(strategy), k, spec.build() if spec else None)
-    except USER_ERRORS as error:
-        _fail(str(error))
-        return
+        home = ctxrag_home()
+        ledger, run_id = Ledger(home).append, f"search-{uuid.uuid4().hex[:12]}"  # paid query embeddings and reranks
+        searcher = Searcher(IndexStore(home).open(name), server_rrf=server_rrf, home=home, ledger=ledger, run_id=run_id)
+        hits = searcher.search(query, Strategy.from_str(strategy), k, spec.build(ledger, run_id) if spec else None)
     chunks = searcher.index.chunks
     rows = [
         {
@@ -221,7 +266,11 @@ def evaluate(
 ) -> None:
     """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
     from flows.evaluate import evaluate_index
+    from tasks.evalset import load_evalset
 
+    with _user_errors():  # the flow loads it again; its warnings (skipped questions) are printed here
+        for warning in load_evalset(evalset).warnings:
+            err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     result = _run(
         evaluate_index, evalset=evalset, name=name, ks=_parse_ks(k), strategies=strategy or None, rerank=rerank,
         rerank_model=rerank_model, end_to_end=end_to_end, answer_model=answer_model, judge_model=judge_model, subject=subject,
@@ -264,8 +313,9 @@ def evaluate(
 def list_indexes() -> None:
     """List the indexes under $CTXRAG_HOME."""
     store = IndexStore(ctxrag_home())
-    for index_name in store.names():
-        manifest = store.manifest(index_name) or {}
+    with _user_errors():
+        listed = [(index_name, store.manifest(index_name) or {}) for index_name in store.names()]
+    for index_name, manifest in listed:
         counts = manifest.get("counts", {})
         config = manifest.get("config", {})
         print(
@@ -276,27 +326,29 @@ def list_indexes() -> None:
 
 @app.command()
 def delete(name: str = typer.Argument(...)) -> None:
-    """Delete an index (its stored contexts and embeddings stay cached)."""
-    try:
+    """Delete an index, and its Elasticsearch alias and indexes if it lives there (stored contexts and embeddings stay cached)."""
+    with _user_errors():
         deleted = IndexStore(ctxrag_home()).delete(name)
-    except ValueError as error:
-        _fail(str(error))
-        return
     if not deleted:
         _fail(f"no index named {name!r}")
     err.print(f"deleted index {name!r}")
 
 
 @app.command()
-def gc() -> None:
-    """Remove stored contexts and embeddings that no kept index version references (the ledger stays)."""
+def gc(
+    include_paid: bool = typer.Option(False, "--include-paid", help="Also remove paid results (Claude contexts, Voyage vectors) no index uses."),
+    paid_older_than: Optional[float] = typer.Option(None, "--paid-older-than", min=0, help="Also remove paid results no index uses, older than DAYS."),
+) -> None:
+    """Remove stored contexts and embeddings that no kept index version references; paid ones stay unless asked."""
     from tasks.gc import collect_garbage
 
-    try:
-        report = collect_garbage(ctxrag_home())
-    except RuntimeError as error:
-        _fail(str(error))
-        return
+    with _user_errors():
+        IndexStore(ctxrag_home()).check_manifests()  # a corrupt one fails here, named (gc would not name it)
+        report = collect_garbage(ctxrag_home(), include_paid=include_paid, paid_older_than_days=paid_older_than)
+    for table in ("contexts", "embeddings"):
+        if report[f"{table}_kept_paid"]:
+            err.print(f"kept {report[f'{table}_kept_paid']} paid {table} no index uses (paid for; "
+                      "--include-paid or --paid-older-than DAYS removes them)", highlight=False)
     print(json.dumps(report))
 
 

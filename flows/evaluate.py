@@ -12,6 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 
+from storage.errors import InvalidInput
 from ctxrag.offline import ctxrag_home
 from storage.index_store import IndexStore
 from storage.ledger import Ledger, summarize
@@ -41,8 +42,9 @@ def run_evaluation(
     run_id: str = "",
     server_rrf: bool = False,
 ) -> Evaluation:
-    searcher = Searcher(IndexStore(home).open(name), server_rrf=server_rrf)
     ledger = Ledger(home).append
+    searcher = Searcher(IndexStore(home).open(name), server_rrf=server_rrf, home=home, ledger=ledger, run_id=run_id)
+    searcher.prefetch([question.query for question in evalset.queries])
     rerankers = [rerank.build(ledger, run_id)] if rerank else []
     judge = EndToEnd(ledger=ledger, run_id=run_id, **end_to_end) if end_to_end is not None else None
     paid = bool(judge) or any(not isinstance(reranker, CrossEncoderReranker) for reranker in rerankers)
@@ -83,7 +85,7 @@ def evaluate_index(
     questions = load_evaluation_set(evalset)
     ks = sorted(set(ks)) if ks else questions.format.default_ks
     if any(k < 1 for k in ks):
-        raise ValueError(f"k must be at least 1, got {ks}")
+        raise InvalidInput(f"k must be at least 1, got {ks}")
     unavailable: dict[str, str] = {}
     rerank_spec = RerankSpec.from_str(rerank, rerank_model)
     if rerank_spec and (variable := rerank_spec.missing_key()):

@@ -14,6 +14,7 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.transactions import transaction
 
+from storage.errors import InvalidInput, UserError
 from ctxrag.offline import ctxrag_home
 from flows.runners import make_task_runner
 from storage.index_store import IndexStore, validate_name
@@ -37,10 +38,11 @@ from tasks.indexing import (
     publish_index,
     stored_contexts,
 )
+from tasks.load import DEFAULT_MAX_FILE_BYTES
 from tasks.progress import stage_progress
 
 
-class DocumentsFailed(RuntimeError):
+class DocumentsFailed(UserError, RuntimeError):
     """Some documents could not be contextualized; the others' results are stored and reused by the next run."""
 
 
@@ -61,6 +63,9 @@ def index_corpus(
     gate_strategy: str = "hybrid",
     gate_metric: str | None = None,
     gate_max_drop: float = 0.02,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> dict[str, object]:
     """Index SOURCE (a JSON corpus or a folder) under NAME; returns a report of what was done and reused.
 
@@ -70,10 +75,12 @@ def index_corpus(
     ``gate_evalset``: before a new version replaces a live one, score both on it (``gate_strategy``, ``gate_metric``,
     default pass@10 or recall@3); if the new one is worse by more than ``gate_max_drop``, it is discarded (a
     transaction rollback) and the run fails with ``GateRejected``, the live index untouched.
+    A folder SOURCE honours its ``.gitignore`` files, ``include``/``exclude`` (gitignore-style patterns relative to
+    it) and skips files over ``max_file_bytes`` (0: no limit), generated or minified files and symlinks.
     """
     validate_name(name)
     if backend not in {"embedded", "elasticsearch"}:
-        raise ValueError(f"unknown backend {backend!r}; choose embedded or elasticsearch")
+        raise InvalidInput(f"unknown backend {backend!r}; choose embedded or elasticsearch")
     spec_of_contexts = ContextualizerSpec(contextualizer, ClaudeSettings(**(claude or {})) if contextualizer.startswith("claude") else None)
     run_id = str(flow_run.id or uuid.uuid4())
     root = Path(home) if home else ctxrag_home()
@@ -89,7 +96,7 @@ def index_corpus(
         clock = now
 
     with store.lock(name), artifact_lock(root, exclusive=False):
-        corpus = load_corpus(source)
+        corpus = load_corpus(source, include, exclude, max_file_bytes)
         documents = compare_with_live(corpus, name, root)
         lap("load")
         pending = chunks_to_contextualize(corpus, spec_of_contexts, root)
@@ -129,7 +136,7 @@ def index_corpus(
         elif gate_evalset and live is not None:
             with transaction():  # a rejected gate rolls back: publish_index's hook discards the staged version
                 version = publish_index(name, root, plan, vectors, source, live=False)
-                gate = check_gate(name, root, version, gate_evalset, gate_strategy, gate_metric, gate_max_drop)
+                gate = check_gate(name, root, version, gate_evalset, gate_strategy, gate_metric, gate_max_drop, run_id)
             promote_index(name, root, version)
         else:
             version = publish_index(name, root, plan, vectors, source)

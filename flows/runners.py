@@ -3,6 +3,10 @@
 
 ``CTXRAG_TASK_RUNNER=dask`` picks Dask for flows started from deployments; ``CTXRAG_DASK_ADDRESS`` names an
 existing scheduler (``tcp://host:8786``), else a local cluster is started for the run.
+
+Threads are bounded: Prefect's ``ThreadPoolTaskRunner()`` has no worker bound by default, so a corpus of N documents
+would run N tasks at once. ``CTXRAG_TASK_WORKERS`` (default 4) sets the bound. Paid calls have their own, run-wide
+bound (``--concurrency``, held by one limiter per process: per Dask worker process under Dask).
 """
 
 from __future__ import annotations
@@ -11,19 +15,35 @@ import os
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from storage.errors import InvalidInput
+
+DEFAULT_TASK_WORKERS = 4
+
+
+def task_workers() -> int:
+    """Task threads of a run: ``CTXRAG_TASK_WORKERS``, else 4 (tasks wait on I/O and APIs; 2 cores do the rest)."""
+    value = os.environ.get("CTXRAG_TASK_WORKERS", "").strip()
+    try:
+        workers = int(value) if value else DEFAULT_TASK_WORKERS
+    except ValueError:
+        raise InvalidInput(f"CTXRAG_TASK_WORKERS must be a whole number, got {value!r}") from None
+    if workers < 1:
+        raise InvalidInput(f"CTXRAG_TASK_WORKERS must be at least 1, got {workers}")
+    return workers
+
 
 def make_task_runner(kind: str | None = None, address: str | None = None) -> TaskRunner:
     kind = (kind or os.environ.get("CTXRAG_TASK_RUNNER") or "threads").lower()
     if kind == "threads":
-        return ThreadPoolTaskRunner()
+        return ThreadPoolTaskRunner(max_workers=task_workers())
     if kind == "dask":
         try:
             from prefect_dask import DaskTaskRunner
         except ImportError:
-            raise ValueError("the dask task runner needs prefect-dask: pip install 'ctxrag[dask]'") from None
+            raise InvalidInput("the dask task runner needs prefect-dask: pip install 'ctxrag[dask]'") from None
 
         address = address or os.environ.get("CTXRAG_DASK_ADDRESS")
         if address:
             return DaskTaskRunner(address=address)
         return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 2, "processes": True, "dashboard_address": None})
-    raise ValueError(f"unknown task runner {kind!r}; choose threads or dask")
+    raise InvalidInput(f"unknown task runner {kind!r}; choose threads or dask")

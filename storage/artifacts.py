@@ -4,6 +4,8 @@ Each table is a folder of part files. A stage writes a part as soon as a batch o
 temporary file, then an atomic rename), so a killed run keeps everything it finished and a re-run looks
 rows up by key instead of computing them again. Small, frequent results (one paid API call each) go to the
 table's journal instead, one fsynced JSON line per row; ``compact`` folds the journal and parts into one part.
+A killed journal write leaves at most a torn last line (no newline after it): readers ignore it and the next append
+removes it. Any other unreadable journal line is corruption, reported with the file and the line number.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.errors import UserError
+
 KEY = "key"
+_TAIL_BLOCK = 1 << 16
+
+
+class CorruptJournalError(UserError, ValueError):
+    """A journal line other than a torn last one is not a JSON row; the message names the file and the line."""
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
@@ -48,9 +57,10 @@ class RowCache:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         payload = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows).encode("utf-8")
-        with open(self.journal, "ab") as handle:
+        with open(self.journal, "a+b") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
+                _end_torn_write(handle.fileno())
                 handle.write(payload)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -61,11 +71,22 @@ class RowCache:
         if not self.journal.is_file():
             return None
         rows = []
-        for line in self.journal.read_bytes().split(b"\n"):
-            try:
-                rows.append(json.loads(line))
-            except ValueError:  # empty, or the torn last line of a killed write: that row was never acknowledged
+        lines = self.journal.read_bytes().split(b"\n")
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
                 continue
+            try:
+                row = json.loads(line)
+            except ValueError as error:  # UnicodeDecodeError too
+                if number == len(lines):  # no newline after it: the torn end of a killed write, never acknowledged
+                    continue
+                raise CorruptJournalError(
+                    f"{self.journal}: line {number}: corrupt journal row ({error}); only a torn last line is dropped. "
+                    "Remove the line to drop that row (a stored result, computed again when needed)"
+                ) from None
+            if not isinstance(row, dict):
+                raise CorruptJournalError(f"{self.journal}: line {number}: corrupt journal row (a JSON {type(row).__name__}, not an object)")
+            rows.append(row)
         if not rows:
             return None
         return pa.Table.from_pylist(rows, schema=self.schema)
@@ -130,6 +151,33 @@ class RowCache:
             # Names sort by creation time, so "later parts win" holds when reading in name order.
             name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
             write_parquet_atomic(table, self.directory / name)
+
+
+def _end_torn_write(fd: int) -> None:
+    """Before appending (journal lock held): a journal not ending in a newline has a killed write's torn last line.
+    Truncate it away (that row was never acknowledged), or end it with a newline if it is a whole row already, so the
+    next row does not run into it."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = 0
+    position = size
+    while position > 0:
+        block_start = max(0, position - _TAIL_BLOCK)
+        found = os.pread(fd, position - block_start, block_start).rfind(b"\n")
+        if found >= 0:
+            start = block_start + found + 1
+            break
+        position = block_start
+    tail = os.pread(fd, size - start, start)
+    try:
+        whole = isinstance(json.loads(tail), dict)
+    except ValueError:
+        whole = False
+    if whole:
+        os.write(fd, b"\n")  # the fd is in append mode: this lands at the end
+    else:
+        os.ftruncate(fd, start)
 
 
 def _last_per_key(table: pa.Table) -> pa.Table:

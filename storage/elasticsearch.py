@@ -51,11 +51,12 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 import pyarrow as pa
 from bm25s.stopwords import STOPWORDS_EN_PLUS
-from elastic_transport import HttpHeaders, Urllib3HttpNode
+from elastic_transport import HttpHeaders, TransportError, Urllib3HttpNode
 from elastic_transport.client_utils import DEFAULT, DefaultType
 from elasticsearch import ApiError, Elasticsearch, NotFoundError
 from elasticsearch.helpers import streaming_bulk
 
+from storage.errors import UserError
 from storage.index_store import UnknownIndexError, validate_name
 from tasks.secrets import redact, remember
 
@@ -83,14 +84,14 @@ Vectors: TypeAlias = "np.ndarray | Sequence[Sequence[float]]"
 Ranking: TypeAlias = list[tuple[int, float]]
 
 
-class EsError(RuntimeError):
+class EsError(UserError, RuntimeError):
     """An Elasticsearch backend operation that failed; the message is redacted."""
 
     def __init__(self, message: str) -> None:
         super().__init__(redact(message))
 
 
-class EsConfigError(ValueError):
+class EsConfigError(UserError, ValueError):
     """The connection settings are missing or wrong (not worth retrying)."""
 
     def __init__(self, message: str) -> None:
@@ -355,6 +356,13 @@ def _api_reason(error: ApiError) -> str:
     return _reason(inner) if inner else redact(str(error.message or error))
 
 
+def describe_error(error: ApiError | TransportError) -> str:
+    """One redacted line for a failed Elasticsearch request (an API error, or the cluster unreachable)."""
+    if isinstance(error, ApiError):
+        return f"Elasticsearch answered {error.meta.status}: {_api_reason(error)}"
+    return redact(f"Elasticsearch request failed: {' '.join(str(error).split())}")
+
+
 def _ranking(response: Mapping[str, Any], transform: Callable[[float], float] | None = None) -> Ranking:
     """(row, score) pairs from a search response, best first, equal scores by row."""
     pairs = []
@@ -480,12 +488,17 @@ class EsIndex:
             except Exception as error:  # noqa: BLE001 - cleanup must not mask the outcome
                 logger.warning("%s", redact(f"could not delete Elasticsearch index {index!r}: {error}"))
 
-    def delete(self) -> list[str]:
-        """Remove the alias and every physical index of this name; returns the deleted indexes."""
+    def delete(self, also: Iterable[str] = ()) -> list[str]:
+        """Remove the alias and every physical index of this name; returns the deleted indexes.
+
+        ``also``: physical indexes known to be this name's (e.g. from kept versions' manifests), deleted too; only
+        names of this index's form (``<name>-v<version>``) are taken.
+        """
         targets = self._alias_targets()
         if targets:
             self.client.indices.update_aliases(actions=[{"remove": {"index": index, "alias": self.name}} for index in targets])
-        doomed = sorted(set(self._versions()) | set(targets))
+        known = {index for index in also if self._physical.fullmatch(index)}
+        doomed = sorted(set(self._versions()) | set(targets) | known)
         for index in doomed:
             self.client.indices.delete(index=index, ignore_unavailable=True)
         return doomed

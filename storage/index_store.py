@@ -24,19 +24,47 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.bm25 import Bm25Index
+from storage.errors import UserError
 from storage.vectors import VectorIndex
 
 FORMAT_VERSION = 2  # 2: BM25 files carry ctxrag.json
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 
 
-class UnknownIndexError(LookupError):
+class UnknownIndexError(UserError, LookupError):
     """A named index that does not exist or cannot be read."""
+
+
+class CorruptIndexError(UnknownIndexError):
+    """A file of an index (``live.json``, a manifest, the chunk table) cannot be read; the message names it."""
+
+
+class InvalidIndexName(UserError, ValueError):
+    """An index name that is not allowed."""
+
+
+class IndexBusyError(UserError, RuntimeError):
+    """Another run holds the index's build lock."""
+
+
+def read_json_file(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object from ``path``; ``CorruptIndexError`` naming the file if it is not one (``OSError`` passes)."""
+    try:
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise CorruptIndexError(f"{path}: corrupt {what}: not UTF-8 (byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise CorruptIndexError(
+            f"{path}: corrupt {what}: invalid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+        ) from None
+    if not isinstance(value, dict):
+        raise CorruptIndexError(f"{path}: corrupt {what}: expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def validate_name(name: str) -> str:
     if not NAME_PATTERN.fullmatch(name):
-        raise ValueError(
+        raise InvalidIndexName(
             f"invalid index name {name!r}: use lowercase letters, digits, '-' and '_' "
             "(starting with a letter or digit, at most 100 characters)"
         )
@@ -75,11 +103,30 @@ class IndexStore:
         pointer = self._dir(name) / "live.json"
         if not pointer.is_file():
             return None
-        return self._dir(name) / "versions" / json.loads(pointer.read_text())["version"]
+        version = read_json_file(pointer, "live pointer").get("version")
+        if not isinstance(version, str) or not version or "/" in version or version.startswith("."):
+            raise CorruptIndexError(f"{pointer}: corrupt live pointer: no valid 'version' (got {version!r})")
+        return self._dir(name) / "versions" / version
 
     def manifest(self, name: str) -> dict[str, Any] | None:
         version = self.live_version(name)
-        return None if version is None else json.loads((version / "manifest.json").read_text())
+        return None if version is None else read_json_file(version / "manifest.json", "index manifest")
+
+    def kept_manifests(self, name: str) -> dict[str, dict[str, Any]]:
+        """version id -> manifest, for every kept version of ``name`` (live, previous, staged)."""
+        versions = self._dir(name) / "versions"
+        manifests = {}
+        for version in sorted(versions.iterdir()) if versions.is_dir() else []:
+            path = version / "manifest.json"
+            if path.is_file():  # a version without one is the remains of an interrupted prune
+                manifests[version.name] = read_json_file(path, "index manifest")
+        return manifests
+
+    def check_manifests(self) -> int:
+        """Read every kept version's manifest of every index; ``CorruptIndexError`` names the first unreadable one."""
+        if not self.root.is_dir():
+            return 0
+        return sum(len(self.kept_manifests(path.name)) for path in sorted(self.root.iterdir()) if NAME_PATTERN.fullmatch(path.name))
 
     def open(self, name: str, version_id: str | None = None) -> StoredIndex:
         """Load the live version of ``name`` (or the given version, e.g. a staged one under evaluation)."""
@@ -87,15 +134,19 @@ class IndexStore:
         if version is None:
             known = ", ".join(self.names()) or "none"
             raise UnknownIndexError(f"no index named {name!r} (indexes: {known}); build one with `ctxrag index SOURCE --name {name}`")
-        manifest = json.loads((version / "manifest.json").read_text())
+        manifest = read_json_file(version / "manifest.json", "index manifest")
         if manifest.get("format_version") != FORMAT_VERSION:
             raise UnknownIndexError(
                 f"index {name!r} has format version {manifest.get('format_version')}, this ctxrag reads "
                 f"{FORMAT_VERSION}: re-run `ctxrag index` for it"
             )
+        try:
+            chunks = pq.read_table(version / "chunks.parquet")
+        except pa.ArrowInvalid as error:
+            raise CorruptIndexError(f"{version / 'chunks.parquet'}: corrupt chunk table: {error}") from None
         return StoredIndex(
             manifest=manifest,
-            chunks=pq.read_table(version / "chunks.parquet"),
+            chunks=chunks,
             bm25=Bm25Index.load(version / "bm25") if (version / "bm25").is_dir() else None,
             vectors=VectorIndex.load(version) if (version / VectorIndex.FILE).is_file() else None,
         )
@@ -109,7 +160,7 @@ class IndexStore:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise RuntimeError(f"index {name!r} is being built by another run; try again when it ends") from None
+                raise IndexBusyError(f"index {name!r} is being built by another run; try again when it ends") from None
             try:
                 yield
             finally:
@@ -157,11 +208,30 @@ class IndexStore:
         shutil.rmtree(version, ignore_errors=True)
 
     def delete(self, name: str) -> bool:
+        """Delete index ``name``; False if there is none. Holds the build lock (a running build makes it fail).
+
+        When a kept version lives in Elasticsearch (its manifest has an ``elasticsearch`` entry), the alias and every
+        physical index of the name go first (``$ELASTICSEARCH_URL``); if that fails the folder is kept, so the manifests
+        still say what to remove and the delete can be run again.
+        """
         directory = self._dir(name)
         if not directory.exists():
             return False
-        (directory / "live.json").unlink(missing_ok=True)  # readers stop finding it first
-        shutil.rmtree(directory)
+        with self.lock(name):
+            try:
+                manifests = self.kept_manifests(name)
+            except CorruptIndexError as error:
+                raise CorruptIndexError(
+                    f"{error}; so whether index {name!r} has Elasticsearch indexes to remove is unknown: "
+                    f"repair the file, or remove {directory} (and any such indexes) by hand"
+                ) from None
+            on_elasticsearch = [manifest["elasticsearch"] for manifest in manifests.values() if manifest.get("elasticsearch")]
+            if on_elasticsearch:
+                from storage.elasticsearch import EsIndex, connect
+
+                EsIndex(connect(), name).delete(also=[str(entry.get("index", "")) for entry in on_elasticsearch])
+            (directory / "live.json").unlink(missing_ok=True)  # readers stop finding it first
+            shutil.rmtree(directory)
         return True
 
     @staticmethod

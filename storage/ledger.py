@@ -35,6 +35,7 @@ class LedgerRow:
     cost_without_cache_usd: float = 0.0
     cache_applied: bool | None = None  # False: the prompt was below the model's minimum cacheable length
     units: int = 0  # non-token billing units (e.g. rerank search units)
+    attempts: int = 1  # HTTP requests the call took: 1 + its retries (429s included)
     call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_at: float = field(default_factory=time.time)
 
@@ -47,7 +48,7 @@ SCHEMA = pa.schema(
         ("latency_s", pa.float64()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
         ("cache_write_tokens", pa.int64()), ("cache_read_tokens", pa.int64()), ("cost_usd", pa.float64()),
         ("cost_without_cache_usd", pa.float64()), ("cache_applied", pa.bool_()), ("units", pa.int64()),
-        ("created_at", pa.float64()),
+        ("attempts", pa.int64()), ("created_at", pa.float64()),
     ]
 )
 
@@ -82,6 +83,7 @@ def summarize(rows: list[dict]) -> dict[str, object]:
     return {
         "calls": len(rows),
         "failed_calls": len(rows) - len(ok),
+        "requests": sum(row.get("attempts") or 1 for row in rows),  # HTTP requests, retries included
         "input_tokens": sum(row["input_tokens"] for row in ok),
         "cache_write_tokens": sum(row["cache_write_tokens"] for row in ok),
         "cache_read_tokens": read,

@@ -79,10 +79,11 @@ class EndToEnd:
             reply = self.client.create(model=model, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}])
         except Exception as error:
             row.status, row.error, row.latency_s = "error", str(error), time.perf_counter() - started
+            row.attempts = getattr(error, "attempts", 1)
             if self.ledger:
                 self.ledger([row])
             raise
-        row.latency_s = reply.latency_s
+        row.latency_s, row.attempts = reply.latency_s, reply.attempts
         charge(row, model, Usage.from_api(reply.message.usage))
         if self.ledger:
             self.ledger([row])

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from storage.errors import InvalidInput
 from storage.ledger import LedgerRow
 from tasks.models import Chunk, Document, sha256_hex
 
@@ -54,7 +55,7 @@ class ContextualizerKind(str, Enum):
             return cls(value)
         except ValueError:
             choices = ", ".join(kind.value for kind in cls)
-            raise ValueError(f"unknown contextualizer {value!r}; choose one of: {choices}") from None
+            raise InvalidInput(f"unknown contextualizer {value!r}; choose one of: {choices}") from None
 
 
 class _Offline:

@@ -7,6 +7,7 @@ only texts it has not seen; the model is loaded only when something is missing.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 import numpy as np
 import pyarrow as pa
 
+from storage.errors import InvalidInput
 from storage.artifacts import KEY, RowCache
 from tasks.models import sha256_hex
 
@@ -44,7 +46,7 @@ class EmbedderSpec:
 
     def __post_init__(self) -> None:
         if self.provider not in {"local", "voyage"}:
-            raise ValueError(f"unknown embedder {self.provider!r}; choose local or voyage")
+            raise InvalidInput(f"unknown embedder {self.provider!r}; choose local or voyage")
 
     def cache_key(self, text: str, input_type: str) -> str:
         """(text sha, provider, model, max sequence length or dimension, input type)."""
@@ -142,13 +144,23 @@ def embed_with_cache(
         for start in range(0, len(order), PERSIST_EVERY):
             batch_keys = order[start : start + PERSIST_EVERY]
             vectors = embedder.embed([missing[key] for key in batch_keys], input_type)
-            cache.append(pa.table({KEY: batch_keys, "vector": pa.array(list(vectors), type=pa.list_(pa.float32()))}))
+            cache.append(vector_rows(batch_keys, vectors, paid=spec.provider != "local"))
             known.update(zip(batch_keys, vectors))
             done += len(batch_keys)
             if progress:
                 progress(done, len(order))
     matrix = np.stack([known[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
     return matrix.astype(np.float32, copy=False), len(missing)
+
+
+def vector_rows(keys: list[str], vectors: np.ndarray, paid: bool) -> pa.Table:
+    """Stored vectors: ``paid`` ones (an API's) are never removed by gc unless the user asks (see tasks.gc)."""
+    return pa.table({
+        KEY: keys,
+        "vector": pa.array(list(vectors), type=pa.list_(pa.float32())),
+        "paid": pa.array([paid] * len(keys), type=pa.bool_()),
+        "created_at": pa.array([time.time()] * len(keys), type=pa.float64()),
+    })
 
 
 def _cached_vectors(cache: RowCache, keys: list[str]) -> dict[str, np.ndarray]:

@@ -1,12 +1,14 @@
 """Evaluation sets: the cookbook's JSONL (golden ``[doc uuid, chunk index]`` pairs) and the docs JSON (golden links).
 
 The format is detected by its fields; a bad record stops the load with a message naming the file and the record.
+A docs question with an empty ``correct_chunks`` list cannot be scored: it is skipped with a warning (``warnings``),
+and the load fails only when no question is left.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
@@ -35,6 +37,7 @@ class EvalSet:
     path: str
     format: EvalFormat
     queries: list[EvalQuery]
+    warnings: list[str] = field(default_factory=list)  # records skipped, for the user to see
 
 
 def golden_ref(doc_id: str, chunk_index: int) -> str:
@@ -87,7 +90,7 @@ def _load_docs(path: Path, text: str) -> EvalSet:
         records = json.loads(text)
     except json.JSONDecodeError as error:
         raise CorpusError(f"{path.name}: malformed JSON: {error.msg} (line {error.lineno}, column {error.colno})") from None
-    queries, seen = [], set()
+    queries, seen, warnings = [], set(), []
     for number, record in enumerate(records):
         where = f"{path.name}: record {number}"
         if not isinstance(record, dict) or "question" not in record or "correct_chunks" not in record:
@@ -95,17 +98,23 @@ def _load_docs(path: Path, text: str) -> EvalSet:
         links = record["correct_chunks"]
         if not isinstance(record["question"], str) or not record["question"].strip():
             raise CorpusError(f"{where}: 'question' must be a non-empty string")
-        if not isinstance(links, list) or not links or not all(isinstance(link, str) for link in links):
-            raise CorpusError(f"{where}: 'correct_chunks' must be a non-empty list of chunk links")
+        if not isinstance(links, list) or not all(isinstance(link, str) for link in links):
+            raise CorpusError(f"{where}: 'correct_chunks' must be a list of chunk links")
         query_id = str(record.get("id", number))
         if query_id in seen:
             raise CorpusError(f"{where}: duplicate id {query_id!r}")
         seen.add(query_id)
+        if not links:
+            question = " ".join(record["question"].split())
+            question = question if len(question) <= 80 else question[:77] + "..."
+            warnings.append(f"{where} (id {query_id!r}, question {question!r}): 'correct_chunks' is empty; question skipped")
+            continue
         answer = record.get("correct_answer", "")
         queries.append(EvalQuery(query_id, record["question"], tuple(dict.fromkeys(links)), str(answer)))
     if not queries:
-        raise CorpusError(f"{path.name}: no evaluation queries")
-    return EvalSet(str(path), EvalFormat.DOCS, queries)
+        skipped = f" ({len(warnings)} skipped: their 'correct_chunks' is empty)" if warnings else ""
+        raise CorpusError(f"{path.name}: no evaluation queries{skipped}")
+    return EvalSet(str(path), EvalFormat.DOCS, queries, warnings)
 
 
 def _is_pair(pair: object) -> bool:

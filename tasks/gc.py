@@ -1,8 +1,10 @@
-"""``ctxrag gc``: drop stored contexts and embeddings that no kept index version references.
+"""``ctxrag gc``: drop stored contexts and embeddings that no kept index version references, except paid ones.
 
 Referenced keys are derived from each kept version (live and previous) of every index: a context's key from the
 chunk key and the contextualizer, an embedding's from the indexed text and the embedder. The ledger, evaluation
-runs and open Message Batches are kept. Builds hold the artifact store's lock shared; gc takes it exclusively, so
+runs and open Message Batches are kept. Paid results (a Claude context or summary, a Voyage vector) stay even
+when no index references them (a failed or killed run paid for them; the next run uses them), until the user asks:
+``--include-paid``, or ``--paid-older-than DAYS``. Builds hold the artifact store's lock shared; gc takes it exclusively, so
 it never runs while a build may be writing results no index references yet.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -18,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.errors import BusyError
 from storage.artifacts import KEY, RowCache
 from storage.index_store import IndexStore
 from tasks.contextualize import context_key_of
@@ -33,7 +37,7 @@ def artifact_lock(home: Path, exclusive: bool) -> Iterator[None]:
         try:
             fcntl.flock(handle, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError("an index build is running; run `ctxrag gc` when it ends") from None
+            raise BusyError("an index build is running; run `ctxrag gc` when it ends") from None
         try:
             yield
         finally:
@@ -58,8 +62,14 @@ def referenced_keys(home: Path) -> tuple[set[str], set[str]]:
     return contexts, embeddings
 
 
-def collect_garbage(home: Path) -> dict[str, int]:
-    """Rewrite the contexts and embeddings tables with referenced rows only; returns rows kept and removed."""
+def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days: float | None = None) -> dict[str, int]:
+    """Rewrite the contexts and embeddings tables without the rows no kept version references; returns counts.
+
+    Paid rows (Claude contexts and summaries, Voyage vectors, and rows of unknown origin, written before ctxrag
+    recorded it) are kept even then, unless ``include_paid`` (all of them) or ``paid_older_than_days`` (those
+    older than that) says otherwise: ctxrag never deletes what was paid for on its own.
+    """
+    cutoff = None if paid_older_than_days is None else time.time() - paid_older_than_days * 86_400
     with artifact_lock(home, exclusive=True):
         contexts, embeddings = referenced_keys(home)
         report: dict[str, int] = {}
@@ -67,9 +77,26 @@ def collect_garbage(home: Path) -> dict[str, int]:
             cache = RowCache(home, table_name)
             table = cache.read()
             if table is None:
-                report[f"{table_name}_kept"] = report[f"{table_name}_removed"] = 0
+                report.update({f"{table_name}_kept": 0, f"{table_name}_kept_paid": 0, f"{table_name}_removed": 0})
                 continue
-            kept = table.filter(pc.is_in(table[KEY], value_set=pa.array(sorted(keep), type=pa.string())))
+            referenced = pc.is_in(table[KEY], value_set=pa.array(sorted(keep), type=pa.string()))
+            paid_kept = _paid_rows_kept(table, include_paid, cutoff)
+            kept = table.filter(pc.or_(referenced, paid_kept))
             cache.replace(kept)
-            report[f"{table_name}_kept"], report[f"{table_name}_removed"] = kept.num_rows, table.num_rows - kept.num_rows
+            report[f"{table_name}_kept"] = kept.num_rows
+            report[f"{table_name}_kept_paid"] = pc.sum(pc.and_(pc.invert(referenced), paid_kept)).as_py() or 0
+            report[f"{table_name}_removed"] = table.num_rows - kept.num_rows
         return report
+
+
+def _paid_rows_kept(table: pa.Table, include_paid: bool, cutoff: float | None) -> pa.ChunkedArray | pa.Array:
+    """Which rows are paid results to keep: paid (or of unknown origin) and not released by the user's option."""
+    rows = table.num_rows
+    paid = pc.fill_null(table["paid"], True) if "paid" in table.column_names else pa.array([True] * rows)
+    if include_paid:
+        return pa.array([False] * rows)
+    if cutoff is None:
+        return paid
+    created = table["created_at"] if "created_at" in table.column_names else pa.nulls(rows, pa.float64())
+    old = pc.fill_null(pc.less(created, cutoff), False)  # unknown age: never "old"
+    return pc.and_(paid, pc.invert(old))

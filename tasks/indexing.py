@@ -18,6 +18,7 @@ from prefect import get_run_logger, task
 from prefect.transactions import get_transaction
 from prefect.cache_policies import NONE
 
+from storage.errors import InvalidInput, UserError
 from storage.artifacts import KEY, RowCache
 from storage.bm25 import Bm25Index
 from storage.index_store import IndexStore
@@ -25,19 +26,21 @@ from storage.vectors import VectorIndex
 from storage.ledger import Ledger, summarize
 from tasks.contextualize import Contextualizer, ContextualizerSpec, context_key
 from tasks.embed import EmbedderSpec, embed_with_cache, make_embedder
-from tasks.load import load_source
+from tasks.load import DEFAULT_MAX_FILE_BYTES, load_source
 from tasks.models import Chunk, Corpus, CorpusError, Document, sha256_hex
 from tasks.progress import stage_progress
+from tasks.retry import ApiCallFailed
 from tasks.secrets import MissingKey
 
 BM25_PARAMETERS = {"k1": 1.2, "b": 0.75}
 
 
 def _retry_unless_bad_input(task, task_run, state) -> bool:  # type: ignore[no-untyped-def]
-    """Retry I/O hiccups, not bad input: a malformed corpus will not get better."""
+    """Retry I/O hiccups only: not bad input (a malformed corpus will not get better), and never a paid call that
+    failed for good (its own retry budget is spent: one budget per call, see tasks.retry)."""
     try:
         state.result()
-    except (CorpusError, MissingKey, ValueError):
+    except (CorpusError, MissingKey, ValueError, ApiCallFailed):
         return False
     except Exception as error:  # noqa: BLE001 - decide by the error's own word when it has one
         return bool(getattr(error, "retryable", True))
@@ -45,9 +48,15 @@ def _retry_unless_bad_input(task, task_run, state) -> bool:  # type: ignore[no-u
 
 
 @task(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=_retry_unless_bad_input, cache_policy=NONE)
-def load_corpus(source: str) -> Corpus:
-    """Read and validate the source (a JSON corpus or a folder); skipped records are logged as warnings."""
-    corpus = load_source(source)
+def load_corpus(
+    source: str,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> Corpus:
+    """Read and validate the source (a JSON corpus or a folder, whose files ``include``/``exclude`` patterns and
+    ``max_file_bytes`` pick); skipped records and files are logged as warnings."""
+    corpus = load_source(source, include=include, exclude=exclude, max_file_bytes=max_file_bytes)
     logger = get_run_logger()
     for warning in corpus.warnings:
         logger.warning(warning)
@@ -98,11 +107,16 @@ def chunks_to_contextualize(corpus: Corpus, spec: ContextualizerSpec, home: Path
     return pending
 
 
-def _context_saver(home: Path, worker: Contextualizer):  # type: ignore[no-untyped-def]
+def context_row(key: str, doc_id: str, context: str, paid: bool) -> dict[str, object]:
+    """A stored context: ``paid`` ones are never removed by gc unless the user asks (see tasks.gc)."""
+    return {KEY: key, "doc_id": doc_id, "context": context, "paid": paid, "created_at": time.time()}
+
+
+def _context_saver(home: Path, worker: Contextualizer, paid: bool):  # type: ignore[no-untyped-def]
     cache = contexts_cache(home)
 
     def save(pairs: list[tuple[Chunk, str]]) -> None:
-        cache.append_rows([{KEY: context_key(chunk, worker), "doc_id": chunk.doc_id, "context": text} for chunk, text in pairs])
+        cache.append_rows([context_row(context_key(chunk, worker), chunk.doc_id, text, paid) for chunk, text in pairs])
 
     return save
 
@@ -114,7 +128,7 @@ def contextualize_document(document: Document, chunks: list[Chunk], spec: Contex
     stored = _stored_keys(home, [context_key(chunk, worker) for chunk in chunks])  # a task retry skips saved ones
     todo = [chunk for chunk in chunks if context_key(chunk, worker) not in stored]
     if todo:
-        worker.run(document, todo, _context_saver(home, worker), Ledger(home).append)
+        worker.run(document, todo, _context_saver(home, worker, spec.paid), Ledger(home).append)
     return len(todo)
 
 
@@ -129,7 +143,7 @@ def contextualize_in_batches(corpus: Corpus, pending: dict[str, list[Chunk]], sp
     done = _stored_keys(home, [context_key(chunk, worker) for chunks in pending.values() for chunk in chunks])
 
     def save(rows: list[tuple[str, str, str]]) -> None:
-        cache.append_rows([{KEY: key, "doc_id": doc_id, "context": text} for key, doc_id, text in rows])
+        cache.append_rows([context_row(key, doc_id, text, paid=True) for key, doc_id, text in rows])
         done.update(key for key, _, _ in rows)
 
     return run_batches(
@@ -191,7 +205,7 @@ def plan_index(
     corpus: Corpus, contexts: list[str], spec: EmbedderSpec, contextualizer: ContextualizerSpec, backend: str = "embedded"
 ) -> IndexPlan:
     if backend not in {"embedded", "elasticsearch"}:
-        raise ValueError(f"unknown backend {backend!r}; choose embedded or elasticsearch")
+        raise InvalidInput(f"unknown backend {backend!r}; choose embedded or elasticsearch")
     worker = contextualizer.build()
     config = {
         "backend": backend,
@@ -279,14 +293,16 @@ def promote_index(name: str, home: Path, version_id: str) -> None:
     store.promote(name, version_id)
 
 
-class GateRejected(RuntimeError):
+class GateRejected(UserError, RuntimeError):
     """The new index scored worse than the live one by more than the allowed drop; the live one stays."""
 
     retryable = False
 
 
 @task(cache_policy=NONE)
-def check_gate(name: str, home: Path, version_id: str, evalset: str, strategy: str, metric: str | None, max_drop: float) -> dict[str, object]:
+def check_gate(
+    name: str, home: Path, version_id: str, evalset: str, strategy: str, metric: str | None, max_drop: float, run_id: str = ""
+) -> dict[str, object]:
     """Score the staged and the live version with one strategy; raise ``GateRejected`` if the drop is too large."""
     from tasks.evalset import EvalFormat, load_evalset
     from tasks.evaluate import evaluate
@@ -297,10 +313,11 @@ def check_gate(name: str, home: Path, version_id: str, evalset: str, strategy: s
     metric = metric or ("pass@10" if questions.format is EvalFormat.PASS_AT_K else f"recall@{ks[0]}")
     store = IndexStore(home)
     chosen = Strategy.from_str(strategy)
-    candidate = evaluate(Searcher(store.open(name, version_id), staged=True), questions, [chosen], ks).metrics[chosen.value]
-    live = evaluate(Searcher(store.open(name)), questions, [chosen], ks).metrics[chosen.value]
+    paid = {"home": home, "ledger": Ledger(home).append, "run_id": run_id}  # query embeddings: stored, and in the ledger
+    candidate = evaluate(Searcher(store.open(name, version_id), staged=True, **paid), questions, [chosen], ks).metrics[chosen.value]
+    live = evaluate(Searcher(store.open(name), **paid), questions, [chosen], ks).metrics[chosen.value]
     if metric not in candidate:
-        raise ValueError(f"gate metric {metric!r} is not computed for {evalset}; choose one of {sorted(candidate)}")
+        raise InvalidInput(f"gate metric {metric!r} is not computed for {evalset}; choose one of {sorted(candidate)}")
     report = {"metric": metric, "strategy": chosen.value, "live": live[metric], "candidate": candidate[metric], "max_drop": max_drop}
     if candidate[metric] < live[metric] - max_drop:
         raise GateRejected(

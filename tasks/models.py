@@ -6,6 +6,8 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from storage.errors import UserError
+
 
 def sha256_hex(*parts: str) -> str:
     """sha256 over the parts, separated by NUL so ("ab", "c") != ("a", "bc")."""
@@ -17,7 +19,7 @@ def sha256_hex(*parts: str) -> str:
     return digest.hexdigest()
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError, ValueError):
     """Bad input that stops a run; the message names the file, the record and what is wrong."""
 
 

@@ -14,10 +14,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from storage.errors import InvalidInput
 from storage.ledger import LedgerRow
 from tasks.claude.client import ClaudeClient, message_text
 from tasks.claude.pricing import Usage, charge
-from tasks.retry import RetryPolicy
+from tasks.retry import ApiCallFailed, RetryPolicy
 from tasks.secrets import MissingKey, redact, resolve_key
 
 COHERE_PRICE_PER_SEARCH_UNIT = 0.002  # US dollars (rerank-english-v3.0 and rerank-v3.5: $2 per 1,000 searches)
@@ -26,7 +27,7 @@ RELEVANT = re.compile(r"<relevant_indices>(.*?)(?:</relevant_indices>|$)", re.S)
 SaveLedger = Callable[[list[LedgerRow]], None]
 
 
-class RerankError(RuntimeError):
+class RerankError(ApiCallFailed):
     """A rerank call that failed for good; the message is redacted."""
 
 
@@ -54,7 +55,7 @@ class RerankSpec:
             return cls("local", path=value.split(":", 1)[1])
         if value in {"cohere", "claude"}:
             return cls(value, model)
-        raise ValueError(f"unknown reranker {value!r}; choose cohere, claude, local:PATH or none")
+        raise InvalidInput(f"unknown reranker {value!r}; choose cohere, claude, local:PATH or none")
 
     @property
     def label(self) -> str:
@@ -115,12 +116,18 @@ class CohereReranker:
             return []
         row = LedgerRow(self.run_id, "rerank", "cohere", self.model, "", "rerank", "", [], "ok")
         started = time.perf_counter()
+        retries: list[float] = []
         try:
-            response = self.policy.call(lambda: self.client().rerank(model=self.model, query=query, documents=documents, top_n=k))
+            response = self.policy.call(
+                lambda: self.client().rerank(model=self.model, query=query, documents=documents, top_n=k),
+                on_retry=lambda error, wait: retries.append(wait),
+            )
         except Exception as error:  # noqa: BLE001
+            row.attempts = len(retries) + 1
             row.status, row.error = "error", redact(f"{getattr(error, 'status_code', '')} {getattr(error, 'body', error)}")
             _record(self.ledger, row, started)
             raise RerankError(f"Cohere rerank ({self.model}): {row.error}") from None
+        row.attempts = len(retries) + 1
         units = getattr(getattr(getattr(response, "meta", None), "billed_units", None), "search_units", None) or 1
         row.units = int(units)
         row.cost_usd = row.cost_without_cache_usd = row.units * COHERE_PRICE_PER_SEARCH_UNIT
@@ -172,9 +179,10 @@ class ClaudeReranker:
         try:
             reply = self._client.create(**params)
         except Exception as error:  # noqa: BLE001
-            row.status, row.error = "error", str(error)
+            row.status, row.error, row.attempts = "error", str(error), getattr(error, "attempts", 1)
             _record(self.ledger, row, started)
             raise RerankError(f"Claude rerank: {error}") from None
+        row.attempts = reply.attempts
         charge(row, self.model, Usage.from_api(reply.message.usage))
         _record(self.ledger, row, started)
         chosen = parse_indices(message_text(reply.message), len(documents))[:k]

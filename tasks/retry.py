@@ -2,6 +2,11 @@
 
 Retried: 408, 409, 429, 5xx (529 "overloaded" included) and connection errors, with exponential backoff and full
 jitter, honouring the server's ``retry-after``. Any other 4xx fails at once with the API's own message.
+
+The budget is per call. A 429 is the API saying "not now", not "this call is broken": 429s are waited out for as
+long as ``rate_limited_wait_s`` allows (so a rate-limit storm is ridden out), while every other failure counts
+against ``attempts``. A call that fails for good raises an ``ApiCallFailed``, which no outer layer (Prefect task
+retries included) retries again: one budget per call.
 """
 
 from __future__ import annotations
@@ -10,12 +15,22 @@ import random
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import RetryCallState, Retrying, retry_if_exception
+
+from storage.errors import UserError
 
 T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
+RATE_LIMITED = 429
 MAX_RETRY_AFTER_SECONDS = 120.0
+
+
+class ApiCallFailed(UserError, RuntimeError):
+    """A paid API call failed for good: its retries are spent, or retrying cannot help (a 4xx, a missing key).
+
+    Outer layers (Prefect task retries) must not retry it: that would stack attempts on an exhausted budget.
+    """
 
 
 def status_of(error: BaseException) -> int | None:
@@ -29,9 +44,14 @@ def status_of(error: BaseException) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def headers_of(error: BaseException) -> object:
+    """The response headers an SDK error carries (``{}`` when none)."""
+    return getattr(getattr(error, "response", None), "headers", None) or getattr(error, "headers", None) or {}
+
+
 def retry_after_of(error: BaseException) -> float | None:
     """Seconds from the error's ``retry-after`` header, if the server sent one."""
-    headers = getattr(getattr(error, "response", None), "headers", None) or getattr(error, "headers", None) or {}
+    headers = headers_of(error)
     try:
         value = headers.get("retry-after") if hasattr(headers, "get") else None
     except Exception:  # noqa: BLE001 - exotic header containers
@@ -56,13 +76,19 @@ def is_retryable(error: BaseException) -> bool:
     return is_connection_error(error)
 
 
+def is_rate_limited(error: BaseException | None) -> bool:
+    return error is not None and status_of(error) == RATE_LIMITED
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How many attempts, and the backoff between them (seconds)."""
+    """A call's budget: ``attempts`` in all for failures other than 429, and up to ``rate_limited_wait_s`` seconds
+    of waiting on 429s (each wait as long as the server's ``retry-after``)."""
 
     attempts: int = 6
     initial_delay: float = 1.0
     max_delay: float = 60.0
+    rate_limited_wait_s: float = 900.0
 
     def wait(self, state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome else None
@@ -73,17 +99,22 @@ class RetryPolicy:
         return random.uniform(0, ceiling)  # full jitter
 
     def call(self, function: Callable[[], T], on_retry: Callable[[BaseException, float], None] | None = None) -> T:
-        """Run ``function`` with retries; the last error is raised unchanged."""
+        """Run ``function`` within the budget; the last error is raised unchanged."""
+        spent = {"failures": 0, "rate_limited_s": 0.0}
+
+        def stop(state: RetryCallState) -> bool:
+            error = state.outcome.exception() if state.outcome else None
+            if is_rate_limited(error):
+                spent["rate_limited_s"] += state.upcoming_sleep
+                return spent["rate_limited_s"] > self.rate_limited_wait_s
+            spent["failures"] += 1
+            return spent["failures"] >= self.attempts
 
         def before_sleep(state: RetryCallState) -> None:
             if on_retry and state.outcome and state.next_action:
                 on_retry(state.outcome.exception(), state.next_action.sleep)
 
         retrying = Retrying(
-            retry=retry_if_exception(is_retryable),
-            wait=self.wait,
-            stop=stop_after_attempt(self.attempts),
-            before_sleep=before_sleep,
-            reraise=True,
+            retry=retry_if_exception(is_retryable), wait=self.wait, stop=stop, before_sleep=before_sleep, reraise=True
         )
         return retrying(function)

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from storage.errors import InvalidInput
+from storage.artifacts import RowCache
 from storage.index_store import StoredIndex
-from tasks.embed import EmbedderSpec, make_embedder
+from tasks.embed import EmbedderSpec, embed_with_cache, make_embedder
 
 if TYPE_CHECKING:
+    from tasks.embed import SaveLedger
     from tasks.rerank import Reranker
 
 RRF_K = 60
@@ -35,7 +39,7 @@ class Strategy(str, Enum):
             return cls(value)
         except ValueError:
             choices = ", ".join(strategy.value for strategy in cls)
-            raise ValueError(f"unknown strategy {value!r}; choose one of: {choices}") from None
+            raise InvalidInput(f"unknown strategy {value!r}; choose one of: {choices}") from None
 
 
 @dataclass(frozen=True)
@@ -91,11 +95,23 @@ class Searcher:
     server_rrf = False
 
     def __init__(
-        self, index: StoredIndex, candidates: int = WEIGHTED_CANDIDATES, server_rrf: bool = False, staged: bool = False
+        self,
+        index: StoredIndex,
+        candidates: int = WEIGHTED_CANDIDATES,
+        server_rrf: bool = False,
+        staged: bool = False,
+        home: Path | None = None,
+        ledger: SaveLedger | None = None,
+        run_id: str = "",
     ) -> None:
-        """``staged``: the index is a version not yet live (search its own Elasticsearch index, not the alias)."""
+        """``staged``: the index is a version not yet live (search its own Elasticsearch index, not the alias).
+        ``home``, ``ledger``, ``run_id``: a paid embedder's query vectors are stored under ``home`` (a re-run pays
+        nothing) and each request gets a ledger row."""
         self.index = index
-        self.embedder = make_embedder(EmbedderSpec.from_dict(index.config["embedder"]))
+        self.spec = EmbedderSpec.from_dict(index.config["embedder"])
+        self.embedder = make_embedder(self.spec, ledger, run_id)
+        self._query_store = RowCache(home, "embeddings") if home is not None and self.spec.provider != "local" else None
+        self._query_vectors: dict[str, np.ndarray] = {}
         self.candidates = candidates
         self.server_rrf = server_rrf
         self.es = None
@@ -105,10 +121,24 @@ class Searcher:
             target = index.manifest["elasticsearch"]["index"] if staged else None
             self.es = EsIndex(connect(), index.manifest["name"], target=target)
         elif server_rrf:
-            raise ValueError("server-side RRF needs an index on the Elasticsearch backend")
+            raise InvalidInput("server-side RRF needs an index on the Elasticsearch backend")
+
+    def prefetch(self, queries: list[str]) -> None:
+        """Embed many queries at once (one stored part, few paid requests) before they are searched."""
+        unique = [query for query in dict.fromkeys(queries) if query not in self._query_vectors]
+        if unique:
+            self._query_vectors.update(zip(unique, self._embed_queries(unique)))
 
     def query_vector(self, query: str) -> np.ndarray:
-        return self.embedder.embed([query], input_type="query")[0]
+        """The query's vector; each query is embedded once per searcher (and once ever with a paid embedder)."""
+        if query not in self._query_vectors:
+            self._query_vectors[query] = self._embed_queries([query])[0]
+        return self._query_vectors[query]
+
+    def _embed_queries(self, queries: list[str]) -> np.ndarray:
+        if self._query_store is None:
+            return self.embedder.embed(queries, input_type="query")
+        return embed_with_cache(queries, self.spec, self._query_store, "query", embedder=self.embedder)[0]
 
     def vector_scores(self, query: str) -> np.ndarray:
         return self.index.vectors.scores(self.query_vector(query))

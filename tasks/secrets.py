@@ -6,12 +6,14 @@ import os
 import re
 import threading
 
+from storage.errors import UserError
+
 _KNOWN: set[str] = set()
 _lock = threading.Lock()
 _KEY_SHAPES = re.compile(r"(sk-ant-[A-Za-z0-9_\-]{6,}|pa-[A-Za-z0-9_\-]{20,}|Bearer\s+[A-Za-z0-9_\-\.]{8,})")
 
 
-class MissingKey(RuntimeError):
+class MissingKey(UserError, RuntimeError):
     """A paid provider was asked for but no key is configured."""
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from storage.ledger import LedgerRow
 from tasks.embed import EmbedderSpec
-from tasks.retry import RetryPolicy
+from tasks.retry import ApiCallFailed, RetryPolicy
 from tasks.secrets import redact, resolve_key
 
 MAX_TEXTS_PER_REQUEST = 1_000
@@ -35,7 +35,7 @@ PRICE_PER_MTOK = {  # US dollars per million tokens
 SAFETY = 0.9  # stay under the limit even when the estimate is low
 
 
-class VoyageCallError(RuntimeError):
+class VoyageCallError(ApiCallFailed):
     """An embedding request that failed for good; the message is the API's own ``detail``, redacted."""
 
 
@@ -99,17 +99,21 @@ class VoyageEmbedder:
             run_id=self._run_id, stage="embed", provider="voyage", model=self.spec.model, prompt_version="",
             mode=input_type, doc_id="", chunk_ids=[], status="ok",
         )
+        retries: list[float] = []
         try:
             result = self._policy.call(
                 lambda: self.client().embed(
                     texts, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension
-                )
+                ),
+                on_retry=lambda error, wait: retries.append(wait),
             )
         except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
+            row.attempts = len(retries) + 1
             row.status, row.error, row.latency_s = "error", redact(str(error)), time.perf_counter() - started
             self._record(row)
             raise VoyageCallError(f"Voyage embeddings ({self.spec.model}): {row.error}") from None
         tokens = int(getattr(result, "total_tokens", 0) or 0)
+        row.attempts = len(retries) + 1
         row.latency_s, row.input_tokens, row.units = time.perf_counter() - started, tokens, len(texts)
         row.cost_usd = row.cost_without_cache_usd = tokens * PRICE_PER_MTOK.get(self.spec.model, 0.12) / 1_000_000
         self._record(row)

@@ -98,7 +98,7 @@ def _collect(
         row = LedgerRow(
             run_id=worker.run_id, stage="contextualize", provider="anthropic", model=worker.settings.model,
             prompt_version=worker.version, mode="batch", doc_id=item.get("doc_id", ""), chunk_ids=[item.get("chunk_id", "")],
-            status="ok",
+            status="ok", call_id=f"{batch_id}/{result.custom_id}",  # a resumed batch re-reads it: one row, not two
         )
         if result.result.type == "succeeded":
             message = result.result.message

@@ -5,43 +5,54 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from tasks.ratelimit import RateLimiter
-from tasks.retry import RetryPolicy, is_retryable
+from tasks.retry import ApiCallFailed, RetryPolicy, headers_of, is_rate_limited, is_retryable, retry_after_of
 from tasks.secrets import redact, resolve_key
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 SECRET_BLOCK = "anthropic-api-key"
 
-_limiters: dict[tuple[float | None, float | None], RateLimiter] = {}
+_limiters: dict[tuple[float | None, float | None, int | None], RateLimiter] = {}
 _limiters_lock = threading.Lock()
 
 
-def shared_limiter(requests_per_minute: float | None, tokens_per_minute: float | None) -> RateLimiter:
-    """One limiter per setting in this process, shared by every task thread that calls Claude."""
+def shared_limiter(requests_per_minute: float | None, tokens_per_minute: float | None, max_in_flight: int | None = None) -> RateLimiter:
+    """One limiter per setting in this process, shared by every task thread that calls Claude: ``max_in_flight``
+    bounds the whole run's open requests (all documents, all task threads), not one document's."""
     with _limiters_lock:
-        key = (requests_per_minute, tokens_per_minute)
+        key = (requests_per_minute, tokens_per_minute, max_in_flight)
         if key not in _limiters:
-            _limiters[key] = RateLimiter(requests_per_minute, tokens_per_minute)
+            _limiters[key] = RateLimiter(requests_per_minute, tokens_per_minute, max_in_flight)
         return _limiters[key]
 
 
-class ClaudeCallError(RuntimeError):
+class _KeepFailed(Exception):
+    """Saving an answer failed (not the API): never retried, re-raised as the original error."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class ClaudeCallError(ApiCallFailed):
     """A call that failed for good (after retries, or a 4xx that retrying cannot fix); the message is redacted.
 
     ``retryable`` says whether trying again later may help (rate limits, overload, outages) or not (a 4xx).
     """
 
-    def __init__(self, message: str, retryable: bool = False) -> None:
+    def __init__(self, message: str, retryable: bool = False, attempts: int = 1) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.attempts = attempts
 
 
 @dataclass
 class Reply:
     message: Any
     latency_s: float
+    attempts: int = 1  # HTTP requests this call took (1 + retries)
 
 
 class ClaudeClient:
@@ -58,14 +69,42 @@ class ClaudeClient:
         self._policy = policy or RetryPolicy()
         self._limiter = limiter or RateLimiter()
 
-    def create(self, estimated_tokens: int = 0, **params: Any) -> Reply:
-        """One message; waits for the rate limiter, retries what can succeed, raises ``ClaudeCallError`` otherwise."""
+    def create(self, estimated_tokens: int = 0, keep: Callable[[Reply], None] | None = None, **params: Any) -> Reply:
+        """One message; waits for the limiter, retries what can succeed, raises ``ClaudeCallError`` otherwise.
 
-        def attempt() -> Any:
-            self._limiter.acquire(estimated_tokens)
-            return self._sdk.messages.create(**params)
+        ``keep(reply)`` runs before the request's slot is freed: a result saved there is never lost to a kill
+        while a newer request is open, so a killed run repeats at most the requests open at once.
+        """
+        started = time.perf_counter()
+        retries: list[float] = []
 
-        return self._timed(attempt)
+        def attempt() -> Reply:
+            try:
+                with self._limiter.slot(estimated_tokens):
+                    raw = self._sdk.messages.with_raw_response.create(**params)
+                    self._limiter.observe(raw.headers)
+                    reply = Reply(raw.parse(), time.perf_counter() - started, attempts=len(retries) + 1)
+                    if keep is not None:
+                        try:
+                            keep(reply)
+                        except Exception as error:  # noqa: BLE001 - not the API's failure: passed on as it is
+                            raise _KeepFailed(error) from error
+                    return reply
+            except _KeepFailed:
+                raise
+            except Exception as error:
+                self._limiter.observe(headers_of(error))
+                if is_rate_limited(error):
+                    wait = retry_after_of(error)
+                    self._limiter.pause_for(1.0 if wait is None else wait)
+                raise
+
+        try:
+            return self._policy.call(attempt, on_retry=lambda error, wait: retries.append(wait))
+        except _KeepFailed as failed:
+            raise failed.error from None
+        except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
+            raise ClaudeCallError(redact(_describe(error)), retryable=is_retryable(error), attempts=len(retries) + 1) from None
 
     def create_batch(self, requests: list[dict[str, Any]]) -> Any:
         return self._timed(lambda: self._sdk.messages.batches.create(requests=requests)).message
@@ -78,11 +117,12 @@ class ClaudeClient:
 
     def _timed(self, attempt: Any) -> Reply:
         started = time.perf_counter()
+        retries: list[float] = []
         try:
-            message = self._policy.call(attempt)
+            message = self._policy.call(attempt, on_retry=lambda error, wait: retries.append(wait))
         except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
-            raise ClaudeCallError(redact(_describe(error)), retryable=is_retryable(error)) from None
-        return Reply(message, time.perf_counter() - started)
+            raise ClaudeCallError(redact(_describe(error)), retryable=is_retryable(error), attempts=len(retries) + 1) from None
+        return Reply(message, time.perf_counter() - started, attempts=len(retries) + 1)
 
 
 def message_text(message: Any) -> str:

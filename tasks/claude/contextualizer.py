@@ -10,33 +10,45 @@ that holds it (each window cached on its own). Nothing is truncated silently: th
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from storage.errors import InvalidInput
 from storage.ledger import LedgerRow
 from tasks.claude.client import ClaudeCallError, ClaudeClient, Reply, message_text, shared_limiter
 from tasks.claude.pricing import Usage, charge
 from tasks.claude.prompts import CHUNK_CONTEXT, DOCUMENT, DOCUMENT_CONTEXTS, RECORD_CONTEXTS_TOOL, SUMMARY, tagged_chunks
 from tasks.models import Chunk, Document
 from tasks.structure import chunk_offsets
-from tasks.retry import RetryPolicy
+from tasks.retry import ApiCallFailed, RetryPolicy
 
+DEFAULT_CONCURRENCY = 2  # a Tier-1 key: 50 requests a minute; the API's headers pace the rest
 CHARS_PER_TOKEN_ESTIMATE = 3.0  # conservative for code; used only for windows and rate-limit estimates
 SaveContexts = Callable[[list[tuple[Chunk, str]]], None]
 SaveLedger = Callable[[list[LedgerRow]], None]
 
 
-class ContextualizationFailed(RuntimeError):
-    """Some chunks of a document got no context; the others' contexts are saved.
+class ContextualizationFailed(ApiCallFailed):
+    """Some chunks of a document got no context after their calls' retries; the others' contexts are saved.
 
-    ``retryable`` is False when every failure was one that trying again cannot fix (a 4xx).
+    Not retried by Prefect (one retry budget per call): the next run of the same command asks only for what is
+    missing.
     """
 
-    def __init__(self, message: str, retryable: bool = True) -> None:
-        super().__init__(message)
-        self.retryable = retryable
+
+_fan_out_pools: dict[int, ThreadPoolExecutor] = {}
+_fan_out_lock = threading.Lock()
+
+
+def fan_out_pool(size: int) -> ThreadPoolExecutor:
+    """One pool per process for every document's fan-out: threads stay at ``size`` however many documents run."""
+    with _fan_out_lock:
+        if size not in _fan_out_pools:
+            _fan_out_pools[size] = ThreadPoolExecutor(max_workers=size, thread_name_prefix="ctxrag-claude")
+        return _fan_out_pools[size]
 
 
 @dataclass(frozen=True)
@@ -46,7 +58,7 @@ class ClaudeSettings:
     model: str = "claude-haiku-4-5"
     mode: str = "per-chunk"  # per-chunk | per-document | batch
     cache_ttl: str = "5m"  # or "1h"
-    concurrency: int = 4
+    concurrency: int = DEFAULT_CONCURRENCY  # Claude requests open at once in the whole run (per process)
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     max_tokens: int = 400
@@ -57,9 +69,9 @@ class ClaudeSettings:
 
     def __post_init__(self) -> None:
         if self.mode not in {"per-chunk", "per-document", "batch"}:
-            raise ValueError(f"unknown Claude mode {self.mode!r}; choose per-chunk, per-document or batch")
+            raise InvalidInput(f"unknown Claude mode {self.mode!r}; choose per-chunk, per-document or batch")
         if self.cache_ttl not in {"5m", "1h"}:
-            raise ValueError(f"cache TTL must be 5m or 1h, got {self.cache_ttl!r}")
+            raise InvalidInput(f"cache TTL must be 5m or 1h, got {self.cache_ttl!r}")
 
 
 def estimate_tokens(text: str) -> int:
@@ -85,7 +97,6 @@ class ClaudeContextualizer:
     run_id: str = ""
     client: ClaudeClient | None = None
     name: str = "claude"
-    _retryable_failures: bool = field(default=False, init=False, repr=False)
 
     @property
     def version(self) -> str:
@@ -94,12 +105,11 @@ class ClaudeContextualizer:
 
     def _client(self) -> ClaudeClient:
         if self.client is None:
-            limiter = shared_limiter(self.settings.requests_per_minute, self.settings.tokens_per_minute)
+            limiter = shared_limiter(self.settings.requests_per_minute, self.settings.tokens_per_minute, self.settings.concurrency)
             self.client = ClaudeClient(RetryPolicy(attempts=self.settings.retry_attempts), limiter)
         return self.client
 
     def run(self, document: Document, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger) -> None:
-        self._retryable_failures = False
         failed: list[str] = []
         errors: list[str] = []
         windows = document_windows(document, chunks, self.settings.window_tokens)
@@ -113,17 +123,13 @@ class ClaudeContextualizer:
             errors += [error] if error else []
         if failed:
             raise ContextualizationFailed(
-                f"{document.doc_id}: {len(failed)} of {len(chunks)} chunks failed ({errors[0] if errors else 'no answer'})",
-                retryable=self._retryable_failures or not errors,
+                f"{document.doc_id}: {len(failed)} of {len(chunks)} chunks failed ({errors[0] if errors else 'no answer'})"
             )
 
     # per chunk: the cookbook's prompt, one call per chunk, the document cached --------------------------------
     def _per_chunk(self, document: Document, text: str, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger, mode: str) -> tuple[list[Chunk], str]:
-        def one(chunk: Chunk) -> str:
-            reply = self._call(document, [chunk], ledger, mode, self._chunk_params(text, chunk))
-            context = message_text(reply.message)
-            save([(chunk, context)])
-            return context
+        def one(chunk: Chunk) -> None:
+            self._call(document, [chunk], ledger, mode, self._chunk_params(text, chunk), lambda reply: save([(chunk, message_text(reply.message))]))
 
         return self._first_then_fan_out(chunks, one)
 
@@ -143,12 +149,13 @@ class ClaudeContextualizer:
         groups = [chunks[start : start + size] for start in range(0, len(chunks), size)]
         leftovers: list[Chunk] = []
 
-        def one(group: list[Chunk], call_mode: str = mode) -> None:
-            reply = self._call(document, group, ledger, call_mode, self._group_params(text, group))
+        def keep(group: list[Chunk], reply: Reply) -> None:
             answered = _tool_contexts(reply.message)
-            done = [(chunk, answered[chunk.chunk_index]) for chunk in group if answered.get(chunk.chunk_index, "").strip()]
-            save(done)
+            save([(chunk, answered[chunk.chunk_index]) for chunk in group if answered.get(chunk.chunk_index, "").strip()])
             leftovers.extend(chunk for chunk in group if not answered.get(chunk.chunk_index, "").strip())
+
+        def one(group: list[Chunk], call_mode: str = mode) -> None:
+            self._call(document, group, ledger, call_mode, self._group_params(text, group), lambda reply: keep(group, reply))
 
         failed_groups, error = self._first_then_fan_out(groups, one)
         failed = [chunk for group in failed_groups for chunk in group]
@@ -180,7 +187,8 @@ class ClaudeContextualizer:
         return {"type": "text", "text": DOCUMENT.render(doc_content=text), "cache_control": cache_control}
 
     def _first_then_fan_out(self, items: list[Any], work: Callable[[Any], Any]) -> tuple[list[Any], str]:
-        """Run ``work`` on the first item (it writes the cache), then on the rest in parallel; returns failures."""
+        """Run ``work`` on the first item (it writes the cache), then on the rest in the process's shared fan-out pool
+        (the limiter's slots bound the requests open at once); returns the failures and the first error."""
         failed: list[Any] = []
         errors: list[str] = []
 
@@ -190,34 +198,38 @@ class ClaudeContextualizer:
             except ClaudeCallError as error:
                 failed.append(item)
                 errors.append(str(error))
-                self._retryable_failures = self._retryable_failures or error.retryable
 
         if items:
             guarded(items[0])
-            with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency)) as pool:
-                list(pool.map(guarded, items[1:]))
+            list(fan_out_pool(max(1, self.settings.concurrency)).map(guarded, items[1:]))
         return failed, errors[0] if errors else ""
 
-    def _call(self, document: Document, chunks: list[Chunk], ledger: SaveLedger, mode: str, params: dict[str, Any]) -> Reply:
+    def _call(
+        self, document: Document, chunks: list[Chunk], ledger: SaveLedger, mode: str, params: dict[str, Any], keep: Callable[[Reply], None]
+    ) -> None:
+        """One paid call: its ledger row and ``keep`` (which saves the result) both run before its slot is freed."""
         row = LedgerRow(
             run_id=self.run_id, stage="contextualize", provider="anthropic", model=self.settings.model,
             prompt_version=self.version, mode=mode, doc_id=document.doc_id, chunk_ids=[c.chunk_id for c in chunks], status="ok",
         )
         started = time.perf_counter()
         estimated = sum(estimate_tokens(block["text"]) for block in params["messages"][0]["content"])
+        asked_for_cache = any("cache_control" in block for block in params["messages"][0]["content"])
+
+        def record_and_keep(reply: Reply) -> None:
+            usage = Usage.from_api(reply.message.usage)
+            row.latency_s, row.attempts = reply.latency_s, reply.attempts
+            charge(row, self.settings.model, usage, self.settings.cache_ttl)
+            row.cache_applied = (usage.cache_write_tokens + usage.cache_read_tokens) > 0 if asked_for_cache else None
+            ledger([row])
+            keep(reply)
+
         try:
-            reply = self._client().create(estimated_tokens=estimated, **params)
+            self._client().create(estimated_tokens=estimated, keep=record_and_keep, **params)
         except ClaudeCallError as error:
-            row.status, row.error, row.latency_s = "error", str(error), time.perf_counter() - started
+            row.status, row.error, row.latency_s, row.attempts = "error", str(error), time.perf_counter() - started, error.attempts
             ledger([row])
             raise
-        usage = Usage.from_api(reply.message.usage)
-        row.latency_s = reply.latency_s
-        charge(row, self.settings.model, usage, self.settings.cache_ttl)
-        asked_for_cache = any("cache_control" in block for block in params["messages"][0]["content"])
-        row.cache_applied = (usage.cache_write_tokens + usage.cache_read_tokens) > 0 if asked_for_cache else None
-        ledger([row])
-        return reply
 
 
 @dataclass
@@ -234,15 +246,17 @@ class ClaudeSummarizer(ClaudeContextualizer):
         def one(chunk: Chunk) -> None:
             prompt = SUMMARY.render(corpus_description=self.settings.corpus_description, heading=chunk.heading or document.title, text=chunk.content)
             params = {"model": self.settings.model, "max_tokens": 150, "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}
-            reply = self._call(document, [chunk], ledger, "summary", params)
             heading = chunk.heading or document.title
-            save([(chunk, f"{heading}\n{message_text(reply.message)}" if heading else message_text(reply.message))])
+
+            def keep(reply: Reply) -> None:
+                summary = message_text(reply.message)
+                save([(chunk, f"{heading}\n{summary}" if heading else summary)])
+
+            self._call(document, [chunk], ledger, "summary", params, keep)
 
         failed, error = self._first_then_fan_out(chunks, one)
         if failed:
-            raise ContextualizationFailed(
-                f"{document.doc_id}: {len(failed)} of {len(chunks)} summaries failed ({error})", retryable=self._retryable_failures
-            )
+            raise ContextualizationFailed(f"{document.doc_id}: {len(failed)} of {len(chunks)} summaries failed ({error})")
 
 
 def _tool_contexts(message: Any) -> dict[int, str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.index_store import IndexStore
 from tests.conftest import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -40,7 +41,7 @@ def test_evaluate_json_prints_exactly_one_json_object(home: Path) -> None:
     assert result.returncode == 0, result.stderr
     metrics = json.loads(result.stdout)  # the whole of stdout parses: no log line slipped in
     assert set(metrics) == {"vector", "bm25", "hybrid", "hybrid-weighted"}
-    assert set(metrics["hybrid"]) == {"pass@5", "pass@10"}
+    assert set(metrics["hybrid"]) == {"pass@5", "pass@10", "hit@5", "hit@10", "ndcg@5", "ndcg@10"}
 
 
 def test_search_json_says_which_retriever_found_each_chunk(home: Path) -> None:
@@ -78,3 +79,43 @@ def test_paid_rows_without_a_key_are_left_out_of_the_json_with_a_note(home: Path
 
     table = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "hybrid", "--rerank", "cohere")
     assert "hybrid+rerank-cohere" in table.stdout and "needs CO_API_KEY" in table.stdout
+
+
+def test_a_docs_question_without_correct_chunks_is_skipped_with_a_warning(home: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps([
+        {"question": "How long does a retry wait?", "correct_chunks": ["tinyq/retry.py#0"]},
+        {"id": "q-empty", "question": "Which questions have no answer?", "correct_chunks": []},
+    ]))
+    result = ctxrag(home, "evaluate", str(questions), "--name", "sample", "--strategy", "bm25", "--json")
+    assert result.returncode == 0, result.stderr
+    assert (
+        "warning: questions.json: record 1 (id 'q-empty', question 'Which questions have no answer?'): "
+        "'correct_chunks' is empty; question skipped"
+    ) in result.stderr
+    assert set(json.loads(result.stdout)) == {"bm25"}
+
+    questions.write_text(json.dumps([{"question": "Which questions have no answer?", "correct_chunks": []}]))
+    failed = ctxrag(home, "evaluate", str(questions), "--name", "sample")
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    assert "error: questions.json: no evaluation queries (1 skipped: their 'correct_chunks' is empty)" in failed.stderr
+
+
+def test_a_corrupt_index_fails_evaluate_and_index_with_one_line_naming_the_file(home: Path, tmp_path: Path) -> None:
+    scratch = tmp_path / "home"
+    shutil.copytree(home, scratch)
+    store = IndexStore(scratch)
+    manifest = store.live_version("sample") / "manifest.json"
+    manifest.write_text("{")
+    evaluated = ctxrag(scratch, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "bm25")
+    assert evaluated.returncode == 2 and "Traceback" not in evaluated.stderr, evaluated.stderr
+    assert f"error: {manifest}: corrupt index manifest: invalid JSON" in evaluated.stderr
+
+    pointer = scratch / "indexes" / "sample" / "live.json"
+    pointer.write_text('{"version": ')
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "notes.md").write_text("# Notes\n\nA retry waits twice as long as the one before.\n")
+    indexed = ctxrag(scratch, "index", str(corpus), "--name", "sample")
+    assert indexed.returncode == 2 and "Traceback" not in indexed.stderr, indexed.stderr
+    assert f"error: {pointer}: corrupt live pointer: invalid JSON" in indexed.stderr

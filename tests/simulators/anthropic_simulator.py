@@ -198,6 +198,11 @@ class AnthropicSimulator(SimulatorServer):
         self._cache: dict[str, list[float]] = {}  # prefix key -> [expires_at, ttl]
         self._batches: dict[str, _Batch] = {}
         self._state_lock = threading.Lock()
+        self.in_flight = 0  # POST /v1/messages being answered right now
+        self.peak_in_flight = 0  # the most at once since the last reset()
+        self._window: tuple[int, float] | None = None  # (requests per window, window seconds)
+        self._window_start = 0.0
+        self._window_used = 0
 
     # ------------------------------------------------------------------ controls
     def fail_next(self, status: int, count: int = 1, retry_after: float | None = None,
@@ -206,6 +211,33 @@ class AnthropicSimulator(SimulatorServer):
         text = message or _DEFAULT_MESSAGES.get(status, f"Simulated error {status}.")
         with self._state_lock:
             self._api_failures.extend(_Failure(status, retry_after, text) for _ in range(count))
+
+    def limit_requests(self, per_window: int | None, window_seconds: float = 60.0) -> None:
+        """Enforce a requests limit like an organisation's rate limit (a fixed window, SIMULATED): every
+        POST /v1/messages answer carries ``anthropic-ratelimit-requests-{limit,remaining,reset}`` (reset as RFC 3339),
+        and a request over the limit gets 429 ``rate_limit_error`` with ``retry-after``. ``None`` turns it off."""
+        with self._state_lock:
+            self._window = (per_window, window_seconds) if per_window else None
+            self._window_start, self._window_used = time.monotonic(), 0
+
+    def _rate_limit_headers(self) -> tuple[dict[str, str], float | None]:
+        """(headers, retry-after if this request is over the limit) for one POST /v1/messages."""
+        with self._state_lock:
+            if self._window is None:
+                return {}, None
+            limit, seconds = self._window
+            now = time.monotonic()
+            if now - self._window_start >= seconds:
+                self._window_start, self._window_used = now - (now - self._window_start) % seconds, 0
+            left_s = self._window_start + seconds - now
+            over = self._window_used >= limit
+            if not over:
+                self._window_used += 1
+            reset = datetime.now(timezone.utc) + timedelta(seconds=left_s)
+            headers = {"anthropic-ratelimit-requests-limit": str(limit),
+                       "anthropic-ratelimit-requests-remaining": str(max(0, limit - self._window_used)),
+                       "anthropic-ratelimit-requests-reset": reset.isoformat().replace("+00:00", "Z")}
+            return headers, (left_s if over else None)
 
     def omit_contexts_for(self, chunk_indices: set[int]) -> None:
         """Leave these chunk indices out of the next tool_use answer (one response only)."""
@@ -230,6 +262,7 @@ class AnthropicSimulator(SimulatorServer):
             self._responder = None
             self._cache.clear()
             self.batch_creations = self.batch_polls = 0
+            self.peak_in_flight = 0
 
     def error_body(self, status: int, message: str) -> Any:
         return self._error_payload(ApiError(status, message))
@@ -240,12 +273,21 @@ class AnthropicSimulator(SimulatorServer):
                               received_at=time.monotonic())
         with self._lock:
             self.requests.append(rec)
+        counted = rec.method == "POST" and rec.path.split("?", 1)[0].rstrip("/") == "/v1/messages"
+        if counted:
+            with self._state_lock:
+                self.in_flight += 1
+                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             reply = self._route(rec, raw_ok)
         except ApiError as exc:
             reply = self._error_reply(exc)
         except Exception as exc:  # a simulator bug must still produce an HTTP answer
             reply = self._error_reply(ApiError(500, f"Simulator error: {exc!r}"))
+        finally:
+            if counted:
+                with self._state_lock:
+                    self.in_flight -= 1
         reply.headers.setdefault("request-id", _new_id("req_"))
         rec.status, rec.responded_at = reply.status, time.monotonic()
         if reply.status >= 400 and isinstance(reply.body, dict):
@@ -270,8 +312,13 @@ class AnthropicSimulator(SimulatorServer):
         if rec.method == "POST" and (not raw_ok or not isinstance(rec.json, dict)):
             raise ApiError(400, "The request body is not valid JSON (an object is required).")
         if rec.method == "POST" and path == "/v1/messages":
+            limit_headers, over_for = self._rate_limit_headers()
+            if over_for is not None:
+                message = "This request would exceed your organization's rate limit of requests per minute (simulated)."
+                retry = {"retry-after": _http._format_seconds(round(max(over_for, 0.01), 3))}
+                return self._error_reply(ApiError(429, message), {**limit_headers, **retry})
             message = self._process(rec.json, service_tier="standard", record=rec)
-            return Reply(200, message)
+            return Reply(200, message, limit_headers)
         if rec.method == "POST" and path == "/v1/messages/count_tokens":
             segments = self._validate(rec.json, count_tokens=True)
             rec.usage = {"input_tokens": sum(s.tokens for s in segments)}

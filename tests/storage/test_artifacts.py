@@ -181,3 +181,62 @@ def test_failed_write_keeps_the_previous_file(tmp_path: Path, monkeypatch: pytes
     monkeypatch.undo()
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
     assert pq.read_table(path).to_pylist() == [{KEY: "old"}]
+
+
+# --- the journal: a torn last line is dropped, any other bad line is an error ---------------------------------
+
+
+def journal_of(tmp_path: Path, content: bytes) -> RowCache:
+    cache = RowCache(tmp_path, "contexts")
+    cache.directory.mkdir(parents=True)
+    cache.journal.write_bytes(content)
+    return cache
+
+
+def test_journal_rows_are_read_and_empty_lines_are_fine(tmp_path: Path) -> None:
+    cache = journal_of(tmp_path, b'{"key":"a","v":1}\n\n  \n{"key":"b","v":2}\n\n')
+    assert rows(cache.read()) == [{"key": "a", "v": 1}, {"key": "b", "v": 2}]
+
+
+def test_a_torn_last_line_is_dropped(tmp_path: Path) -> None:
+    cache = journal_of(tmp_path, b'{"key":"a","v":1}\n{"key":"b","v"')  # a killed write: no newline after it
+    assert rows(cache.read()) == [{"key": "a", "v": 1}]
+
+
+def test_a_corrupt_line_in_the_middle_is_an_error_naming_the_file_and_line(tmp_path: Path) -> None:
+    cache = journal_of(tmp_path, b'{"key":"a","v":1}\n\n{"key":"b","v"\n{"key":"c","v":3}\n')
+    with pytest.raises(artifacts.CorruptJournalError) as raised:
+        cache.read()
+    assert str(raised.value).startswith(f"{cache.journal}: line 3: corrupt journal row (")
+    assert isinstance(raised.value, ValueError)
+
+
+@pytest.mark.parametrize("line", [b"\xff\xfe garbage", b"[1, 2]", b'"text"'], ids=["not-utf8", "a-list", "a-string"])
+def test_a_last_complete_line_that_is_not_a_row_is_an_error(tmp_path: Path, line: bytes) -> None:
+    cache = journal_of(tmp_path, b'{"key":"a","v":1}\n' + line + b"\n")
+    with pytest.raises(artifacts.CorruptJournalError, match=r": line 2: corrupt journal row"):
+        cache.keys()
+
+
+def test_an_append_after_a_killed_write_removes_the_torn_line(tmp_path: Path) -> None:
+    cache = journal_of(tmp_path, b'{"key":"a","v":1}\n{"key":"b","v"')
+    cache.append_rows([{"key": "c", "v": 3}])
+    assert cache.journal.read_bytes() == b'{"key":"a","v":1}\n{"key":"c","v":3}\n'
+    assert rows(cache.read()) == [{"key": "a", "v": 1}, {"key": "c", "v": 3}]
+
+
+def test_an_append_after_a_write_killed_before_its_newline_keeps_that_row(tmp_path: Path) -> None:
+    cache = journal_of(tmp_path, b'{"key":"a","v":1}\n{"key":"b","v":2}')
+    assert rows(cache.read()) == [{"key": "a", "v": 1}, {"key": "b", "v": 2}]
+    cache.append_rows([{"key": "c", "v": 3}])
+    assert rows(cache.read()) == [{"key": "a", "v": 1}, {"key": "b", "v": 2}, {"key": "c", "v": 3}]
+
+
+def test_an_append_after_a_torn_first_line_longer_than_a_read_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(artifacts, "_TAIL_BLOCK", 4)
+    cache = journal_of(tmp_path, b'{"key":"a","v":1}\n{"key":"b","text":"' + b"x" * 50)
+    cache.append_rows([{"key": "c", "v": 3}])
+    assert rows(cache.read()) == [{"key": "a", "v": 1}, {"key": "c", "v": 3}]
+    only_torn = journal_of(tmp_path / "other", b'{"key":"b","te')
+    only_torn.append_rows([{"key": "c", "v": 3}])
+    assert only_torn.journal.read_bytes() == b'{"key":"c","v":3}\n'

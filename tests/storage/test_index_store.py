@@ -12,7 +12,17 @@ import pytest
 
 import storage.index_store as index_store
 from storage.bm25 import Bm25Index
-from storage.index_store import FORMAT_VERSION, IndexStore, StoredIndex, UnknownIndexError, validate_name
+from storage.errors import UserError
+from storage.index_store import (
+    FORMAT_VERSION,
+    CorruptIndexError,
+    IndexBusyError,
+    IndexStore,
+    InvalidIndexName,
+    StoredIndex,
+    UnknownIndexError,
+    validate_name,
+)
 from storage.vectors import VectorIndex
 
 TEXTS = ["lemon kiwi", "lemon lemon mango", "kiwi mango melon grape"]
@@ -347,3 +357,88 @@ def test_publish_after_delete(tmp_path: Path) -> None:
     store.publish("docs", *parts(tag="v2"))
     assert store.open("docs").manifest["tag"] == "v2"
     assert len(versions(store, "docs")) == 1
+
+
+def test_delete_waits_for_no_build(tmp_path: Path) -> None:
+    store = IndexStore(tmp_path)
+    store.publish("docs", *parts())
+    with store.lock("docs"):
+        with pytest.raises(IndexBusyError, match="being built by another run"):
+            store.delete("docs")
+    assert store.names() == ["docs"]
+
+
+# --- errors the user can act on ----------------------------------------------------------------------------------
+
+
+def test_user_facing_errors_are_user_errors_and_keep_their_builtin_base() -> None:
+    assert issubclass(UnknownIndexError, UserError) and issubclass(UnknownIndexError, LookupError)
+    assert issubclass(CorruptIndexError, UnknownIndexError)
+    assert issubclass(InvalidIndexName, UserError) and issubclass(InvalidIndexName, ValueError)
+    assert issubclass(IndexBusyError, UserError) and issubclass(IndexBusyError, RuntimeError)
+    with pytest.raises(InvalidIndexName):
+        validate_name("Bad")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b'{"config": ', "invalid JSON (Expecting value at line 1, column 12)"),
+        (b"", "invalid JSON (Expecting value at line 1, column 1)"),
+        (b"[1, 2]", "expected a JSON object, got list"),
+        (b'{"a": "\xff"}', "not UTF-8 (byte 7)"),
+    ],
+    ids=["truncated", "empty", "a-list", "not-utf8"],
+)
+def test_a_corrupt_manifest_is_an_error_naming_the_file(tmp_path: Path, content: bytes, fragment: str) -> None:
+    store = IndexStore(tmp_path)
+    final = store.publish("docs", *parts())
+    (final / "manifest.json").write_bytes(content)
+    for call in (lambda: store.open("docs"), lambda: store.manifest("docs"), store.check_manifests):
+        with pytest.raises(CorruptIndexError) as raised:
+            call()
+        assert str(raised.value) == f"{final / 'manifest.json'}: corrupt index manifest: {fragment}"
+
+
+def test_a_corrupt_live_pointer_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    store = IndexStore(tmp_path)
+    store.publish("docs", *parts())
+    pointer = store.root / "docs" / "live.json"
+    pointer.write_text('{"version": ')
+    with pytest.raises(CorruptIndexError, match=f"^{pointer}: corrupt live pointer: invalid JSON"):
+        store.open("docs")
+    for bad in ('{"version": "../../elsewhere"}', '{"version": 3}', "{}"):
+        pointer.write_text(bad)
+        with pytest.raises(CorruptIndexError, match=f"^{pointer}: corrupt live pointer: no valid 'version'"):
+            store.live_version("docs")
+
+
+def test_a_corrupt_chunk_table_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    store = IndexStore(tmp_path)
+    final = store.publish("docs", *parts())
+    (final / "chunks.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(CorruptIndexError, match=f"^{final / 'chunks.parquet'}: corrupt chunk table"):
+        store.open("docs")
+
+
+def test_delete_with_a_corrupt_manifest_names_it_and_deletes_nothing(tmp_path: Path) -> None:
+    store = IndexStore(tmp_path)
+    store.publish("docs", *parts(tag="v1"))
+    live = store.publish("docs", *parts(tag="v2"))
+    previous = next(path for path in (store.root / "docs" / "versions").iterdir() if path != live)
+    (previous / "manifest.json").write_text("{")  # the kept previous version: it may name an Elasticsearch index
+    with pytest.raises(CorruptIndexError) as raised:
+        store.delete("docs")
+    message = str(raised.value)
+    assert message.startswith(f"{previous / 'manifest.json'}: corrupt index manifest: invalid JSON")
+    assert "whether index 'docs' has Elasticsearch indexes to remove is unknown" in message
+    assert store.names() == ["docs"] and store.open("docs").manifest["tag"] == "v2"
+
+
+def test_kept_manifests_skips_a_version_half_removed_by_a_prune(tmp_path: Path) -> None:
+    store = IndexStore(tmp_path)
+    live = store.publish("docs", *parts())
+    (store.root / "docs" / "versions" / "00000000000000000001-deadbeef").mkdir()  # no manifest left in it
+    assert list(store.kept_manifests("docs")) == [live.name]
+    assert store.check_manifests() == 1
+    assert IndexStore(tmp_path / "nowhere").check_manifests() == 0

@@ -181,9 +181,8 @@ def test_docs_malformed_json_names_file_and_line(tmp_path: Path) -> None:
         (None, "needs 'question' and 'correct_chunks'"),
         ({"question": "", "correct_chunks": ["a"]}, "'question' must be a non-empty string"),
         ({"question": ["q"], "correct_chunks": ["a"]}, "'question' must be a non-empty string"),
-        ({"question": "q", "correct_chunks": []}, "'correct_chunks' must be a non-empty list of chunk links"),
-        ({"question": "q", "correct_chunks": "a"}, "'correct_chunks' must be a non-empty list of chunk links"),
-        ({"question": "q", "correct_chunks": ["a", 3]}, "'correct_chunks' must be a non-empty list of chunk links"),
+        ({"question": "q", "correct_chunks": "a"}, "'correct_chunks' must be a list of chunk links"),
+        ({"question": "q", "correct_chunks": ["a", 3]}, "'correct_chunks' must be a list of chunk links"),
     ],
 )
 def test_docs_missing_or_bad_fields_name_the_record(tmp_path: Path, record: object, fragment: str) -> None:
@@ -192,6 +191,36 @@ def test_docs_missing_or_bad_fields_name_the_record(tmp_path: Path, record: obje
         load_evalset(path)
     assert str(raised.value).startswith("eval.json: record 2: ")
     assert fragment in str(raised.value)
+
+
+def test_a_docs_question_without_correct_chunks_is_skipped_with_a_warning_naming_it(tmp_path: Path) -> None:
+    empty = {"id": "q2", "question": "What is   a\nbatch?", "correct_chunks": []}
+    path = write(tmp_path, "eval.json", json.dumps([DOCS_RECORD, empty, DOCS_RECORD | {"id": "q3"}]))
+    evalset = load_evalset(path)
+    assert [query.query_id for query in evalset.queries] == ["q1", "q3"]
+    assert evalset.warnings == [
+        "eval.json: record 1 (id 'q2', question 'What is a batch?'): 'correct_chunks' is empty; question skipped"
+    ]
+    assert load_evalset(write(tmp_path, "ok.json", json.dumps([DOCS_RECORD]))).warnings == []
+
+
+def test_a_long_question_is_shortened_in_the_warning(tmp_path: Path) -> None:
+    empty = {"question": "why " * 50, "correct_chunks": []}
+    [warning] = load_evalset(write(tmp_path, "eval.json", json.dumps([DOCS_RECORD, empty]))).warnings
+    assert warning.startswith("eval.json: record 1 (id '1', question 'why why") and "...'): 'correct_chunks' is empty" in warning
+
+
+def test_docs_set_whose_every_question_lacks_correct_chunks_fails(tmp_path: Path) -> None:
+    records = [{"question": "a", "correct_chunks": []}, {"question": "b", "correct_chunks": []}]
+    with pytest.raises(CorpusError) as raised:
+        load_evalset(write(tmp_path, "eval.json", json.dumps(records)))
+    assert str(raised.value) == "eval.json: no evaluation queries (2 skipped: their 'correct_chunks' is empty)"
+
+
+def test_a_skipped_question_still_takes_part_in_the_duplicate_id_check(tmp_path: Path) -> None:
+    records = [DOCS_RECORD | {"correct_chunks": []}, DOCS_RECORD]
+    with pytest.raises(CorpusError, match=r"eval.json: record 1: duplicate id 'q1'"):
+        load_evalset(write(tmp_path, "eval.json", json.dumps(records)))
 
 
 def test_docs_duplicate_ids(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ def test_gc_drops_only_what_no_index_references(home) -> None:  # type: ignore[n
 
     IndexStore(home).delete("plain")
     after = collect_garbage(home)
-    assert after == {"contexts_kept": chunks, "contexts_removed": chunks, "embeddings_kept": chunks, "embeddings_removed": chunks}
+    assert after == {"contexts_kept": chunks, "contexts_kept_paid": 0, "contexts_removed": chunks,
+                     "embeddings_kept": chunks, "embeddings_kept_paid": 0, "embeddings_removed": chunks}
     report = index_corpus(source=str(SAMPLE_CORPUS), name="structural", home=str(home))
     assert report["chunks_embedded"] == 0 and report["documents_contextualized"] == 0  # what stayed is still used
     assert contexts_cache(home).read().num_rows == embeddings_cache(home).read().num_rows == chunks
@@ -33,3 +34,41 @@ def test_gc_refuses_to_run_during_a_build(home) -> None:  # type: ignore[no-unty
     with artifact_lock(home, exclusive=False):
         with pytest.raises(RuntimeError, match="an index build is running"):
             collect_garbage(home)
+
+
+def test_paid_results_no_index_uses_stay_until_the_user_asks(home) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    import numpy as np
+
+    from tasks.embed import vector_rows
+    from tasks.indexing import context_row
+
+    day = 86_400
+    contexts_cache(home).append_rows([
+        context_row("paid-new", "doc", "a Claude context", paid=True),
+        {**context_row("paid-old", "doc", "an old Claude context", paid=True), "created_at": time.time() - 40 * day},
+        context_row("free", "doc", "a structural context", paid=False),
+    ])
+    embeddings_cache(home).append(vector_rows(["voyage", "local"], np.ones((2, 3), dtype=np.float32), paid=True))
+    embeddings_cache(home).append(vector_rows(["local"], np.ones((1, 3), dtype=np.float32), paid=False))
+
+    report = collect_garbage(home)
+    assert report["contexts_kept_paid"] == 2 and report["contexts_removed"] == 1  # only the free one went
+    assert contexts_cache(home).keys() == {"paid-new", "paid-old"}
+    assert embeddings_cache(home).keys() == {"voyage"} and report["embeddings_removed"] == 1  # "local" was rewritten free
+
+    assert collect_garbage(home, paid_older_than_days=30)["contexts_removed"] == 1
+    assert contexts_cache(home).keys() == {"paid-new"}
+    assert collect_garbage(home, include_paid=True) == {
+        "contexts_kept": 0, "contexts_kept_paid": 0, "contexts_removed": 1,
+        "embeddings_kept": 0, "embeddings_kept_paid": 0, "embeddings_removed": 1,
+    }
+
+
+def test_rows_of_unknown_origin_count_as_paid(home) -> None:  # type: ignore[no-untyped-def]
+    from storage.artifacts import KEY
+
+    contexts_cache(home).append_rows([{KEY: "old-row", "doc_id": "doc", "context": "written before ctxrag recorded it"}])
+    assert collect_garbage(home, paid_older_than_days=0)["contexts_kept_paid"] == 1  # no age: never "old"
+    assert collect_garbage(home, include_paid=True)["contexts_removed"] == 1

@@ -315,6 +315,8 @@ def test_vector_scores_embeds_the_query_with_the_query_input_type() -> None:
     searcher.index = stored_index(TEXTS)  # identity vectors: row i is the unit vector e_i
     searcher.embedder = FakeEmbedder()
     searcher.candidates = 150
+    searcher._query_store, searcher._query_vectors = None, {}  # a local embedder: nothing stored
     np.testing.assert_allclose(searcher.vector_scores("what?"), [0.0, 1.0, 0.0, 0.0])
-    assert calls == [(["what?"], "query")]
+    np.testing.assert_allclose(searcher.vector_scores("what?"), [0.0, 1.0, 0.0, 0.0])
+    assert calls == [(["what?"], "query")]  # embedded once, however often it is searched
     assert rows_of(searcher.search("lemon", Strategy.VECTOR, k=1)) == [1]

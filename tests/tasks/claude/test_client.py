@@ -30,10 +30,24 @@ def test_retryable_errors_are_retried_after_the_servers_retry_after(simulator: A
 
 
 def test_the_sdk_itself_does_not_retry(simulator: AnthropicSimulator) -> None:
-    simulator.fail_next(429, count=5, retry_after=0)
-    with pytest.raises(ClaudeCallError, match="429"):
+    simulator.fail_next(529, count=5, retry_after=0)
+    with pytest.raises(ClaudeCallError, match="529"):
         ClaudeClient(RetryPolicy(attempts=2)).create(**PARAMS)
     assert len(messages(simulator)) == 2  # our two attempts, no SDK attempts on top
+
+
+def test_429s_are_waited_out_within_the_time_budget_not_the_attempts(simulator: AnthropicSimulator) -> None:
+    simulator.fail_next(429, count=8, retry_after=0.05)
+    reply = ClaudeClient(RetryPolicy(attempts=2)).create(**PARAMS)
+    assert reply.message.content[0].text
+    assert [request.status for request in messages(simulator)] == [429] * 8 + [200]  # attempts = 1 + the 429s
+
+
+def test_429s_past_the_time_budget_fail_with_the_apis_message(simulator: AnthropicSimulator) -> None:
+    simulator.fail_next(429, count=20, retry_after=0.05)
+    with pytest.raises(ClaudeCallError, match="429 rate_limit_error"):
+        ClaudeClient(RetryPolicy(attempts=6, rate_limited_wait_s=0.12)).create(**PARAMS)
+    assert len(messages(simulator)) == 3  # waits of 0.05 s: the third would pass 0.12 s
 
 
 def test_a_400_fails_at_once_with_the_apis_message(simulator: AnthropicSimulator) -> None:
