@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/claude_costs.py [--model claude-haiku-4-5]
 
 Runs the real ctxrag Claude code (the official ``anthropic`` SDK) against the local Anthropic *simulator*
-(tests/simulators/anthropic_simulator.py), never the API: no key exists here. Token counts are the simulator's
+(tests/equipment/anthropic_simulator.py), never the API: no key exists here. Token counts are the simulator's
 (ceil(UTF-8 bytes / 4) per text block + 3 per message), not Claude's tokenizer, so the dollars are illustrative;
 what the table shows for real is the shape: calls per mode, how much of the input is read from cache, and which
 documents fall below the model's minimum cacheable length.
@@ -26,7 +26,7 @@ from storage.ledger import LedgerRow, summarize  # noqa: E402
 from tasks.claude.batches import BatchState, run_batches  # noqa: E402
 from tasks.claude.contextualizer import ClaudeContextualizer, ClaudeSettings  # noqa: E402
 from tasks.load import load_source  # noqa: E402
-from tests.simulators.anthropic_simulator import AnthropicSimulator  # noqa: E402
+from tests.equipment.anthropic_simulator import AnthropicSimulator  # noqa: E402
 
 COOKBOOK = "737 chunks, Claude 3 Haiku, per-chunk with caching: about $2.85, 61.83% of input tokens read from cache"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.simulators.anthropic_simulator import AnthropicSimulator  # noqa: E402  (test equipment)
+from tests.equipment.anthropic_simulator import AnthropicSimulator  # noqa: E402  (test equipment)
 
 LATENCY_S = 0.1
 FAKE_KEY = "sk-ant-simulator-only-0000000000"

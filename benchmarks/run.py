@@ -92,7 +92,7 @@ def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], ex
 
 def bench_elasticsearch_emulator(home: Path, label: str, corpus: Path, evalset: Path, queries: list[str]) -> dict:
     """The same corpus on the Elasticsearch backend, against the noida-db EMULATOR (contexts and vectors cached)."""
-    from tests.storage.es_emulator import _stop, start_emulator
+    from tests.equipment.es_emulator import _stop, start_emulator
 
     process, url = start_emulator(Path(tempfile.mkdtemp(prefix="ctxrag-bench-es-")))
     try:

@@ -9,20 +9,20 @@ import uuid
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-import ctxrag.offline  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+import storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ctxrag.deploy import register as register_prefect_commands
-from ctxrag.offline import ctxrag_home
+from ctxrag.prefect_commands import register as register_prefect_commands
+from storage.environment import ctxrag_home
 from storage.errors import UserError
 from storage.index_store import IndexStore
 from storage.ledger import Ledger
 from tasks.claude.contextualizer import DEFAULT_CONCURRENCY
 from tasks.load import DEFAULT_MAX_FILE_BYTES
-from tasks.secrets import MissingKey, redact
+from storage.secrets import MissingKey, redact
 
 app = typer.Typer(
     add_completion=False,
@@ -356,7 +356,7 @@ def main() -> None:
     app()
 
 
-register_prefect_commands(app)  # serve, deploy, trigger (ctxrag.deploy)
+register_prefect_commands(app)  # serve, deploy, trigger (ctxrag.prefect_commands)
 
 
 if __name__ == "__main__":

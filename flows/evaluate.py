@@ -6,14 +6,14 @@ import time
 import uuid
 from pathlib import Path
 
-import ctxrag.offline  # noqa: F401  (before Prefect)
+import storage.environment  # noqa: F401  (before Prefect)
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 
 from storage.errors import InvalidInput
-from ctxrag.offline import ctxrag_home
+from storage.environment import ctxrag_home
 from storage.index_store import IndexStore
 from storage.ledger import Ledger, summarize
 from tasks.evalset import EvalSet, load_evalset

@@ -7,37 +7,36 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import ctxrag.offline  # noqa: F401  (before Prefect)
+import storage.environment  # noqa: F401  (before Prefect)
 from prefect import flow
 from prefect.artifacts import create_table_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.transactions import transaction
 
-from storage.errors import InvalidInput, UserError
-from ctxrag.offline import ctxrag_home
 from flows.runners import make_task_runner
-from storage.index_store import IndexStore, validate_name
+from storage.backends import backend_for
+from storage.environment import ctxrag_home
+from storage.errors import UserError
+from storage.index_store import IndexStore
+from storage.names import validate_name
 from tasks.claude.contextualizer import ClaudeSettings
-from tasks.contextualize import ContextualizerSpec
+from tasks.contextualizers import ContextualizerSpec
 from tasks.embed import DEFAULT_MAX_SEQ_LENGTH, EmbedderSpec
 from tasks.gc import artifact_lock
-from tasks.indexing import (
-    check_gate,
+from tasks.stages.contextualize import (
     chunks_to_contextualize,
-    compare_with_live,
+    context_keys,
     contextualize_document,
     contextualize_in_batches,
-    embed_chunks,
     finish_contextualization,
-    indexed_text,
-    load_corpus,
-    paid_calls,
-    plan_index,
-    promote_index,
-    publish_index,
     stored_contexts,
 )
+from tasks.stages.costs import paid_calls
+from tasks.stages.embed import embed_chunks
+from tasks.stages.gate import check_gate
+from tasks.stages.load import compare_with_live, load_corpus
+from tasks.stages.publish import plan_index, promote_index, publish_index
 from tasks.load import DEFAULT_MAX_FILE_BYTES
 from tasks.progress import stage_progress
 
@@ -79,8 +78,7 @@ def index_corpus(
     it) and skips files over ``max_file_bytes`` (0: no limit), generated or minified files and symlinks.
     """
     validate_name(name)
-    if backend not in {"embedded", "elasticsearch"}:
-        raise InvalidInput(f"unknown backend {backend!r}; choose embedded or elasticsearch")
+    backend_for(backend)  # an unknown backend fails before any work
     spec_of_contexts = ContextualizerSpec(contextualizer, ClaudeSettings(**(claude or {})) if contextualizer.startswith("claude") else None)
     run_id = str(flow_run.id or uuid.uuid4())
     root = Path(home) if home else ctxrag_home()
@@ -99,7 +97,8 @@ def index_corpus(
         corpus = load_corpus(source, include, exclude, max_file_bytes)
         documents = compare_with_live(corpus, name, root)
         lap("load")
-        pending = chunks_to_contextualize(corpus, spec_of_contexts, root)
+        keys = context_keys(corpus.chunks, spec_of_contexts)  # each chunk's context key, once per run
+        pending = chunks_to_contextualize(corpus, keys, root)
         by_document = {document.doc_id: document for document in corpus.documents}
         failed: dict[str, str] = {}
         if pending and spec_of_contexts.claude is not None and spec_of_contexts.claude.mode == "batch":
@@ -108,8 +107,8 @@ def index_corpus(
                 failed["(batch)"] = f"{outcome['failed']} batch items failed"
         else:
             futures = {
-                doc_id: contextualize_document.submit(by_document[doc_id], chunks, spec_of_contexts, root, run_id)
-                for doc_id, chunks in pending.items()
+                doc_id: contextualize_document.submit(by_document[doc_id], keyed, spec_of_contexts, root, run_id)
+                for doc_id, keyed in pending.items()
             }
             with stage_progress("contextualizing") as update:
                 for done, _ in enumerate(as_completed(list(futures.values())), start=1):
@@ -121,13 +120,12 @@ def index_corpus(
         if failed:
             listing = "; ".join(f"{doc_id}: {message}" for doc_id, message in sorted(failed.items()))
             raise DocumentsFailed(f"{len(failed)} of {len(pending)} documents failed (the rest are saved): {listing}")
-        contexts = stored_contexts(corpus, spec_of_contexts, root)
+        contexts = stored_contexts(corpus, keys, root)
         lap("contextualize")
-        texts = [indexed_text(context, chunk.content) for context, chunk in zip(contexts, corpus.chunks)]
-        vectors, embedded = embed_chunks(texts, spec, root, run_id)
+        plan = plan_index(corpus, contexts, spec, spec_of_contexts, backend)  # the indexed texts, derived once
+        vectors, embedded = embed_chunks(plan.texts, spec, root, run_id)
         embedding_costs = paid_calls(root, run_id, "embed")
         lap("embed")
-        plan = plan_index(corpus, contexts, spec, spec_of_contexts, backend)
         live = store.manifest(name)
         up_to_date = live is not None and live.get("build_key") == plan.build_key
         gate = None
@@ -152,9 +150,9 @@ def index_corpus(
         "documents_removed": documents["removed"],
         "chunks": len(corpus.chunks),
         "documents_contextualized": len(pending),
-        "chunks_contextualized": sum(len(chunks) for chunks in pending.values()),
+        "chunks_contextualized": sum(len(keyed) for keyed in pending.values()),
         "chunks_embedded": embedded,
-        "chunks_embedding_reused": len(texts) - embedded,
+        "chunks_embedding_reused": plan.rows.num_rows - embedded,
         "contextualizer_calls": costs,
         "embedding_calls": embedding_costs,
         "gate": gate,

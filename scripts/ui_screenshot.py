@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.prefect_server import chromium, chromium_missing, running_prefect_server  # noqa: E402
+from tests.equipment.prefect_server import chromium, chromium_missing, running_prefect_server  # noqa: E402
 
 
 def latest_index_run(api_url: str) -> tuple[str, str]:

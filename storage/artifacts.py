@@ -187,3 +187,13 @@ def _last_per_key(table: pa.Table) -> pa.Table:
     if len(last) == len(keys):
         return table
     return table.take(pa.array(sorted(last.values()), type=pa.int64()))
+
+
+def contexts_cache(home: Path) -> RowCache:
+    """Stored contexts, keyed by context key (tasks.contextualize.context_key)."""
+    return RowCache(home, "contexts")
+
+
+def embeddings_cache(home: Path) -> RowCache:
+    """Stored vectors, keyed by embedding key (tasks.embed.EmbedderSpec.cache_key)."""
+    return RowCache(home, "embeddings")

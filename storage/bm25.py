@@ -10,6 +10,9 @@ import numpy as np
 
 from storage.tokenize import tokenize
 
+BM25_K1 = 1.2  # as Lucene and Elasticsearch default them; the Elasticsearch backend's similarity uses the same
+BM25_B = 0.75
+
 
 class Bm25Index:
     """BM25 over a fixed list of documents; ``scores`` gives one score per document, in build order.
@@ -22,8 +25,8 @@ class Bm25Index:
         self.size = size
 
     @classmethod
-    def build(cls, texts: list[str], k1: float = 1.2, b: float = 0.75) -> "Bm25Index":
-        """Index ``texts`` (k1 and b as Lucene and Elasticsearch default them)."""
+    def build(cls, texts: list[str], k1: float = BM25_K1, b: float = BM25_B) -> "Bm25Index":
+        """Index ``texts``."""
         tokens = [tokenize(text) for text in texts]
         if not any(tokens):
             return cls(None, len(texts))

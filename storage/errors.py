@@ -20,3 +20,15 @@ class InvalidInput(UserError, ValueError):
 
 class BusyError(UserError, RuntimeError):
     """Another ctxrag process holds what this one needs (a build, gc); run again when it ends."""
+
+
+class UnknownIndexError(UserError, LookupError):
+    """A named index that does not exist or cannot be read."""
+
+
+class CorruptIndexError(UnknownIndexError):
+    """A file of an index (``live.json``, a manifest, the chunk table) cannot be read; the message names it."""
+
+
+class IndexBusyError(BusyError):
+    """Another run holds the index's build lock."""

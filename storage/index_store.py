@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import shutil
 import time
 import uuid
@@ -20,31 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.bm25 import Bm25Index
-from storage.errors import UserError
-from storage.vectors import VectorIndex
+from storage.backends import Ranker, backend_for
+from storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError
+from storage.names import NAME_PATTERN, validate_name
 
 FORMAT_VERSION = 2  # 2: BM25 files carry ctxrag.json
-NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
-
-
-class UnknownIndexError(UserError, LookupError):
-    """A named index that does not exist or cannot be read."""
-
-
-class CorruptIndexError(UnknownIndexError):
-    """A file of an index (``live.json``, a manifest, the chunk table) cannot be read; the message names it."""
-
-
-class InvalidIndexName(UserError, ValueError):
-    """An index name that is not allowed."""
-
-
-class IndexBusyError(UserError, RuntimeError):
-    """Another run holds the index's build lock."""
 
 
 def read_json_file(path: Path, what: str) -> dict[str, Any]:
@@ -62,23 +45,13 @@ def read_json_file(path: Path, what: str) -> dict[str, Any]:
     return value
 
 
-def validate_name(name: str) -> str:
-    if not NAME_PATTERN.fullmatch(name):
-        raise InvalidIndexName(
-            f"invalid index name {name!r}: use lowercase letters, digits, '-' and '_' "
-            "(starting with a letter or digit, at most 100 characters)"
-        )
-    return name
-
-
 @dataclass
 class StoredIndex:
-    """A loaded index version: its manifest, its chunk rows (in BM25/vector row order) and both indexes."""
+    """A loaded index version: its manifest, its chunk rows (in ranking row order) and its backend's ranker."""
 
     manifest: dict[str, Any]
     chunks: pa.Table
-    bm25: Bm25Index | None  # None when the index lives in Elasticsearch
-    vectors: VectorIndex | None
+    ranker: Ranker
 
     @property
     def config(self) -> dict[str, Any]:
@@ -128,8 +101,8 @@ class IndexStore:
             return 0
         return sum(len(self.kept_manifests(path.name)) for path in sorted(self.root.iterdir()) if NAME_PATTERN.fullmatch(path.name))
 
-    def open(self, name: str, version_id: str | None = None) -> StoredIndex:
-        """Load the live version of ``name`` (or the given version, e.g. a staged one under evaluation)."""
+    def open(self, name: str, version_id: str | None = None, staged: bool = False) -> StoredIndex:
+        """Load the live version of ``name`` (or the given version; ``staged``: one not yet served, under a gate)."""
         version = self._dir(name) / "versions" / version_id if version_id else self.live_version(name)
         if version is None:
             known = ", ".join(self.names()) or "none"
@@ -144,12 +117,22 @@ class IndexStore:
             chunks = pq.read_table(version / "chunks.parquet")
         except pa.ArrowInvalid as error:
             raise CorruptIndexError(f"{version / 'chunks.parquet'}: corrupt chunk table: {error}") from None
-        return StoredIndex(
-            manifest=manifest,
-            chunks=chunks,
-            bm25=Bm25Index.load(version / "bm25") if (version / "bm25").is_dir() else None,
-            vectors=VectorIndex.load(version) if (version / VectorIndex.FILE).is_file() else None,
-        )
+        backend = _backend_of(manifest)
+        return StoredIndex(manifest, chunks, backend.open(name, version, manifest.get(backend.name), staged))
+
+    def chunk_column(self, name: str, column: str) -> list[Any] | None:
+        """One column of the live version's chunk table (None when there is no live version or no such column)."""
+        version = self.live_version(name)
+        if version is None or not (version / "chunks.parquet").is_file():
+            return None
+        table = pq.read_table(version / "chunks.parquet")
+        return table[column].to_pylist() if column in table.column_names else None
+
+    def kept_versions(self) -> Iterator[tuple[dict[str, Any], pa.Table]]:
+        """(manifest, chunk table) of every kept version of every index (gc derives what they reference)."""
+        for name in self.names():
+            for version_id, manifest in self.kept_manifests(name).items():
+                yield manifest, pq.read_table(self._dir(name) / "versions" / version_id / "chunks.parquet")
 
     @contextmanager
     def lock(self, name: str) -> Iterator[None]:
@@ -167,22 +150,19 @@ class IndexStore:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def publish(
-        self, name: str, manifest: dict[str, Any], chunks: pa.Table, bm25: Bm25Index | None = None,
-        vectors: VectorIndex | None = None, live: bool = True,
+        self, name: str, manifest: dict[str, Any], chunks: pa.Table, texts: list[str], vectors: np.ndarray, live: bool = True
     ) -> Path:
-        """Write a new version beside the live one, then (``live``) make it live atomically and prune old versions.
-        With ``live=False`` the version is only staged: ``promote`` or ``discard`` it."""
+        """Build a new version with the manifest's backend beside the live one, then (``live``) serve it and prune old
+        versions. With ``live=False`` the version is only staged: ``promote`` or ``discard`` it. Returns its folder."""
         directory = self._dir(name)
+        backend = _backend_of(manifest)
         version_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"  # sorts by creation, whatever the time zone
         staging = directory / f".staging-{version_id}"
         try:
             staging.mkdir(parents=True)
-            if bm25 is not None:
-                bm25.save(staging / "bm25")
-            if vectors is not None:
-                vectors.save(staging)
+            state = backend.build(name, staging, chunks, texts, vectors, live)
             pq.write_table(chunks, staging / "chunks.parquet")
-            full = {**manifest, "format_version": FORMAT_VERSION, "name": name, "version": version_id}
+            full = {**manifest, "format_version": FORMAT_VERSION, "name": name, "version": version_id, backend.name: state}
             (staging / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
             final = directory / "versions" / version_id
             final.parent.mkdir(exist_ok=True)
@@ -190,29 +170,38 @@ class IndexStore:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         if live:
-            self.promote(name, version_id)
+            self._serve(directory, version_id)
         return final
 
     def promote(self, name: str, version_id: str) -> None:
+        """Serve a staged version: the backend first (e.g. an alias switch), then the live pointer."""
+        manifest = read_json_file(self._dir(name) / "versions" / version_id / "manifest.json", "index manifest")
+        backend = _backend_of(manifest)
+        backend.promote(name, manifest.get(backend.name))
+        self._serve(self._dir(name), version_id)
+
+    def _serve(self, directory: Path, version_id: str) -> None:
         """Make a written version live (one atomic rename); keep the one it replaces, prune the rest."""
-        directory = self._dir(name)
-        previous = self.live_version(name)
+        previous = self.live_version(directory.name)
         self._point_to(directory, version_id)
         self._prune(directory, keep={version_id, previous.name if previous else ""})
 
     def discard(self, name: str, version_id: str) -> None:
-        """Remove a staged version that will not go live."""
+        """Remove a staged version that will not go live (and what its backend holds of it)."""
         version = self._dir(name) / "versions" / version_id
         if self.live_version(name) == version:
             raise ValueError(f"version {version_id} of {name!r} is live; it cannot be discarded")
+        if (version / "manifest.json").is_file():
+            manifest = read_json_file(version / "manifest.json", "index manifest")
+            backend = _backend_of(manifest)
+            backend.discard(name, manifest.get(backend.name))
         shutil.rmtree(version, ignore_errors=True)
 
     def delete(self, name: str) -> bool:
         """Delete index ``name``; False if there is none. Holds the build lock (a running build makes it fail).
 
-        When a kept version lives in Elasticsearch (its manifest has an ``elasticsearch`` entry), the alias and every
-        physical index of the name go first (``$ELASTICSEARCH_URL``); if that fails the folder is kept, so the manifests
-        still say what to remove and the delete can be run again.
+        What a backend holds outside the folder (an Elasticsearch alias and its physical indexes) goes first; if that
+        fails the folder is kept, so the manifests still say what to remove and the delete can be run again.
         """
         directory = self._dir(name)
         if not directory.exists():
@@ -222,14 +211,15 @@ class IndexStore:
                 manifests = self.kept_manifests(name)
             except CorruptIndexError as error:
                 raise CorruptIndexError(
-                    f"{error}; so whether index {name!r} has Elasticsearch indexes to remove is unknown: "
+                    f"{error}; so what index {name!r} holds outside its folder (e.g. Elasticsearch indexes) is unknown: "
                     f"repair the file, or remove {directory} (and any such indexes) by hand"
                 ) from None
-            on_elasticsearch = [manifest["elasticsearch"] for manifest in manifests.values() if manifest.get("elasticsearch")]
-            if on_elasticsearch:
-                from storage.elasticsearch import EsIndex, connect
-
-                EsIndex(connect(), name).delete(also=[str(entry.get("index", "")) for entry in on_elasticsearch])
+            by_backend: dict[str, list[dict[str, Any]]] = {}
+            for manifest in manifests.values():
+                by_backend.setdefault(manifest.get("config", {}).get("backend", "embedded"), []).append(manifest)
+            for backend_name, kept in sorted(by_backend.items()):
+                backend = backend_for(backend_name)
+                backend.delete(name, [manifest.get(backend.name) for manifest in kept])
             (directory / "live.json").unlink(missing_ok=True)  # readers stop finding it first
             shutil.rmtree(directory)
         return True
@@ -248,3 +238,8 @@ class IndexStore:
                 shutil.rmtree(old, ignore_errors=True)
         for leftover in directory.glob(".staging-*"):
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _backend_of(manifest: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """The backend a version was built with (manifests before backends were named are embedded)."""
+    return backend_for(manifest.get("config", {}).get("backend", "embedded"))

@@ -6,6 +6,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 
@@ -38,6 +39,9 @@ class LedgerRow:
     attempts: int = 1  # HTTP requests the call took: 1 + its retries (429s included)
     call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_at: float = field(default_factory=time.time)
+
+
+SaveLedger = Callable[[list[LedgerRow]], None]  # how a paid call hands its row to the ledger
 
 
 SCHEMA = pa.schema(

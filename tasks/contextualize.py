@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import Callable, Protocol
 
 from storage.errors import InvalidInput
-from storage.ledger import LedgerRow
+from storage.ledger import SaveLedger
 from tasks.models import Chunk, Document, sha256_hex
-
-if TYPE_CHECKING:
-    from tasks.claude.contextualizer import ClaudeSettings
 from tasks.structure import (
     chunk_offsets,
     enclosing_definitions,
@@ -30,7 +27,6 @@ MAX_DEFINED_NAMES = 40
 
 
 SaveContexts = Callable[[list[tuple[Chunk, str]]], None]
-SaveLedger = Callable[[list[LedgerRow]], None]
 
 
 class Contextualizer(Protocol):
@@ -120,39 +116,6 @@ class StructuralContextualizer(_Offline):
         if chunk.summary:
             lines.append(chunk.summary)
         return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class ContextualizerSpec:
-    """Which contextualizer, with its settings: plain values, safe as a Prefect task parameter (no client, no key)."""
-
-    kind: str = "structural"
-    claude: "ClaudeSettings | None" = None
-
-    def __post_init__(self) -> None:
-        ContextualizerKind.from_str(self.kind)
-
-    @property
-    def paid(self) -> bool:
-        return self.kind in {ContextualizerKind.CLAUDE.value, ContextualizerKind.CLAUDE_SUMMARY.value}
-
-    def build(self, run_id: str = "") -> Contextualizer:
-        return make_contextualizer(self.kind, self.claude, run_id)
-
-
-def make_contextualizer(kind: str, claude: "ClaudeSettings | None" = None, run_id: str = "") -> Contextualizer:
-    """The contextualizer for a CLI/config name (Claude ones are built lazily: no key is needed to plan)."""
-    from tasks.claude.contextualizer import ClaudeContextualizer, ClaudeSettings, ClaudeSummarizer
-
-    match ContextualizerKind.from_str(kind):
-        case ContextualizerKind.STRUCTURAL:
-            return StructuralContextualizer()
-        case ContextualizerKind.NONE:
-            return NoContext()
-        case ContextualizerKind.CLAUDE:
-            return ClaudeContextualizer(claude or ClaudeSettings(), run_id)
-        case ContextualizerKind.CLAUDE_SUMMARY:
-            return ClaudeSummarizer(claude or ClaudeSettings(), run_id)
 
 
 def context_key(chunk: Chunk, contextualizer: Contextualizer) -> str:

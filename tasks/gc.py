@@ -11,7 +11,6 @@ it never runs while a build may be writing results no index references yet.
 from __future__ import annotations
 
 import fcntl
-import json
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,13 +18,13 @@ from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from storage.errors import BusyError
 from storage.artifacts import KEY, RowCache
 from storage.index_store import IndexStore
 from tasks.contextualize import context_key_of
 from tasks.embed import EmbedderSpec
+from tasks.models import indexed_text
 
 
 @contextmanager
@@ -46,14 +45,9 @@ def artifact_lock(home: Path, exclusive: bool) -> Iterator[None]:
 
 def referenced_keys(home: Path) -> tuple[set[str], set[str]]:
     """(context keys, embedding keys) of every kept version of every index."""
-    from tasks.indexing import indexed_text
-
     contexts: set[str] = set()
     embeddings: set[str] = set()
-    root = IndexStore(home).root
-    for version in sorted(root.glob("*/versions/*")) if root.is_dir() else []:
-        manifest = json.loads((version / "manifest.json").read_text())
-        table = pq.read_table(version / "chunks.parquet", columns=["key", "content", "context"])
+    for manifest, table in IndexStore(home).kept_versions():
         worker = manifest["config"]["contextualizer"]
         spec = EmbedderSpec.from_dict(manifest["config"]["embedder"])
         for key, content, context in zip(table["key"].to_pylist(), table["content"].to_pylist(), table["context"].to_pylist()):

@@ -68,3 +68,8 @@ class Corpus:
     documents: list[Document] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+
+def indexed_text(context: str, content: str) -> str:
+    """What is embedded and BM25-indexed: the context in front of the chunk."""
+    return f"{context}\n\n{content}" if context else content

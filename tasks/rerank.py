@@ -15,16 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from storage.errors import InvalidInput
-from storage.ledger import LedgerRow
+from storage.ledger import LedgerRow, SaveLedger
 from tasks.claude.client import ClaudeClient, message_text
 from tasks.claude.pricing import Usage, charge
 from tasks.retry import ApiCallFailed, RetryPolicy
-from tasks.secrets import MissingKey, redact, resolve_key
+from storage.secrets import MissingKey, redact, resolve_key
 
 COHERE_PRICE_PER_SEARCH_UNIT = 0.002  # US dollars (rerank-english-v3.0 and rerank-v3.5: $2 per 1,000 searches)
 CLAUDE_INITIAL_K = 20
 RELEVANT = re.compile(r"<relevant_indices>(.*?)(?:</relevant_indices>|$)", re.S)
-SaveLedger = Callable[[list[LedgerRow]], None]
 
 
 class RerankError(ApiCallFailed):

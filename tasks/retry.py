@@ -118,3 +118,15 @@ class RetryPolicy:
             retry=retry_if_exception(is_retryable), wait=self.wait, stop=stop, before_sleep=before_sleep, reraise=True
         )
         return retrying(function)
+
+
+def retry_only_io(task, task_run, state) -> bool:  # type: ignore[no-untyped-def]
+    """Prefect's ``retry_condition_fn``: retry I/O hiccups only; never bad input (it will not get better) and never a
+    paid call that failed for good (its own budget is spent: one budget per call)."""
+    try:
+        state.result()
+    except (UserError, ValueError):  # ApiCallFailed, CorpusError, MissingKey, InvalidInput are UserErrors
+        return False
+    except Exception as error:  # noqa: BLE001 - decide by the error's own word when it has one
+        return bool(getattr(error, "retryable", True))
+    return False

@@ -8,21 +8,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
 from storage.errors import InvalidInput
 from storage.artifacts import RowCache
+from storage.backends import Ranking
+from storage.fusion import FUSION_DEPTH, RRF_K
 from storage.index_store import StoredIndex
-from tasks.embed import EmbedderSpec, embed_with_cache, make_embedder
+from storage.ledger import SaveLedger
+from tasks.embed import EmbedderSpec, embed_with_cache
+from tasks.embedders import make_embedder
 
 if TYPE_CHECKING:
-    from tasks.embed import SaveLedger
     from tasks.rerank import Reranker
 
-RRF_K = 60
-WEIGHTED_CANDIDATES = 150
 WEIGHTED_VECTOR_WEIGHT = 0.8
 WEIGHTED_BM25_WEIGHT = 0.2
 
@@ -32,6 +33,7 @@ class Strategy(str, Enum):
     BM25 = "bm25"
     HYBRID = "hybrid"
     HYBRID_WEIGHTED = "hybrid-weighted"
+    HYBRID_DOC = "hybrid-doc"  # weighted RRF with document evidence (document_fusion)
 
     @classmethod
     def from_str(cls, value: str) -> "Strategy":
@@ -53,16 +55,6 @@ class Hit:
     @property
     def found_by(self) -> list[str]:
         return sorted(self.ranks)
-
-
-def top_rows(scores: np.ndarray, k: int, matches_only: bool = False) -> list[int]:
-    """Rows of the ``k`` highest scores, ties broken by row order; ``matches_only`` drops rows scoring 0."""
-    if k <= 0 or scores.size == 0:
-        return []
-    order = np.argsort(-scores, kind="stable")[:k]
-    if matches_only:
-        order = order[scores[order] > 0]
-    return [int(row) for row in order]
 
 
 def reciprocal_rank_fusion(rankings: dict[str, list[int]], k: int, rrf_k: int = RRF_K) -> list[Hit]:
@@ -88,25 +80,22 @@ def _fuse(rankings: dict[str, list[int]], k: int, contribution) -> list[Hit]:  #
 
 
 class Searcher:
-    """Runs any strategy over one index (embedded, or Elasticsearch behind its alias); embeds queries with the
-    index's own embedder. Both backends return the same ranked (row, score) lists, fused the same way here."""
-
-    es = None  # an EsIndex when the index lives in Elasticsearch
-    server_rrf = False
+    """Runs any strategy over one index version, whatever its backend (its ``Ranker`` answers BM25 and vector
+    rankings); embeds queries with the index's own embedder; fuses here, or on the server where asked and offered."""
 
     def __init__(
         self,
         index: StoredIndex,
-        candidates: int = WEIGHTED_CANDIDATES,
+        candidates: int = FUSION_DEPTH,
         server_rrf: bool = False,
-        staged: bool = False,
         home: Path | None = None,
         ledger: SaveLedger | None = None,
         run_id: str = "",
     ) -> None:
-        """``staged``: the index is a version not yet live (search its own Elasticsearch index, not the alias).
-        ``home``, ``ledger``, ``run_id``: a paid embedder's query vectors are stored under ``home`` (a re-run pays
+        """``home``, ``ledger``, ``run_id``: a paid embedder's query vectors are stored under ``home`` (a re-run pays
         nothing) and each request gets a ledger row."""
+        if server_rrf and not index.ranker.server_fusion:
+            raise InvalidInput(f"server-side RRF needs an index on the Elasticsearch backend (this one is {index.config.get('backend')})")
         self.index = index
         self.spec = EmbedderSpec.from_dict(index.config["embedder"])
         self.embedder = make_embedder(self.spec, ledger, run_id)
@@ -114,14 +103,6 @@ class Searcher:
         self._query_vectors: dict[str, np.ndarray] = {}
         self.candidates = candidates
         self.server_rrf = server_rrf
-        self.es = None
-        if index.config.get("backend") == "elasticsearch":
-            from storage.elasticsearch import EsIndex, connect
-
-            target = index.manifest["elasticsearch"]["index"] if staged else None
-            self.es = EsIndex(connect(), index.manifest["name"], target=target)
-        elif server_rrf:
-            raise InvalidInput("server-side RRF needs an index on the Elasticsearch backend")
 
     def prefetch(self, queries: list[str]) -> None:
         """Embed many queries at once (one stored part, few paid requests) before they are searched."""
@@ -140,20 +121,11 @@ class Searcher:
             return self.embedder.embed(queries, input_type="query")
         return embed_with_cache(queries, self.spec, self._query_store, "query", embedder=self.embedder)[0]
 
-    def vector_scores(self, query: str) -> np.ndarray:
-        return self.index.vectors.scores(self.query_vector(query))
+    def rank_vector(self, query: str, depth: int) -> Ranking:
+        return self.index.ranker.rank_vector(self.query_vector(query), depth)
 
-    def rank_vector(self, query: str, depth: int) -> list[tuple[int, float]]:
-        if self.es is not None:
-            return self.es.knn(self.query_vector(query).tolist(), depth)
-        scores = self.vector_scores(query)
-        return [(row, float(scores[row])) for row in top_rows(scores, depth)]
-
-    def rank_bm25(self, query: str, depth: int) -> list[tuple[int, float]]:
-        if self.es is not None:
-            return self.es.bm25(query, depth)
-        scores = self.index.bm25.scores(query)
-        return [(row, float(scores[row])) for row in top_rows(scores, depth, matches_only=True)]
+    def rank_bm25(self, query: str, depth: int) -> Ranking:
+        return self.index.ranker.rank_bm25(query, depth)
 
     def candidate_text(self, row: int) -> str:
         """What a reranker reads: the chunk with its context."""
@@ -175,16 +147,61 @@ class Searcher:
         if strategy is Strategy.VECTOR:
             return _single("vector", self.rank_vector(query, k))
         depth = max(k, self.candidates)
-        if strategy is Strategy.HYBRID and self.server_rrf and self.es is not None:
-            return _single("rrf-server", self.es.rrf_server_side(query, self.query_vector(query).tolist(), k, depth))
+        if strategy is Strategy.HYBRID and self.server_rrf:
+            return _single("rrf-server", self.index.ranker.fuse(query, self.query_vector(query), k, depth))
         rankings = {
             "vector": [row for row, _ in self.rank_vector(query, depth)],
             "bm25": [row for row, _ in self.rank_bm25(query, depth)],
         }
         if strategy is Strategy.HYBRID:
             return reciprocal_rank_fusion(rankings, k)
+        if strategy is Strategy.HYBRID_DOC:
+            rows = sorted({row for ranking in rankings.values() for row in ranking})
+            documents = dict(zip(rows, self.index.chunks["doc_id"].take(rows).to_pylist())) if rows else {}
+            return document_fusion(rankings, documents, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k)
         return weighted_fusion(rankings, {"vector": WEIGHTED_VECTOR_WEIGHT, "bm25": WEIGHTED_BM25_WEIGHT}, k)
 
 
 def _single(name: str, ranking: list[tuple[int, float]]) -> list[Hit]:
     return [Hit(row, score, {name: rank}) for rank, (row, score) in enumerate(ranking, start=1)]
+
+
+# Tuned by cross-validation on the cookbook's codebase set (benchmarks/quality_cv.py, docs/decisions.md).
+DOC_FUSION_RRF_K = 1
+DOC_FUSION_WEIGHTS = {"bm25": 1.0, "vector": 0.1}  # per retriever, for the chunk's own rank
+DOC_FUSION_DOCUMENT_WEIGHTS = {"vector": 0.25}  # per retriever, for the rank of the chunk's document
+
+
+def document_fusion(
+    rankings: dict[str, list[int]],
+    documents: Mapping[int, str],
+    weights: dict[str, float],
+    document_weights: dict[str, float],
+    k: int,
+    rrf_k: int = DOC_FUSION_RRF_K,
+) -> list[Hit]:
+    """Weighted RRF plus document evidence. Each retriever ranks documents by their best chunk (the first chunk's
+    document is 1, the next new document 2, ...); a chunk some retriever found scores the sum over retrievers of
+    ``weights[name] / (rrf_k + its rank)`` and ``document_weights[name] / (rrf_k + its document's rank)``.
+    ``documents`` names the document of every ranked row. Chunks no retriever found are not added. Ties: best
+    single rank, then row (``Hit.ranks`` holds the chunk ranks only)."""
+    document_ranks: dict[str, dict[str, int]] = {}
+    for name in document_weights:
+        order: dict[str, int] = {}
+        for row in rankings.get(name, []):
+            order.setdefault(documents[row], len(order) + 1)
+        document_ranks[name] = order
+    ranks: dict[int, dict[str, int]] = {}
+    for name, rows in rankings.items():
+        for rank, row in enumerate(rows, start=1):
+            ranks.setdefault(row, {})[name] = rank
+    scored = []
+    for row, found in ranks.items():
+        score = sum(weights.get(name, 0.0) / (rrf_k + rank) for name, rank in found.items())
+        for name, weight in document_weights.items():
+            document_rank = document_ranks[name].get(documents[row])
+            if document_rank is not None:
+                score += weight / (rrf_k + document_rank)
+        scored.append(Hit(row, score, found))
+    scored.sort(key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.row))
+    return scored[:k]

@@ -19,7 +19,7 @@ import numpy as np
 from storage.ledger import LedgerRow
 from tasks.embed import EmbedderSpec
 from tasks.retry import ApiCallFailed, RetryPolicy
-from tasks.secrets import redact, resolve_key
+from storage.secrets import redact, resolve_key
 
 MAX_TEXTS_PER_REQUEST = 1_000
 BATCH_TOKEN_LIMITS = {  # per request, from Voyage's documentation

@@ -1,4 +1,8 @@
-"""Shared test equipment: a private CTXRAG_HOME/PREFECT_HOME, telemetry off, and one Prefect harness per session."""
+"""Fixtures used across test folders: a private CTXRAG_HOME/PREFECT_HOME, telemetry off, one Prefect harness per session,
+the API simulators and the Elasticsearch emulator (test equipment in tests/equipment/).
+
+Folder-local fixtures are in that folder's conftest.py; non-fixture helpers (paths, keys, corpora) in tests/helpers.py.
+"""
 
 from __future__ import annotations
 
@@ -13,18 +17,17 @@ os.environ.pop("PREFECT_API_URL", None)
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 
+from collections.abc import Iterator  # noqa: E402
+
 import pytest  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-SAMPLE_CORPUS = REPO / "data" / "sample" / "corpus"
-SAMPLE_QUESTIONS = REPO / "data" / "sample" / "questions.jsonl"
+from tests.helpers import ANTHROPIC_TEST_KEY  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def prefect_harness():
     """One temporary Prefect API for every flow test (start-up allowed 60 s on slow machines)."""
-    import ctxrag.offline  # noqa: F401
+    import storage.environment  # noqa: F401
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=60):
@@ -37,13 +40,10 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-ANTHROPIC_TEST_KEY = "sk-ant-test-DO-NOT-LEAK-0123456789"
-
-
 @pytest.fixture
 def anthropic_simulator(monkeypatch: pytest.MonkeyPatch):
     """The Anthropic API simulator (test equipment) with the SDK pointed at it and a fake key set."""
-    from tests.simulators.anthropic_simulator import AnthropicSimulator
+    from tests.equipment.anthropic_simulator import AnthropicSimulator
 
     with AnthropicSimulator() as simulator:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", simulator.url)
@@ -53,7 +53,7 @@ def anthropic_simulator(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.fixture
 def cohere_simulator(monkeypatch: pytest.MonkeyPatch):
-    from tests.simulators.cohere_simulator import CohereSimulator
+    from tests.equipment.cohere_simulator import CohereSimulator
 
     with CohereSimulator() as simulator:
         monkeypatch.setenv("CO_API_URL", simulator.url)
@@ -63,9 +63,21 @@ def cohere_simulator(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.fixture
 def voyage_simulator(monkeypatch: pytest.MonkeyPatch):
-    from tests.simulators.voyage_simulator import VoyageSimulator
+    from tests.equipment.voyage_simulator import VoyageSimulator
 
     with VoyageSimulator() as simulator:
         monkeypatch.setenv("VOYAGE_BASE_URL", simulator.url)
         monkeypatch.setenv("VOYAGE_API_KEY", "pa-test-key-0123456789abcdefghij")
         yield simulator
+
+
+@pytest.fixture(scope="session")
+def es_emulator_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a running Elasticsearch emulator (noida-db, test equipment), stopped at the end of the session."""
+    from tests.equipment.es_emulator import _stop, start_emulator
+
+    process, url = start_emulator(tmp_path_factory.mktemp("es-emulator"))
+    try:
+        yield url
+    finally:
+        _stop(process)

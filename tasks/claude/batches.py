@@ -18,7 +18,8 @@ from storage.ledger import LedgerRow
 from tasks.claude.contextualizer import ClaudeContextualizer, document_windows
 from tasks.claude.client import message_text
 from tasks.claude.pricing import Usage, charge
-from tasks.contextualize import SaveLedger, context_key
+from storage.ledger import SaveLedger
+from tasks.contextualize import context_key
 from tasks.models import Chunk, Document
 
 MAX_REQUESTS_PER_BATCH = 10_000

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from tasks.ratelimit import RateLimiter
 from tasks.retry import ApiCallFailed, RetryPolicy, headers_of, is_rate_limited, is_retryable, retry_after_of
-from tasks.secrets import redact, resolve_key
+from storage.secrets import redact, resolve_key
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 SECRET_BLOCK = "anthropic-api-key"

@@ -17,18 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from storage.errors import InvalidInput
-from storage.ledger import LedgerRow
+from storage.ledger import LedgerRow, SaveLedger
 from tasks.claude.client import ClaudeCallError, ClaudeClient, Reply, message_text, shared_limiter
 from tasks.claude.pricing import Usage, charge
 from tasks.claude.prompts import CHUNK_CONTEXT, DOCUMENT, DOCUMENT_CONTEXTS, RECORD_CONTEXTS_TOOL, SUMMARY, tagged_chunks
+from tasks.contextualize import SaveContexts
 from tasks.models import Chunk, Document
 from tasks.structure import chunk_offsets
 from tasks.retry import ApiCallFailed, RetryPolicy
 
 DEFAULT_CONCURRENCY = 2  # a Tier-1 key: 50 requests a minute; the API's headers pace the rest
 CHARS_PER_TOKEN_ESTIMATE = 3.0  # conservative for code; used only for windows and rate-limit estimates
-SaveContexts = Callable[[list[tuple[Chunk, str]]], None]
-SaveLedger = Callable[[list[LedgerRow]], None]
 
 
 class ContextualizationFailed(ApiCallFailed):

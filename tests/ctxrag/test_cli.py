@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from storage.index_store import IndexStore
-from tests.conftest import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

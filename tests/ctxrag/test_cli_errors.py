@@ -8,6 +8,7 @@ None of these commands starts a Prefect run (see test_cli.py for index and evalu
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import subprocess
@@ -21,9 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ctxrag.cli as cli
-from storage.bm25 import Bm25Index
 from storage.index_store import IndexStore
-from storage.vectors import VectorIndex
 from tasks.embed import EmbedderSpec
 
 CTXRAG = Path(sys.executable).with_name("ctxrag")
@@ -50,13 +49,15 @@ def publish(home: Path, name: str = "docs", backend: str = "embedded") -> Path:
         "content": texts, "context": ["", ""],
     })
     manifest = {
-        "config": {"backend": backend, "embedder": EmbedderSpec().to_dict(), "contextualizer": {"name": "none"}},
+        "config": {"backend": "embedded", "embedder": EmbedderSpec().to_dict(), "contextualizer": {"name": "none"}},
         "counts": {"documents": 1, "chunks": 2},
-        "elasticsearch": {"alias": name, "index": f"{name}-v1"} if backend == "elasticsearch" else None,
     }
-    if backend == "elasticsearch":
-        return IndexStore(home).publish(name, manifest, chunks)
-    return IndexStore(home).publish(name, manifest, chunks, Bm25Index.build(texts), VectorIndex(np.eye(2, 4, dtype=np.float32)))
+    folder = IndexStore(home).publish(name, manifest, chunks, texts, np.eye(2, 4, dtype=np.float32))
+    if backend == "elasticsearch":  # as if built on a cluster this machine cannot reach
+        written = json.loads((folder / "manifest.json").read_text())
+        written["config"]["backend"], written["elasticsearch"] = "elasticsearch", {"alias": name, "index": f"{name}-v1"}
+        (folder / "manifest.json").write_text(json.dumps(written))
+    return folder
 
 
 # --- the user's view: real subprocesses --------------------------------------------------------------------------

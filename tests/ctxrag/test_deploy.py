@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ctxrag.deploy import _UserError, parse_params, project_dir, work_pools_of
-from tests.conftest import REPO
+from ctxrag.prefect_commands.deployments import project_dir, work_pools_of
+from ctxrag.prefect_commands.errors import CommandError
+from ctxrag.prefect_commands.params import parse_params
+from tests.helpers import REPO
 
 
 def ctxrag(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -33,7 +35,7 @@ def test_param_values_are_json_when_they_parse_else_strings() -> None:
     }
     assert parse_params(None) == {}
     for bad in ("name", "=docs"):
-        with pytest.raises(_UserError, match="KEY=VALUE"):
+        with pytest.raises(CommandError, match="KEY=VALUE"):
             parse_params([bad])
 
 
@@ -86,5 +88,5 @@ def test_project_dir_is_the_folder_with_prefect_yaml(tmp_path: Path, monkeypatch
     assert project_dir(REPO) == REPO.resolve()
     monkeypatch.chdir(tmp_path)
     assert project_dir() == REPO.resolve()  # not here: this checkout's
-    with pytest.raises(_UserError, match="no prefect.yaml"):
+    with pytest.raises(CommandError, match="no prefect.yaml"):
         project_dir(tmp_path)

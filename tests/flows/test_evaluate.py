@@ -10,7 +10,7 @@ import pytest
 
 from flows.evaluate import evaluate_index
 from flows.index import index_corpus
-from tests.conftest import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -9,9 +9,9 @@ import pytest
 
 from flows.evaluate import evaluate_index
 from flows.index import index_corpus
-from tests.conftest import SAMPLE_CORPUS
-from tests.simulators.anthropic_simulator import AnthropicSimulator
-from tests.simulators.cohere_simulator import CohereSimulator
+from tests.equipment.anthropic_simulator import AnthropicSimulator
+from tests.equipment.cohere_simulator import CohereSimulator
+from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -11,9 +11,9 @@ import pytest
 from flows.index import DocumentsFailed, index_corpus
 from storage.index_store import IndexStore
 from tasks.contextualize import StructuralContextualizer
-from tasks.indexing import contexts_cache
+from storage.artifacts import contexts_cache
 from tasks.models import CorpusError
-from tests.conftest import SAMPLE_CORPUS
+from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -133,8 +133,8 @@ def test_a_run_failing_in_its_last_stage_is_retried_without_recomputing_earlier_
 
 
 def test_the_quality_gate_keeps_the_live_index_when_the_new_one_is_worse(corpus_dir: Path, home: Path) -> None:
-    from tasks.indexing import GateRejected
-    from tests.conftest import SAMPLE_QUESTIONS
+    from tasks.stages.gate import GateRejected
+    from tests.helpers import SAMPLE_QUESTIONS
 
     first = run(corpus_dir, home)
     for path in corpus_dir.rglob("*.py"):  # the code that answers most questions disappears

@@ -7,9 +7,7 @@ resumed without repeating a saved call, and the key never written anywhere.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -21,51 +19,17 @@ import pytest
 from flows.index import DocumentsFailed, index_corpus
 from storage.ledger import Ledger
 from storage.index_store import IndexStore
-from tasks.indexing import contexts_cache
-from tests.simulators.anthropic_simulator import AnthropicSimulator
+from storage.artifacts import contexts_cache
+from tests.equipment.anthropic_simulator import AnthropicSimulator
+from tests.helpers import ANTHROPIC_TEST_KEY as KEY
+from tests.helpers import requested_chunks, run, write_corpus
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
-
-from tests.conftest import ANTHROPIC_TEST_KEY as KEY
-CHUNK_TEXT = re.compile(r"<chunk>\n(.*?)\n</chunk>", re.S)
-
-
-def words(prefix: str, count: int) -> str:
-    return " ".join(f"{prefix}{i}" for i in range(count))
-
-
-def write_corpus(path: Path, big_docs: int = 2, chunks_per_doc: int = 4, edit: str = "") -> dict[str, str]:
-    """A cookbook-format corpus: ``big_docs`` documents above Haiku 4.5's cache minimum, one small one."""
-    records, texts = [], {}
-    for d in range(big_docs + 1):
-        size = 1400 if d < big_docs else 120  # words per chunk
-        chunks = [words(f"d{d}c{c}w", size) + (edit if d == 0 and c == 0 else "") for c in range(chunks_per_doc)]
-        for c, text in enumerate(chunks):
-            texts[text] = f"doc{d}_chunk{c}"
-        records.append({
-            "doc_id": f"doc{d}", "original_uuid": f"uuid-{d}", "content": "\n".join(chunks),
-            "chunks": [{"chunk_id": f"doc{d}_chunk{c}", "original_index": c, "content": text} for c, text in enumerate(chunks)],
-        })
-    path.write_text(json.dumps(records))
-    return texts
-
-
-def requested_chunks(simulator: AnthropicSimulator, texts: dict[str, str], since: int = 0) -> list[str]:
-    found = []
-    for request in simulator.requests[since:]:
-        if request.path == "/v1/messages" and request.json:
-            for block in request.json["messages"][0]["content"]:
-                found += [texts[match] for match in CHUNK_TEXT.findall(block.get("text", "")) if match in texts]
-    return found
 
 
 @pytest.fixture
 def simulator(anthropic_simulator: AnthropicSimulator) -> AnthropicSimulator:
     return anthropic_simulator
-
-
-def run(corpus: Path, home: Path, **claude) -> dict:
-    return index_corpus(source=str(corpus), name="paid", home=str(home), contextualizer="claude", claude=claude, batch_poll_seconds=0.05)
 
 
 def test_per_chunk_run_caches_per_document_and_reports_costs(simulator: AnthropicSimulator, tmp_path: Path, home: Path) -> None:

@@ -13,8 +13,8 @@ import pytest
 
 from flows.index import DocumentsFailed
 from storage.ledger import Ledger
-from tests.flows.test_index_claude import run, write_corpus
-from tests.simulators.anthropic_simulator import AnthropicSimulator
+from tests.equipment.anthropic_simulator import AnthropicSimulator
+from tests.helpers import run, write_corpus
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -12,14 +12,13 @@ from flows.index import index_corpus
 from storage.elasticsearch import EsIndex, connect
 from storage.index_store import IndexStore
 from tasks.search import Searcher, Strategy
-from tests.conftest import SAMPLE_CORPUS, SAMPLE_QUESTIONS
-from tests.storage.es_emulator import es_emulator_url  # noqa: F401  (session fixture)
+from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
 @pytest.fixture
-def emulator(es_emulator_url: str, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+def emulator(es_emulator_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("ELASTICSEARCH_URL", es_emulator_url)
     return es_emulator_url
 
@@ -72,7 +71,7 @@ def test_server_side_rrf_is_tried_on_request(emulator: str, home: Path) -> None:
 
 
 def test_a_rejected_gate_leaves_the_alias_and_drops_the_staged_index(emulator: str, tmp_path: Path, home: Path) -> None:
-    from tasks.indexing import GateRejected
+    from tasks.stages.gate import GateRejected
 
     corpus = tmp_path / "corpus"
     shutil.copytree(SAMPLE_CORPUS, corpus)

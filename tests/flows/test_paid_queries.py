@@ -14,7 +14,7 @@ from flows.index import index_corpus
 from storage.index_store import IndexStore
 from storage.ledger import Ledger
 from tasks.search import Searcher, Strategy
-from tests.conftest import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

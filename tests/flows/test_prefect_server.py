@@ -1,7 +1,8 @@
 """Acceptance: a real Prefect server, prefect.yaml deployed on a process work pool, a worker, runs triggered from the CLI.
 
-One server for the session (``tests/prefect_server.py``); every wait is bounded. The worker starts outside the project
-folder, so a completed run also proves the deployment's pull step moved it there.
+One server for the session (``tests/equipment/prefect_server.py``, fixture ``prefect_server`` in tests/flows/conftest.py);
+every wait is bounded. The worker starts outside the project folder, so a completed run also proves the deployment's
+pull step moved it there.
 """
 
 from __future__ import annotations
@@ -20,12 +21,10 @@ from uuid import UUID
 import pytest
 from prefect.exceptions import ObjectNotFound
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 if TYPE_CHECKING:
-    from tests.prefect_server import PrefectServer
-
-pytest_plugins = ["tests.prefect_server"]  # the `prefect_server` fixture: one real server per session
+    from tests.equipment.prefect_server import PrefectServer
 
 POOL = "ctxrag-process"
 

@@ -14,12 +14,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import REPO, SAMPLE_CORPUS
+from tests.helpers import REPO, SAMPLE_CORPUS
 
 if TYPE_CHECKING:
-    from tests.prefect_server import PrefectServer
-
-pytest_plugins = ["tests.prefect_server"]  # the `prefect_server` fixture: one real server per session
+    from tests.equipment.prefect_server import PrefectServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(
@@ -64,7 +62,7 @@ def index_run(prefect_server: PrefectServer, tmp_path_factory: pytest.TempPathFa
 
 def page_text(url: str, *expected: str) -> str:
     """The page's rendered text, re-rendered with a longer budget while an expected string is missing (slow CI)."""
-    from tests.prefect_server import rendered_text
+    from tests.equipment.prefect_server import rendered_text
 
     text = ""
     for budget_ms in (10000, 20000, 40000):

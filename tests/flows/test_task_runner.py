@@ -9,7 +9,7 @@ import pytest
 from flows.index import index_corpus
 from flows.runners import make_task_runner
 from storage.index_store import IndexStore
-from tests.conftest import SAMPLE_CORPUS
+from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -18,7 +18,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from storage.elasticsearch import EsBulkFailed, EsIndex, ServerSideRrfUnavailable, connect
-from tests.storage.test_elasticsearch_emulator import CHUNKS, chunk_table, chunk_vectors, row_of
+from tests.helpers import CHUNKS, chunk_table, chunk_vectors, row_of
 
 CLUSTER_URL = os.environ.get("CTXRAG_TEST_ES_CLUSTER_URL", "").strip()
 

@@ -34,7 +34,7 @@ from storage.elasticsearch import (
     knn_body,
     rrf_body,
 )
-from storage.index_store import UnknownIndexError
+from storage.errors import UnknownIndexError
 
 ES_ENV = [
     "ELASTICSEARCH_URL", "ELASTICSEARCH_API_KEY", "ELASTICSEARCH_USERNAME", "ELASTICSEARCH_PASSWORD", "ELASTICSEARCH_CA_CERTS",

@@ -1,6 +1,6 @@
 """storage.elasticsearch against the noida-db Elasticsearch emulator: build, search, alias switch, failures.
 
-The emulator answers the Elasticsearch REST API with Lucene-style BM25; see tests/storage/es_emulator.py.
+The emulator answers the Elasticsearch REST API with Lucene-style BM25; see tests/equipment/es_emulator.py.
 """
 
 from __future__ import annotations
@@ -10,66 +10,16 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from elasticsearch import Elasticsearch
 
 from storage.elasticsearch import EsBulkFailed, EsError, EsIndex, ServerSideRrfUnavailable, connect
-from storage.index_store import UnknownIndexError
-from tests.storage.es_emulator import es_emulator_url  # noqa: F401 - the fixture
-
-DIMS = 8
-
-# (content, context): about 20 chunks on distinct subjects; a few carry code identifiers.
-CHUNKS = [
-    ("Boil the pasta in salted water, then toss it with crushed tomatoes and basil.", "Recipe: a quick Italian dinner."),
-    ("The DiffExecutor applies each hunk in order and stops at the first conflict.", "Source file: patching/core.py."),
-    ("Glaciers carve U-shaped valleys as they advance over thousands of years.", "Geography notes on erosion."),
-    ("Call parse_http_request(raw) to turn the bytes into a Request object.", "API reference for the web module."),
-    ("The violin section enters softly in the second movement.", "Concert programme notes."),
-    ("Photosynthesis converts light, water and carbon dioxide into sugar.", "Biology lesson on plants."),
-    ("The RetryPolicy doubles its delay after every failed attempt.", "Source file: net/retry.py."),
-    ("Saturn's rings are made of ice particles and rocky debris.", "Astronomy overview of the planets."),
-    ("A sourdough starter needs flour, water and a few days of patience.", "Baking guide."),
-    ("The referee showed a red card in the final minute of the match.", "Sports report."),
-    ("Compound interest grows savings faster than simple interest.", "Personal finance primer."),
-    ("The lighthouse keeper trimmed the wick every evening at dusk.", "A short story about the coast."),
-    ("Volcanic eruptions release ash and sulfur dioxide into the air.", "Geology notes on volcanoes."),
-    ("The migration of monarch butterflies spans thousands of kilometres.", "Nature documentary transcript."),
-    ("A haiku has three lines of five, seven and five syllables.", "Poetry workshop handout."),
-    ("The tokenizer splits camelCase identifiers into their parts.", "Search engine design notes."),
-    ("Chess openings such as the Sicilian Defence favour counterattack.", "Chess strategy guide."),
-    ("The museum reopened its Egyptian gallery after renovation.", "City news."),
-    ("Penguins huddle together to survive the Antarctic winter.", "Wildlife encyclopaedia."),
-    ("Espresso is brewed by forcing hot water through fine coffee grounds.", "Cafe training manual."),
-]
-
-
-def chunk_table(tag: str = "") -> pa.Table:
-    return pa.table(
-        {
-            "chunk_id": [f"doc{i // 5}-c{i % 5}{tag}" for i in range(len(CHUNKS))],
-            "doc_id": [f"doc{i // 5}" for i in range(len(CHUNKS))],
-            "chunk_index": pa.array([i % 5 for i in range(len(CHUNKS))], type=pa.int64()),
-            "key": [f"key{i:02d}{tag}" for i in range(len(CHUNKS))],
-            "heading": [""] * len(CHUNKS),
-            "content": [content for content, _ in CHUNKS],
-            "context": [context for _, context in CHUNKS],
-        }
-    )
-
-
-def chunk_vectors() -> np.ndarray:
-    vectors = np.random.default_rng(7).normal(size=(len(CHUNKS), DIMS)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-
-def row_of(word: str) -> int:
-    return next(row for row, (content, _) in enumerate(CHUNKS) if word in content)
+from storage.errors import UnknownIndexError
+from tests.helpers import CHUNKS, DIMS, chunk_table, chunk_vectors, row_of
 
 
 @pytest.fixture(scope="module")
-def client(es_emulator_url: str) -> Iterator[Elasticsearch]:  # noqa: F811 - the imported fixture
+def client(es_emulator_url: str) -> Iterator[Elasticsearch]:
     es = connect(es_emulator_url, request_timeout=10)
     yield es
     es.close()
@@ -139,7 +89,7 @@ def test_server_side_rrf_fuses_or_says_it_cannot(built: EsIndex) -> None:
     assert len(hits) == 5
 
 
-def test_alias_switch_is_atomic_for_a_reader(client: Elasticsearch, es_emulator_url: str) -> None:  # noqa: F811
+def test_alias_switch_is_atomic_for_a_reader(client: Elasticsearch, es_emulator_url: str) -> None:
     index = EsIndex(client, "emu-switch")
     index.delete()
     index.build(chunk_table(), chunk_vectors(), version=1)

@@ -12,27 +12,20 @@ import pytest
 
 import storage.index_store as index_store
 from storage.bm25 import Bm25Index
-from storage.errors import UserError
-from storage.index_store import (
-    FORMAT_VERSION,
-    CorruptIndexError,
-    IndexBusyError,
-    IndexStore,
-    InvalidIndexName,
-    StoredIndex,
-    UnknownIndexError,
-    validate_name,
-)
+from storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError, UserError
+from storage.index_store import FORMAT_VERSION, IndexStore, StoredIndex
+from storage.names import InvalidIndexName, validate_name
 from storage.vectors import VectorIndex
 
 TEXTS = ["lemon kiwi", "lemon lemon mango", "kiwi mango melon grape"]
 
 
-def parts(texts: list[str] = TEXTS, tag: str = "v1") -> tuple[dict, pa.Table, Bm25Index, VectorIndex]:
+def parts(texts: list[str] = TEXTS, tag: str = "v1") -> tuple[dict, pa.Table, list[str], np.ndarray]:
+    """What a build hands the store: manifest, chunk rows, indexed texts and vectors (the embedded backend)."""
     manifest = {"config": {"embedder": {"provider": "local"}}, "tag": tag}
     chunks = pa.table({"chunk_id": [f"{tag}-{i}" for i in range(len(texts))], "content": texts})
-    vectors = VectorIndex(np.eye(len(texts), 4, dtype=np.float32)) if texts else VectorIndex(np.zeros((0, 4)))
-    return manifest, chunks, Bm25Index.build(texts), vectors
+    vectors = np.eye(len(texts), 4, dtype=np.float32) if texts else np.zeros((0, 4), dtype=np.float32)
+    return manifest, chunks, texts, vectors
 
 
 def versions(store: IndexStore, name: str) -> list[str]:
@@ -89,8 +82,8 @@ def test_no_indexes_yet(tmp_path: Path) -> None:
 
 def test_publish_then_open_round_trip(tmp_path: Path) -> None:
     store = IndexStore(tmp_path)
-    manifest, chunks, bm25, vectors = parts()
-    final = store.publish("docs", manifest, chunks, bm25, vectors)
+    manifest, chunks, texts, vectors = parts()
+    final = store.publish("docs", manifest, chunks, texts, vectors)
     assert final.parent == tmp_path / "indexes" / "docs" / "versions"
     assert sorted(p.name for p in final.iterdir()) == ["bm25", "chunks.parquet", "embeddings.npy", "manifest.json"]
 
@@ -102,8 +95,8 @@ def test_publish_then_open_round_trip(tmp_path: Path) -> None:
     assert opened.manifest["name"] == "docs"
     assert opened.manifest["version"] == final.name
     assert opened.config == {"embedder": {"provider": "local"}}
-    np.testing.assert_array_equal(opened.bm25.scores("lemon"), bm25.scores("lemon"))
-    np.testing.assert_allclose(opened.vectors.matrix, vectors.matrix)
+    np.testing.assert_array_equal(opened.ranker.bm25.scores("lemon"), Bm25Index.build(TEXTS).scores("lemon"))
+    np.testing.assert_allclose(opened.ranker.vectors.matrix, VectorIndex(vectors).matrix)
     assert store.names() == ["docs"]
     assert store.manifest("docs") == opened.manifest
 
@@ -132,8 +125,8 @@ def test_publish_of_an_empty_index(tmp_path: Path) -> None:
     store.publish("empty", *parts([]))
     opened = store.open("empty")
     assert opened.chunks.num_rows == 0
-    assert opened.bm25.size == 0 and opened.vectors.size == 0
-    assert opened.bm25.scores("lemon").shape == (0,)
+    assert opened.ranker.bm25.size == 0 and opened.ranker.vectors.size == 0
+    assert opened.ranker.rank_bm25("lemon", 5) == []
 
 
 def _ticking_clock(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,7 +189,7 @@ def test_failed_publish_keeps_the_live_version(tmp_path: Path, monkeypatch: pyte
     opened = store.open("docs")
     assert opened.manifest["tag"] == "v1"
     assert opened.chunks["chunk_id"].to_pylist() == ["v1-0", "v1-1", "v1-2"]
-    np.testing.assert_array_equal(opened.bm25.scores("lemon"), Bm25Index.build(TEXTS).scores("lemon"))
+    np.testing.assert_array_equal(opened.ranker.bm25.scores("lemon"), Bm25Index.build(TEXTS).scores("lemon"))
 
 
 def test_failed_first_publish_leaves_no_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -276,9 +269,9 @@ def test_missing_format_version(tmp_path: Path) -> None:
 
 def test_publish_overrides_reserved_manifest_fields(tmp_path: Path) -> None:
     store = IndexStore(tmp_path)
-    manifest, chunks, bm25, vectors = parts()
+    manifest, chunks, texts, vectors = parts()
     manifest.update({"format_version": 999, "name": "other", "version": "fake"})
-    final = store.publish("docs", manifest, chunks, bm25, vectors)
+    final = store.publish("docs", manifest, chunks, texts, vectors)
     opened = store.open("docs")
     assert (opened.manifest["format_version"], opened.manifest["name"], opened.manifest["version"]) == (
         FORMAT_VERSION, "docs", final.name
@@ -431,7 +424,7 @@ def test_delete_with_a_corrupt_manifest_names_it_and_deletes_nothing(tmp_path: P
         store.delete("docs")
     message = str(raised.value)
     assert message.startswith(f"{previous / 'manifest.json'}: corrupt index manifest: invalid JSON")
-    assert "whether index 'docs' has Elasticsearch indexes to remove is unknown" in message
+    assert "so what index 'docs' holds outside its folder (e.g. Elasticsearch indexes) is unknown" in message
     assert store.names() == ["docs"] and store.open("docs").manifest["tag"] == "v2"
 
 

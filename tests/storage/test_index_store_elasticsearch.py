@@ -6,6 +6,8 @@ and every physical index of the name in the emulator as well, and keep the folde
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,24 +18,22 @@ from typer.testing import CliRunner
 from storage.elasticsearch import EsConfigError, EsIndex, connect
 from storage.errors import UserError
 from storage.index_store import IndexStore
-from tests.storage.es_emulator import es_emulator_url  # noqa: F401 - the fixture
-from tests.storage.test_elasticsearch_emulator import chunk_table, chunk_vectors
+from tests.helpers import chunk_table, chunk_vectors
 
 
 @pytest.fixture
-def emulator(es_emulator_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Elasticsearch]:  # noqa: F811
+def emulator(es_emulator_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Elasticsearch]:
     monkeypatch.setenv("ELASTICSEARCH_URL", es_emulator_url)
     client = connect(es_emulator_url, request_timeout=10)
     yield client
     client.close()
 
 
-def publish_on_elasticsearch(store: IndexStore, name: str, version: int, live: bool = True) -> str:
-    """What tasks.indexing.publish_index does for the elasticsearch backend: a physical index, then the manifest."""
-    physical = EsIndex(connect(), name).build(chunk_table(), chunk_vectors(), version=version, switch=live)
-    manifest = {"config": {"backend": "elasticsearch"}, "elasticsearch": {"alias": name, "index": physical}}
-    store.publish(name, manifest, chunk_table(), live=live)
-    return physical
+def publish_on_elasticsearch(store: IndexStore, name: str, live: bool = True) -> str:
+    """A version built by the elasticsearch backend (a physical index behind the alias); returns the physical name."""
+    rows = chunk_table()
+    folder = store.publish(name, {"config": {"backend": "elasticsearch"}}, rows, rows["content"].to_pylist(), chunk_vectors(), live=live)
+    return json.loads((folder / "manifest.json").read_text())["elasticsearch"]["index"]
 
 
 def physical_indexes(client: Elasticsearch, name: str) -> list[str]:
@@ -43,13 +43,13 @@ def physical_indexes(client: Elasticsearch, name: str) -> list[str]:
 
 def test_delete_removes_the_alias_and_every_physical_index_of_the_name(emulator: Elasticsearch, tmp_path: Path) -> None:
     store = IndexStore(tmp_path)
-    publish_on_elasticsearch(store, "del-es", version=1)
-    live = publish_on_elasticsearch(store, "del-es", version=2)  # the alias moves; v1's local version is kept
-    staged = publish_on_elasticsearch(store, "del-es", version=3, live=False)  # a version under a quality gate
+    publish_on_elasticsearch(store, "del-es")
+    live = publish_on_elasticsearch(store, "del-es")  # the alias moves; the first local version is kept
+    staged = publish_on_elasticsearch(store, "del-es", live=False)  # a version under a quality gate
     emulator.indices.create(index="del-es-v9")  # left over by a build that died
-    publish_on_elasticsearch(store, "del-es-other", version=1)  # a name sharing the prefix: not touched
+    other = publish_on_elasticsearch(store, "del-es-other")  # a name sharing the prefix: not touched
     assert EsIndex(emulator, "del-es").live_index() == live
-    assert physical_indexes(emulator, "del-es") == ["del-es-v2", staged, "del-es-v9"]
+    assert physical_indexes(emulator, "del-es") == sorted([live, staged, "del-es-v9"])
     assert len(store.kept_manifests("del-es")) == 3
 
     assert store.delete("del-es") is True
@@ -57,7 +57,7 @@ def test_delete_removes_the_alias_and_every_physical_index_of_the_name(emulator:
     assert not (store.root / "del-es").exists()
     assert not emulator.indices.exists_alias(name="del-es")
     assert physical_indexes(emulator, "del-es") == []
-    assert EsIndex(emulator, "del-es-other").live_index() == "del-es-other-v1"
+    assert EsIndex(emulator, "del-es-other").live_index() == other
     assert store.names() == ["del-es-other"]
 
 
@@ -65,7 +65,7 @@ def test_cli_delete_removes_the_elasticsearch_side(emulator: Elasticsearch, tmp_
     from ctxrag.cli import app
 
     monkeypatch.setenv("CTXRAG_HOME", str(tmp_path))
-    publish_on_elasticsearch(IndexStore(tmp_path), "del-cli", version=1)
+    publish_on_elasticsearch(IndexStore(tmp_path), "del-cli")
     result = CliRunner().invoke(app, ["delete", "del-cli"])
     assert result.exit_code == 0, result.output
     assert not emulator.indices.exists_alias(name="del-cli")
@@ -75,7 +75,7 @@ def test_cli_delete_removes_the_elasticsearch_side(emulator: Elasticsearch, tmp_
 
 def test_without_a_reachable_cluster_the_local_index_is_kept(emulator: Elasticsearch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = IndexStore(tmp_path)
-    publish_on_elasticsearch(store, "del-kept", version=1)
+    publish_on_elasticsearch(store, "del-kept")
     monkeypatch.delenv("ELASTICSEARCH_URL")
     with pytest.raises(EsConfigError, match="no Elasticsearch URL") as raised:
         store.delete("del-kept")
@@ -92,6 +92,7 @@ def test_without_a_reachable_cluster_the_local_index_is_kept(emulator: Elasticse
 def test_an_embedded_index_is_deleted_without_asking_any_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ELASTICSEARCH_URL", raising=False)
     store = IndexStore(tmp_path)
-    store.publish("plain", {"config": {"backend": "embedded"}, "elasticsearch": None}, chunk_table())
+    rows = chunk_table()
+    store.publish("plain", {"config": {"backend": "embedded"}}, rows, rows["content"].to_pylist(), chunk_vectors())
     assert store.delete("plain") is True
     assert store.names() == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.answer import EndToEnd, parse_verdict
-from tests.simulators.anthropic_simulator import AnthropicSimulator
+from tests.equipment.anthropic_simulator import AnthropicSimulator
 
 
 @pytest.mark.parametrize(

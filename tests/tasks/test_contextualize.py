@@ -10,8 +10,8 @@ from tasks.contextualize import (
     NoContext,
     StructuralContextualizer,
     context_key,
-    make_contextualizer,
 )
+from tasks.contextualizers import make_contextualizer
 from tasks.models import Chunk, Document
 
 PY = '''\

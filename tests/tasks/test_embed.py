@@ -1,13 +1,15 @@
-"""The embedding cache: only missing texts are embedded, in order, whatever else the cache holds."""
+"""The embedding cache (only missing texts are embedded, in order) and the local embedder's precision and batching."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+import tasks.embed as embed
 from storage.artifacts import RowCache
-from tasks.embed import EmbedderSpec, embed_with_cache
+from tasks.embed import PRECISION_ENV, EmbedderSpec, LocalEmbedder, choose_precision, embed_with_cache, token_sorted_batches
 
 
 class CountingEmbedder:
@@ -43,3 +45,104 @@ def test_the_key_depends_on_model_length_and_input_type() -> None:
     assert base.cache_key("t", "document") != EmbedderSpec(max_seq_length=256).cache_key("t", "document")
     assert base.cache_key("t", "document") != base.cache_key("t", "query")
     assert base.cache_key("t", "document") == EmbedderSpec().cache_key("t", "document")
+
+
+# Precision: bf16 where the CPU computes it natively, fp32 elsewhere; CTXRAG_EMBED_PRECISION overrides.
+
+@pytest.fixture
+def native_bf16(monkeypatch: pytest.MonkeyPatch):
+    """Set what the CPU detection answers; the env var starts unset."""
+    monkeypatch.delenv(PRECISION_ENV, raising=False)
+
+    def answer(value: bool) -> None:
+        monkeypatch.setattr(embed, "cpu_has_native_bf16", lambda: value)
+
+    return answer
+
+
+def test_auto_picks_bf16_only_where_the_cpu_has_it(native_bf16, monkeypatch: pytest.MonkeyPatch) -> None:
+    native_bf16(True)
+    assert choose_precision()[0] == "bf16"
+    monkeypatch.setenv(PRECISION_ENV, "auto")
+    assert choose_precision()[0] == "bf16"
+    native_bf16(False)
+    precision, reason = choose_precision()
+    assert precision == "fp32" and "no native bf16" in reason
+
+
+def test_the_env_var_overrides_detection(native_bf16, monkeypatch: pytest.MonkeyPatch) -> None:
+    native_bf16(True)
+    monkeypatch.setenv(PRECISION_ENV, "fp32")
+    assert choose_precision() == ("fp32", f"{PRECISION_ENV}=fp32")
+    native_bf16(False)
+    monkeypatch.setenv(PRECISION_ENV, " BF16 ")
+    precision, reason = choose_precision()
+    assert precision == "bf16" and "likely slower" in reason  # forced, with a word that it will not be faster
+
+
+def test_an_unknown_precision_is_refused(native_bf16, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PRECISION_ENV, "fp16")
+    with pytest.raises(ValueError, match=PRECISION_ENV):
+        choose_precision()
+
+
+def test_an_explicit_precision_wins_over_the_env_var(native_bf16, monkeypatch: pytest.MonkeyPatch) -> None:
+    native_bf16(False)
+    monkeypatch.setenv(PRECISION_ENV, "bf16")
+    embedder = LocalEmbedder(EmbedderSpec(), precision="fp32")
+    assert embedder.precision == "fp32"
+    native_bf16(True)
+    monkeypatch.delenv(PRECISION_ENV)
+    assert LocalEmbedder(EmbedderSpec()).precision == "bf16"
+
+
+def test_detection_needs_a_native_bf16_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN's own check is true on any AVX-512 CPU (bf16 emulated): without AVX512-BF16 / AMX-BF16 it is fp32."""
+    monkeypatch.setattr(embed, "_onednn_bf16", lambda: True)
+    monkeypatch.setattr(embed, "_cpu_flags", lambda: {"avx512f", "avx512bw"})
+    assert embed.cpu_has_native_bf16() is False
+    monkeypatch.setattr(embed, "_cpu_flags", lambda: {"avx512f", "amx_bf16"})
+    assert embed.cpu_has_native_bf16() is True
+    monkeypatch.setattr(embed, "_cpu_flags", lambda: {"avx512_bf16"})
+    assert embed.cpu_has_native_bf16() is True
+    monkeypatch.setattr(embed, "_onednn_bf16", lambda: False)  # a torch without oneDNN
+    assert embed.cpu_has_native_bf16() is False
+
+
+def test_batches_group_texts_by_token_count_longest_first() -> None:
+    assert token_sorted_batches([3, 9, 1, 9, 5], 2) == [[1, 3], [4, 0], [2]]
+    assert token_sorted_batches([], 32) == []
+
+
+class TokenCountingEmbedder(CountingEmbedder):
+    def token_counts(self, texts: list[str]) -> list[int]:
+        return [text.count(" ") + 1 for text in texts]
+
+
+def test_the_cache_orders_by_token_count_when_the_embedder_counts_tokens(tmp_path: Path) -> None:
+    embedder = TokenCountingEmbedder()
+    vectors, _ = embed_with_cache(["a b c", "longest-in-characters", "a b"], EmbedderSpec(), RowCache(tmp_path, "e"), embedder=embedder)
+    assert embedder.seen == ["a b c", "a b", "longest-in-characters"]
+    assert vectors[:, 0].tolist() == [5, 21, 3]
+
+
+TEXTS = [
+    "def retry(fn, attempts=3):\n    for attempt in range(attempts):\n        try:\n            return fn()\n        except OSError:\n            time.sleep(2 ** attempt)",
+    "How are failed requests retried?",
+    "The differential executor runs both targets and compares their outputs byte for byte. " * 12,
+    "x",
+]
+
+
+def test_bf16_vectors_are_float32_unit_length_and_close_to_fp32() -> None:
+    """The real packaged model, a handful of texts (bf16 is forced: on a CPU without it, it is emulated)."""
+    fp32 = LocalEmbedder(EmbedderSpec(), precision="fp32").embed(TEXTS)
+    bf16_embedder = LocalEmbedder(EmbedderSpec(), precision="bf16")
+    bf16 = bf16_embedder.embed(TEXTS)
+    assert bf16_embedder.precision == "bf16"
+    assert bf16.dtype == np.float32 and bf16.shape == fp32.shape == (len(TEXTS), 384)
+    assert np.allclose(np.linalg.norm(bf16, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(np.linalg.norm(fp32, axis=1), 1.0, atol=1e-5)
+    assert np.all(np.sum(bf16 * fp32, axis=1) > 0.99)
+    single = LocalEmbedder(EmbedderSpec(), precision="fp32").embed(TEXTS[1:2])  # rows keep the texts' order
+    assert float(single[0] @ fp32[1]) > 0.9999

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from storage.backends.embedded import EmbeddedRanker, top_rows
 from storage.bm25 import Bm25Index
 from storage.index_store import StoredIndex
 from storage.vectors import VectorIndex
@@ -234,9 +235,14 @@ TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape"]
 VECTOR = np.array([0.1, 0.9, 0.3, 0.9], dtype=np.float32)  # vector ranking 1, 3, 2, 0 for every query
 
 
+class FixedVectorRanker(EmbeddedRanker):
+    def rank_vector(self, vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
+        return [(row, float(VECTOR[row])) for row in top_rows(VECTOR, depth)]
+
+
 class FixedSearcher(Searcher):
-    def vector_scores(self, query: str) -> np.ndarray:
-        return VECTOR
+    def query_vector(self, query: str) -> np.ndarray:
+        return np.zeros(1, dtype=np.float32)
 
 
 def real_searcher() -> Searcher:
@@ -244,9 +250,10 @@ def real_searcher() -> Searcher:
         {"chunk_id": [f"c{i}" for i in range(4)], "doc_id": ["d"] * 4, "chunk_index": pa.array(range(4), pa.int64())}
     )
     searcher = FixedSearcher.__new__(FixedSearcher)
-    searcher.index = StoredIndex({"config": {}}, chunks, Bm25Index.build(TEXTS), VectorIndex(np.eye(4)))
+    searcher.index = StoredIndex({"config": {}}, chunks, FixedVectorRanker(Bm25Index.build(TEXTS), VectorIndex(np.eye(4))))
     searcher.embedder = None
     searcher.candidates = 150
+    searcher.server_rrf = False
     return searcher
 
 

@@ -7,8 +7,8 @@ import pytest
 from flows.index import index_corpus
 from storage.index_store import IndexStore
 from tasks.gc import artifact_lock, collect_garbage
-from tasks.indexing import contexts_cache, embeddings_cache
-from tests.conftest import SAMPLE_CORPUS
+from storage.artifacts import contexts_cache, embeddings_cache
+from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -42,7 +42,7 @@ def test_paid_results_no_index_uses_stay_until_the_user_asks(home) -> None:  # t
     import numpy as np
 
     from tasks.embed import vector_rows
-    from tasks.indexing import context_row
+    from tasks.stages.contextualize import context_row
 
     day = 86_400
     contexts_cache(home).append_rows([

@@ -11,8 +11,8 @@ from storage.ledger import LedgerRow
 from tasks.embed import packaged_model_path
 from tasks.rerank import ClaudeReranker, CohereReranker, CrossEncoderReranker, RerankError, RerankSpec, parse_indices
 from tasks.retry import RetryPolicy
-from tests.simulators.anthropic_simulator import AnthropicSimulator
-from tests.simulators.cohere_simulator import CohereSimulator
+from tests.equipment.anthropic_simulator import AnthropicSimulator
+from tests.equipment.cohere_simulator import CohereSimulator
 
 DOCUMENTS = ["the cat sat", "retry with exponential backoff", "backoff and retry limits", "unrelated text"]
 

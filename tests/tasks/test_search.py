@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from storage.backends.embedded import EmbeddedRanker, top_rows
 from storage.bm25 import Bm25Index
 from storage.index_store import StoredIndex
 from storage.vectors import VectorIndex
@@ -19,7 +20,6 @@ from tasks.search import (
     Searcher,
     Strategy,
     reciprocal_rank_fusion,
-    top_rows,
     weighted_fusion,
 )
 
@@ -168,30 +168,39 @@ TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape"]
 VECTOR = np.array([0.1, 0.9, 0.3, 0.9], dtype=np.float32)  # vector ranking: 1, 3 (tie -> row order), 2, 0
 
 
-def stored_index(texts: list[str]) -> StoredIndex:
+def stored_index(texts: list[str], ranker: type[EmbeddedRanker] = EmbeddedRanker) -> StoredIndex:
     chunks = pa.table({"chunk_id": [f"c{i}" for i in range(len(texts))], "content": texts})
     matrix = np.eye(len(texts), max(len(texts), 1), dtype=np.float32) if texts else np.zeros((0, 4), np.float32)
     manifest = {"config": {"embedder": {"provider": "local", "model": "m", "max_seq_length": 8}}}
-    return StoredIndex(manifest, chunks, Bm25Index.build(texts), VectorIndex(matrix))
+    return StoredIndex(manifest, chunks, ranker(Bm25Index.build(texts), VectorIndex(matrix)))
+
+
+class FixedVectorRanker(EmbeddedRanker):
+    """The embedded ranker with fixed vector scores (no embedder, no model)."""
+
+    fixed: np.ndarray = VECTOR
+
+    def rank_vector(self, vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
+        return [(row, float(self.fixed[row])) for row in top_rows(self.fixed, depth)]
 
 
 class FixedSearcher(Searcher):
-    """A Searcher whose vector scores are fixed (no embedder, no model)."""
+    """A Searcher that records which queries it was asked to embed."""
 
-    fixed: np.ndarray
     vector_queries: list[str]
 
-    def vector_scores(self, query: str) -> np.ndarray:
+    def query_vector(self, query: str) -> np.ndarray:
         self.vector_queries.append(query)
-        return self.fixed
+        return np.zeros(1, dtype=np.float32)
 
 
 def make_searcher(texts: list[str] = TEXTS, vector: np.ndarray = VECTOR, candidates: int = 150) -> FixedSearcher:
     searcher = FixedSearcher.__new__(FixedSearcher)
-    searcher.index = stored_index(texts)
+    searcher.index = stored_index(texts, FixedVectorRanker)
+    searcher.index.ranker.fixed = vector
     searcher.embedder = None
     searcher.candidates = candidates
-    searcher.fixed = vector
+    searcher.server_rrf = False
     searcher.vector_queries = []
     return searcher
 
@@ -200,7 +209,7 @@ def test_fake_index_bm25_scores_by_hand() -> None:
     # N = 4, lengths 2, 2, 3, 1 -> avgdl = 2; "lemon" in rows 0, 2: idf = ln(1 + 2.5 / 2.5) = ln 2
     # row 0: tf 1, dl 2 -> 1 / (1 + 1.2 * (0.25 + 0.75 * 1))   = 1 / 2.2
     # row 2: tf 2, dl 3 -> 2 / (2 + 1.2 * (0.25 + 0.75 * 1.5)) = 2 / 3.65
-    scores = stored_index(TEXTS).bm25.scores("lemon")
+    scores = stored_index(TEXTS).ranker.bm25.scores("lemon")
     np.testing.assert_allclose(scores, [math.log(2) / 2.2, 0, math.log(2) * 2 / 3.65, 0], rtol=1e-6)
 
 
@@ -316,7 +325,7 @@ def test_vector_scores_embeds_the_query_with_the_query_input_type() -> None:
     searcher.embedder = FakeEmbedder()
     searcher.candidates = 150
     searcher._query_store, searcher._query_vectors = None, {}  # a local embedder: nothing stored
-    np.testing.assert_allclose(searcher.vector_scores("what?"), [0.0, 1.0, 0.0, 0.0])
-    np.testing.assert_allclose(searcher.vector_scores("what?"), [0.0, 1.0, 0.0, 0.0])
+    assert searcher.rank_vector("what?", 2) == [(1, 1.0), (0, 0.0)]
+    assert searcher.rank_vector("what?", 2) == [(1, 1.0), (0, 0.0)]
     assert calls == [(["what?"], "query")]  # embedded once, however often it is searched
     assert rows_of(searcher.search("lemon", Strategy.VECTOR, k=1)) == [1]

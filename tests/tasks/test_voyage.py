@@ -12,7 +12,7 @@ from storage.ledger import LedgerRow, summarize
 from tasks.embed import EmbedderSpec
 from tasks.retry import RetryPolicy
 from tasks.voyage import MAX_TEXTS_PER_REQUEST, VoyageCallError, VoyageEmbedder, batches
-from tests.simulators.voyage_simulator import VoyageSimulator, simulated_tokens
+from tests.equipment.voyage_simulator import VoyageSimulator, simulated_tokens
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import pytest
 
 from tasks.claude.client import ClaudeCallError, ClaudeClient
 from tasks.retry import RetryPolicy
-from tasks.secrets import MissingKey
-from tests.simulators.anthropic_simulator import AnthropicSimulator
-from tests.tasks.claude.conftest import TEST_KEY
+from storage.secrets import MissingKey
+from tests.equipment.anthropic_simulator import AnthropicSimulator
+from tests.helpers import ANTHROPIC_TEST_KEY as TEST_KEY
 
 PARAMS = {"model": "claude-haiku-4-5", "max_tokens": 50, "messages": [{"role": "user", "content": "hello"}]}
 

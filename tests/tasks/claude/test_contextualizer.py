@@ -15,7 +15,7 @@ from tasks.claude.contextualizer import (
     document_windows,
 )
 from tasks.models import Chunk, Document
-from tests.simulators.anthropic_simulator import AnthropicSimulator
+from tests.equipment.anthropic_simulator import AnthropicSimulator
 
 BIG = " ".join(f"word{i}" for i in range(5000))  # ~ 5,500 simulated tokens: above Haiku 4.5's 4,096 minimum
 SMALL = " ".join(f"word{i}" for i in range(600))  # ~ 700 simulated tokens: below every minimum

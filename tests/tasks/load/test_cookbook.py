@@ -10,8 +10,9 @@ import pytest
 
 from tasks.load import load_cookbook, load_source
 from tasks.models import CorpusError
+from tests.helpers import SHARED_DATA
 
-CODEBASE = Path("/work/shared/data/codebase/codebase_chunks.json")
+CODEBASE = SHARED_DATA / "codebase" / "codebase_chunks.json"  # ../shared/data beside the repository
 
 
 def doc(doc_id: str, uuid: str, *chunks: str) -> dict[str, Any]:
@@ -157,7 +158,7 @@ def test_document_without_chunks_is_warned(tmp_path: Path) -> None:
 
 def test_real_codebase_file() -> None:
     if not CODEBASE.exists():
-        pytest.skip(f"{CODEBASE} is not present")
+        pytest.skip(f"{CODEBASE} is not present (the cookbook's codebase corpus, expected under SHARED_DATA = {SHARED_DATA})")
     corpus = load_source(CODEBASE)
     assert len(corpus.documents) == 90
     assert len(corpus.chunks) == 737

@@ -10,8 +10,9 @@ import pytest
 
 from tasks.load import load_docs, load_source
 from tasks.models import CorpusError
+from tests.helpers import SHARED_DATA
 
-DATA = Path("/work/shared/data/anthropic_docs")
+DATA = SHARED_DATA / "anthropic_docs"  # ../shared/data beside the repository
 
 
 def entry(link: str, heading: str, text: str, summary: str | None = None) -> dict[str, Any]:
@@ -128,7 +129,7 @@ def test_malformed_docs_json(tmp_path: Path) -> None:
 def test_real_docs_files(name: str) -> None:
     path = DATA / name
     if not path.exists():
-        pytest.skip(f"{path} is not present")
+        pytest.skip(f"{path} is not present (the cookbook's docs corpus, expected under SHARED_DATA = {SHARED_DATA})")
     corpus = load_source(path)
     assert len(corpus.chunks) == 232
     assert len(corpus.documents) == 45

@@ -11,7 +11,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.simulators.anthropic_simulator import (
+from tests.equipment.anthropic_simulator import (
     MESSAGE_OVERHEAD_TOKENS,
     AnthropicSimulator,
     min_cacheable_tokens,

@@ -11,7 +11,7 @@ import requests
 import voyageai
 import voyageai.error
 
-from tests.simulators.voyage_simulator import MAX_INPUTS, VoyageSimulator, simulated_tokens
+from tests.equipment.voyage_simulator import MAX_INPUTS, VoyageSimulator, simulated_tokens
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.simulators._http import RecordedRequest, Reply, SimulatorServer
+from tests.equipment._http import RecordedRequest, Reply, SimulatorServer
 
 __all__ = ["MODELS", "ModelSpec", "VoyageSimulator", "simulated_tokens", "RecordedRequest"]
 

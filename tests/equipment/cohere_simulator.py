@@ -35,7 +35,7 @@ import re
 import uuid
 from typing import Any
 
-from tests.simulators._http import RecordedRequest, Reply, SimulatorServer
+from tests.equipment._http import RecordedRequest, Reply, SimulatorServer
 
 __all__ = ["CohereSimulator", "MAX_DOCUMENTS", "relevance", "search_units", "RecordedRequest"]
 

@@ -1,9 +1,10 @@
 """Test equipment: the noida-db Elasticsearch emulator on 127.0.0.1, started once per test session.
 
 noida-db (PyPI ``noida-db``) ships one binary that speaks the Elasticsearch REST API (it reports itself as 8.15.3).
-The fixture runs that binary directly (not the ``noida-db`` Python wrapper, so stopping it stops the emulator
+``start_emulator`` runs that binary directly (not the ``noida-db`` Python wrapper, so stopping it stops the emulator
 itself) with only its Elasticsearch service, a private data folder and a free port, waits until it answers, and
-yields its URL. Where the emulator cannot be started, the tests that use it are skipped with the reason.
+returns the process and its URL; ``_stop`` stops it. The session fixture ``es_emulator_url`` (tests/conftest.py) uses
+them. Where the emulator cannot be started, the tests that use it are skipped with the reason.
 It is an emulator, not Elasticsearch: nothing measured against it is a quality figure for a real cluster.
 """
 
@@ -15,7 +16,6 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,13 +87,3 @@ def start_emulator(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
         tail = log.read_text(errors="replace")[-400:].strip()
         problem = f"exit code {process.returncode}; output: {tail or '(none)'}"
     pytest.skip(f"the noida-db Elasticsearch emulator could not be started: {problem}")
-
-
-@pytest.fixture(scope="session")
-def es_emulator_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a running Elasticsearch emulator (noida-db), stopped at the end of the session."""
-    process, url = start_emulator(tmp_path_factory.mktemp("es-emulator"))
-    try:
-        yield url
-    finally:
-        _stop(process)

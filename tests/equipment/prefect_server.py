@@ -1,8 +1,8 @@
 """A real ``prefect server`` for tests and scripts: own PREFECT_HOME, 127.0.0.1 only, telemetry off, stopped afterwards.
 
 ``running_prefect_server()`` is a context manager yielding a ``PrefectServer`` (API URL, UI URL, environment to
-give subprocesses). Test modules share one server per session with ``pytest_plugins = ["tests.prefect_server"]``
-and the ``prefect_server`` fixture, which skips with the reason when the server cannot start within 90 s.
+give subprocesses). Test equipment: the flow tests share one server per session through the ``prefect_server``
+fixture in tests/flows/conftest.py, which skips with the reason when the server cannot start within 90 s.
 """
 
 from __future__ import annotations
@@ -169,19 +169,3 @@ def _tail(log: Path, lines: int = 20) -> str:
     except OSError:
         return "(no log)"
 
-
-try:
-    import pytest
-except ImportError:  # used by scripts/ui_screenshot.py without pytest installed
-    pytest = None  # type: ignore[assignment]
-
-if pytest is not None:
-
-    @pytest.fixture(scope="session")
-    def prefect_server() -> Iterator[PrefectServer]:
-        """One real Prefect server (UI on) for the session; skipped, with the reason, if it cannot start in 90 s."""
-        try:
-            with running_prefect_server(ui=True) as server:
-                yield server
-        except ServerDidNotStart as error:
-            pytest.skip(f"no Prefect server for this test: {error}")

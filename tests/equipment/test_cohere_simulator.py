@@ -9,7 +9,7 @@ import pytest
 import requests
 from cohere.errors import BadRequestError, InternalServerError, TooManyRequestsError, UnauthorizedError
 
-from tests.simulators.cohere_simulator import MAX_DOCUMENTS, CohereSimulator
+from tests.equipment.cohere_simulator import MAX_DOCUMENTS, CohereSimulator
 
 DOCS = [
     "Paris is the capital of France.",

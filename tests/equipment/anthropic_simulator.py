@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from tests.simulators import _http
-from tests.simulators._http import Reply, SimulatorServer
+from tests.equipment import _http
+from tests.equipment._http import Reply, SimulatorServer
 
 __all__ = [
     "MIN_CACHEABLE_TOKENS",

@@ -1,0 +1,34 @@
+"""``KEY=VALUE`` options of ``ctxrag trigger``: ``--param`` (run parameters) and ``--env`` (the run's environment)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from ctxrag.prefect_commands.errors import CommandError
+
+
+def parse_params(pairs: Optional[list[str]]) -> dict[str, Any]:
+    """``k=v`` pairs -> parameters; a value that parses as JSON is JSON (``k=5`` -> 5), otherwise a string."""
+    parameters: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, separator, raw = pair.partition("=")
+        if not separator or not key.strip():
+            raise CommandError(f"--param takes KEY=VALUE, got {pair!r}")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        parameters[key.strip()] = value
+    return parameters
+
+
+def parse_env(pairs: Optional[list[str]]) -> dict[str, str]:
+    """``NAME=VALUE`` pairs -> environment variables (values stay strings)."""
+    env: dict[str, str] = {}
+    for pair in pairs or []:
+        key, separator, value = pair.partition("=")
+        if not separator or not key.strip():
+            raise CommandError(f"--env takes NAME=VALUE, got {pair!r}")
+        env[key.strip()] = value
+    return env

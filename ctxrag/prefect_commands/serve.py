@@ -1,0 +1,154 @@
+"""``ctxrag serve``: serve prefect.yaml's deployments from this process (no work pool, no worker).
+
+The deployments are prefect.yaml's: names, entrypoints, descriptions, tags, parameters, schedules and concurrency
+limits. The options override some of them for this process: a parameter option sets that parameter in every
+deployment prefect.yaml gives it to; ``--cron``/``--timezone`` replace the schedules of the scheduled ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+import typer
+
+from ctxrag.prefect_commands.deployments import Deployment, project_dir, read_deployments
+from ctxrag.prefect_commands.errors import CommandError, err, fail
+from ctxrag.prefect_commands.server import client
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.deployments.runner import RunnerDeployment
+    from prefect.flows import Flow
+    from prefect.schedules import Schedule
+
+PATH_PARAMETERS = ("source", "evalset")  # made absolute when serve starts (relative to the current folder), must exist
+YAML = "from prefect.yaml"
+
+
+def serve(
+    cron: Optional[str] = typer.Option(None, help="Re-index schedule (cron); '' for none.", show_default=YAML),
+    timezone: Optional[str] = typer.Option(None, help="Time zone of the cron schedule.", show_default=f"{YAML}, else UTC"),
+    source: Optional[str] = typer.Option(None, help="What the scheduled re-index indexes (made absolute here).", show_default=YAML),
+    name: Optional[str] = typer.Option(None, "--name", help="Index name for both deployments.", show_default=YAML),
+    contextualizer: Optional[str] = typer.Option(None, help="structural, none, claude, claude-summary.", show_default=YAML),
+    embedder: Optional[str] = typer.Option(None, help="local or voyage.", show_default=YAML),
+    backend: Optional[str] = typer.Option(None, help="embedded or elasticsearch.", show_default=YAML),
+    evalset: Optional[str] = typer.Option(None, help="Evaluation set of the evaluate deployment.", show_default=YAML),
+    limit: Optional[int] = typer.Option(None, min=1, help="Most flow runs this process runs at once."),
+) -> None:
+    """Serve ctxrag-index/reindex (scheduled) and ctxrag-evaluate/evaluate from this process: no work pool needed."""
+    options = {
+        "source": source, "name": name, "contextualizer": contextualizer, "embedder": embedder, "backend": backend, "evalset": evalset,
+    }
+    try:
+        with client() as api:
+            served = load(project_dir())
+            _refuse_pool_deployments(api, [full_name(entry, flow) for entry, flow in served])
+        deployments = build(served, {key: value for key, value in options.items() if value is not None}, cron, timezone)
+    except CommandError as error:
+        fail(str(error))
+    from prefect import serve as prefect_serve
+
+    err.print(f"serving {_summary(served, deployments)}; Ctrl-C stops", highlight=False)
+    prefect_serve(*deployments, limit=limit, print_starting_message=False)
+
+
+def load(folder: Path) -> list[tuple[Deployment, Flow[Any, Any]]]:
+    """FOLDER's prefect.yaml deployments, each with its entrypoint's flow."""
+    entries = read_deployments(folder / "prefect.yaml")
+    if not entries:
+        raise CommandError(f"{folder / 'prefect.yaml'} defines no deployments")
+    return [(entry, entry.load_flow(folder)) for entry in entries]
+
+
+def full_name(entry: Deployment, flow: Flow[Any, Any]) -> str:
+    return f"{flow.name}/{entry.name}"
+
+
+def build(
+    served: list[tuple[Deployment, Flow[Any, Any]]], options: dict[str, Any], cron: Optional[str] = None, timezone: Optional[str] = None
+) -> list[RunnerDeployment]:
+    """Runner deployments as prefect.yaml defines them, with OPTIONS' parameters and --cron/--timezone applied."""
+    if unused := sorted(options.keys() - {key for entry, _ in served for key in entry.parameters}):
+        raise CommandError(f"--{unused[0]}: no deployment in prefect.yaml has a parameter {unused[0]!r}")
+    parameters = [_parameters(entry, options) for entry, _ in served]  # every path checked before any schedule
+    deployments = []
+    for (entry, flow), values in zip(served, parameters):
+        deployment: RunnerDeployment = flow.to_deployment(  # type: ignore[assignment]  # a sync call: no coroutine
+            name=entry.name,
+            description=entry.description,
+            schedules=_schedules(entry, cron, timezone),
+            parameters=values,
+            tags=entry.tags,
+            concurrency_limit=entry.prefect_concurrency_limit(),
+        )
+        deployments.append(deployment)
+    return deployments
+
+
+def _parameters(entry: Deployment, options: dict[str, Any]) -> dict[str, Any]:
+    parameters = {**entry.parameters, **{key: value for key, value in options.items() if key in entry.parameters}}
+    for key in PATH_PARAMETERS:
+        if key in parameters:
+            path = Path(str(parameters[key]))
+            if not path.exists():
+                raise CommandError(f"--{key} {path} not found (relative paths are read from {Path.cwd()})")
+            parameters[key] = str(path.resolve())
+    return parameters
+
+
+def _schedules(entry: Deployment, cron: Optional[str], timezone: Optional[str]) -> list[Schedule]:
+    from prefect.schedules import Cron
+
+    schedules = entry.prefect_schedules()
+    if not schedules or (cron is None and timezone is None):
+        return schedules
+    if cron is None:
+        return [dataclasses.replace(schedule, timezone=timezone) for schedule in schedules]
+    if not cron.strip():
+        return []
+    try:
+        return [Cron(cron, timezone=timezone or schedules[0].timezone or "UTC")]
+    except ValueError as error:
+        raise CommandError(f"--cron {cron!r}: {error}") from None
+
+
+def _summary(served: list[tuple[Deployment, Flow[Any, Any]]], deployments: list[RunnerDeployment]) -> str:
+    """``flow/name (cron '0 3 * * *' UTC) and flow/name; trigger with `...```: what serve runs, for stderr."""
+    described = []
+    for (entry, flow), deployment in zip(served, deployments):
+        schedules = [_describe(item.schedule) for item in deployment.schedules]
+        when = f" ({', '.join(schedules)})" if schedules else " (no schedule)" if entry.schedules else ""
+        described.append(full_name(entry, flow) + when)
+    listed = " and ".join([", ".join(described[:-1]), described[-1]] if len(described) > 1 else described)
+    first, flow = served[0]
+    example = f"ctxrag trigger {full_name(first, flow)}" + (" --param name=..." if "name" in first.parameters else "")
+    return f"{listed}; trigger with `{example}`"
+
+
+def _describe(schedule: Any) -> str:
+    if getattr(schedule, "cron", None):
+        return f"cron {schedule.cron!r} {schedule.timezone or 'UTC'}"
+    if getattr(schedule, "interval", None):
+        return f"every {schedule.interval}"
+    return f"rrule {getattr(schedule, 'rrule', schedule)!r}"
+
+
+def _refuse_pool_deployments(api: SyncPrefectClient, names: list[str]) -> None:
+    """Serving a deployment that is also on a work pool would let a worker and this process both pick its runs."""
+    from prefect.exceptions import ObjectNotFound
+
+    for name in names:
+        try:
+            deployment = api.read_deployment_by_name(name)
+        except ObjectNotFound:
+            continue
+        if deployment.work_pool_name:
+            raise CommandError(
+                f"deployment {name!r} is on work pool {deployment.work_pool_name!r} (from `ctxrag deploy`); serve it from "
+                f"a worker (`prefect worker start --pool {deployment.work_pool_name}`), or delete it first "
+                f"(`prefect deployment delete {name}`) to serve it from this process"
+            )

@@ -1,0 +1,52 @@
+"""What every index backend offers (``IndexBackend``) and what an opened version answers (``Ranker``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, TypeAlias
+
+import numpy as np
+import pyarrow as pa
+
+Ranking: TypeAlias = list[tuple[int, float]]  # (row in the version's chunk table, score), best first
+State: TypeAlias = "dict[str, Any] | None"  # what a backend records of a version in its manifest, under its name
+
+
+class Ranker(Protocol):
+    """One opened version: rankings of its chunk rows for a query."""
+
+    server_fusion: bool  # whether ``fuse`` ranks on the server
+
+    def rank_bm25(self, query: str, depth: int) -> Ranking: ...
+
+    def rank_vector(self, vector: np.ndarray, depth: int) -> Ranking: ...
+
+    def fuse(self, query: str, vector: np.ndarray, k: int, depth: int) -> Ranking:
+        """Reciprocal rank fusion computed by the backend itself (only where ``server_fusion``)."""
+        ...
+
+
+class IndexBackend(Protocol):
+    """Builds and manages the versions of one named index; ``IndexStore`` owns the folders and manifests."""
+
+    name: str
+
+    def build(self, index: str, folder: Path, rows: pa.Table, texts: list[str], vectors: np.ndarray, live: bool) -> State:
+        """Index a version (files under ``folder``, or a server's index); ``live``: serve it now, else only stage it."""
+        ...
+
+    def promote(self, index: str, state: State) -> None:
+        """Serve a staged version."""
+        ...
+
+    def discard(self, index: str, state: State) -> None:
+        """Remove a staged version that will not be served."""
+        ...
+
+    def delete(self, index: str, states: list[State]) -> None:
+        """Remove everything of the index the backend holds outside its folders (``states``: every kept version's)."""
+        ...
+
+    def open(self, index: str, folder: Path, state: State, staged: bool) -> Ranker:
+        """The version as a ``Ranker`` (``staged``: a version not yet served, e.g. under a quality gate)."""
+        ...

@@ -1,0 +1,99 @@
+"""Stage 4: plan the version (rows, indexed texts, config, build key) and publish it with the index's backend."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from prefect import task
+from prefect.cache_policies import NONE
+from prefect.transactions import get_transaction
+
+from storage.backends import backend_for
+from storage.bm25 import BM25_B, BM25_K1
+from storage.index_store import IndexStore
+from tasks.contextualizers import ContextualizerSpec
+from tasks.embed import EmbedderSpec
+from tasks.models import Corpus, indexed_text, sha256_hex
+from tasks.retry import retry_only_io
+
+TEXT = "text"  # the plan's column of indexed texts (context + chunk): embedded, BM25-indexed, not stored
+
+
+@dataclass
+class IndexPlan:
+    """What a build would publish, and the key that says whether the live index already is exactly that."""
+
+    config: dict[str, object]
+    build_key: str
+    rows: pa.Table = field(repr=False)
+
+    @property
+    def texts(self) -> list[str]:
+        return self.rows[TEXT].to_pylist()
+
+
+def plan_index(
+    corpus: Corpus, contexts: list[str], spec: EmbedderSpec, contextualizer: ContextualizerSpec, backend: str = "embedded"
+) -> IndexPlan:
+    """The version's rows (with the indexed text of each chunk, derived here once) and its config."""
+    backend_for(backend)  # an unknown backend fails here, before anything is embedded
+    worker = contextualizer.build()
+    config = {
+        "backend": backend,
+        "contextualizer": {"name": worker.name, "version": worker.version},
+        "embedder": spec.to_dict(),
+        "bm25": {"k1": BM25_K1, "b": BM25_B},
+    }
+    chunks = corpus.chunks
+    rows = pa.table(
+        {
+            "chunk_id": [chunk.chunk_id for chunk in chunks],
+            "doc_id": [chunk.doc_id for chunk in chunks],
+            "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
+            "key": [chunk.key for chunk in chunks],
+            "doc_sha": [chunk.doc_sha for chunk in chunks],
+            "heading": [chunk.heading for chunk in chunks],
+            "content": [chunk.content for chunk in chunks],
+            "context": contexts,
+            TEXT: [indexed_text(context, chunk.content) for context, chunk in zip(contexts, chunks)],
+        }
+    )
+    build_key = sha256_hex(repr(sorted(config.items())), *(f"{chunk.chunk_id}|{chunk.key}" for chunk in chunks), *contexts)
+    return IndexPlan(config, build_key, rows)
+
+
+@task(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=retry_only_io, cache_policy=NONE)
+def publish_index(name: str, home: Path, plan: IndexPlan, vectors: np.ndarray, source: str, live: bool = True) -> str:
+    """Build the version with the index's backend and make it live, or (``live=False``) only stage it for a quality
+    gate. Returns the version id. A failed build leaves the live version as it was; inside a transaction, a
+    rollback discards the staged version."""
+    manifest = {
+        "config": plan.config,
+        "build_key": plan.build_key,
+        "source": source,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "counts": {"chunks": plan.rows.num_rows, "documents": len(set(plan.rows["doc_id"].to_pylist()))},
+    }
+    version = IndexStore(home).publish(name, manifest, plan.rows.drop_columns([TEXT]), plan.texts, vectors, live=live).name
+    transaction = get_transaction()
+    if transaction is not None:
+        transaction.set("staged", {"name": name, "home": str(home), "version": version})
+    return version
+
+
+@publish_index.on_rollback
+def _discard_staged(transaction) -> None:  # type: ignore[no-untyped-def]
+    """The quality gate refused the staged version: remove it (the live version never changed)."""
+    staged = transaction.get("staged", None)
+    if staged:
+        IndexStore(Path(staged["home"])).discard(staged["name"], staged["version"])
+
+
+@task(cache_policy=NONE)
+def promote_index(name: str, home: Path, version_id: str) -> None:
+    """Serve a staged version (the backend first, e.g. an alias switch, then the local pointer)."""
+    IndexStore(home).promote(name, version_id)
