@@ -20,6 +20,7 @@ from storage.environment import ctxrag_home
 from storage.errors import UserError
 from storage.index_store import IndexStore
 from storage.ledger import Ledger
+from tasks.search import DEFAULT_STRATEGY
 from tasks.claude.contextualizer import DEFAULT_CONCURRENCY
 from tasks.load import DEFAULT_MAX_FILE_BYTES
 from storage.secrets import MissingKey, redact
@@ -115,6 +116,26 @@ def _run(flow, **parameters):  # type: ignore[no-untyped-def]
         return flow(**parameters)
 
 
+def _check_index_input(source: str, name: str, contextualizer: str, backend: str) -> None:
+    """What ``index`` can check without Prefect: the name, the choices, and the source (a JSON corpus is read and
+    validated in full, which takes well under a second; a folder must exist)."""
+    from pathlib import Path
+
+    from storage.backends import backend_for
+    from storage.names import validate_name
+    from tasks.contextualize import ContextualizerKind
+    from tasks.load import load_source
+
+    validate_name(name)
+    backend_for(backend)
+    ContextualizerKind.from_str(contextualizer)
+    path = Path(source)
+    if path.is_file():
+        load_source(source)
+    elif not path.is_dir():
+        load_source(source)  # names what is missing, as the flow would
+
+
 def _parse_ks(values: Optional[list[str]]) -> Optional[list[int]]:
     if not values:
         return None
@@ -144,7 +165,7 @@ def index(
     corpus_description: str = typer.Option("a document collection", help="What the corpus is (summary prompt)."),
     task_runner: Optional[str] = typer.Option(None, help="threads (default) or dask (a local cluster, or CTXRAG_DASK_ADDRESS)."),
     gate: Optional[str] = typer.Option(None, "--gate", help="Evaluation set: refuse a new version scoring worse than the live one."),
-    gate_strategy: str = typer.Option("hybrid", help="--gate: the strategy scored."),
+    gate_strategy: str = typer.Option(DEFAULT_STRATEGY, help="--gate: the strategy scored."),
     gate_metric: Optional[str] = typer.Option(None, help="--gate: the metric (default pass@10, or recall@3 for docs sets)."),
     gate_max_drop: float = typer.Option(0.02, help="--gate: the largest drop allowed (a fraction: 0.02 = 2 points)."),
     include: Optional[list[str]] = typer.Option(None, "--include", help="Folder SOURCE: load only paths matching this gitignore-style pattern (relative to SOURCE; repeatable)."),
@@ -153,6 +174,8 @@ def index(
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
+    with _user_errors():  # bad input fails here, in well under a second, before Prefect or a model is loaded
+        _check_index_input(source, name, contextualizer, backend)
     from flows.index import index_corpus
     from flows.runners import make_task_runner
 
@@ -207,7 +230,7 @@ def index(
 def search(
     query: str = typer.Argument(...),
     name: str = NameOption,
-    strategy: str = typer.Option("hybrid", help="vector, bm25, hybrid (RRF) or hybrid-weighted."),
+    strategy: str = typer.Option(DEFAULT_STRATEGY, help="hybrid-doc (the default: BM25 first, the vector side votes for documents), hybrid (RRF), hybrid-weighted, bm25 or vector."),
     k: int = typer.Option(10, "-k", "--k", min=1),
     rerank: str = typer.Option("none", help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:PATH or none."),
     rerank_model: str = typer.Option("", help="Reranker model (cohere: rerank-english-v3.0; claude: claude-haiku-4-5)."),
@@ -265,12 +288,16 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print only {strategy: {metric: value}} as JSON."),
 ) -> None:
     """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
-    from flows.evaluate import evaluate_index
     from tasks.evalset import load_evalset
+    from tasks.search import Strategy
 
-    with _user_errors():  # the flow loads it again; its warnings (skipped questions) are printed here
-        for warning in load_evalset(evalset).warnings:
+    with _user_errors():  # bad input fails here, before Prefect starts; the flow loads the set again
+        for warning in load_evalset(evalset).warnings:  # its warnings (skipped questions) are printed here
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+        IndexStore(ctxrag_home()).manifest(name) or IndexStore(ctxrag_home()).open(name)  # an unknown index, named
+        for value in strategy or []:
+            Strategy.from_str(value)
+    from flows.evaluate import evaluate_index
     result = _run(
         evaluate_index, evalset=evalset, name=name, ks=_parse_ks(k), strategies=strategy or None, rerank=rerank,
         rerank_model=rerank_model, end_to_end=end_to_end, answer_model=answer_model, judge_model=judge_model, subject=subject,

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import storage.environment  # noqa: F401  (before Prefect)
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.transactions import transaction
 
-from flows.runners import make_task_runner
+from flows.runners import make_task_runner, spreads_tasks
 from storage.backends import backend_for
 from storage.environment import ctxrag_home
 from storage.errors import UserError
@@ -25,20 +25,37 @@ from tasks.contextualizers import ContextualizerSpec
 from tasks.embed import DEFAULT_MAX_SEQ_LENGTH, EmbedderSpec
 from tasks.gc import artifact_lock
 from tasks.stages.contextualize import (
+    BatchFailed,
+    chunks_per_task,
     chunks_to_contextualize,
     context_keys,
-    contextualize_document,
+    contextualize_documents,
+    document_batches,
     contextualize_in_batches,
     finish_contextualization,
     stored_contexts,
 )
 from tasks.stages.costs import paid_calls
-from tasks.stages.embed import embed_chunks
+from tasks.stages.embed import embed_batch, read_vectors, text_batches, texts_to_embed
 from tasks.stages.gate import check_gate
 from tasks.stages.load import compare_with_live, load_corpus
+from tasks.search import DEFAULT_STRATEGY
 from tasks.stages.publish import plan_index, promote_index, publish_index
 from tasks.load import DEFAULT_MAX_FILE_BYTES
 from tasks.progress import stage_progress
+
+
+def summary_rows(report: dict[str, object]) -> list[dict[str, str]]:
+    """The run report as (item, value) rows: nested values flattened (``seconds.embed``), nothing left as ``None``."""
+    rows = []
+    for key, value in report.items():
+        if value is None or isinstance(value, list):
+            continue
+        if isinstance(value, dict):
+            rows += [{"item": f"{key}.{inner}", "value": str(item)} for inner, item in value.items() if not isinstance(item, (dict, list))]
+        else:
+            rows.append({"item": key, "value": str(value)})
+    return rows
 
 
 class DocumentsFailed(UserError, RuntimeError):
@@ -59,7 +76,7 @@ def index_corpus(
     output_dimension: int | None = None,
     backend: str = "embedded",
     gate_evalset: str | None = None,
-    gate_strategy: str = "hybrid",
+    gate_strategy: str = DEFAULT_STRATEGY,
     gate_metric: str | None = None,
     gate_max_drop: float = 0.02,
     include: list[str] | None = None,
@@ -106,15 +123,20 @@ def index_corpus(
             if outcome["failed"]:
                 failed["(batch)"] = f"{outcome['failed']} batch items failed"
         else:
-            futures = {
-                doc_id: contextualize_document.submit(by_document[doc_id], keyed, spec_of_contexts, root, run_id)
-                for doc_id, keyed in pending.items()
-            }
+            batches = document_batches(pending, by_document, chunks_per_task(spec_of_contexts))
+            futures = [
+                contextualize_documents.submit(batch, spec_of_contexts, root, run_id, label=f"{number}-of-{len(batches)}")
+                for number, batch in enumerate(batches, start=1)
+            ]
             with stage_progress("contextualizing") as update:
-                for done, _ in enumerate(as_completed(list(futures.values())), start=1):
+                for done, _ in enumerate(as_completed(futures), start=1):
                     update(done, len(futures))
-            outcomes = {doc_id: future.result(raise_on_failure=False) for doc_id, future in futures.items()}
-            failed = {doc_id: str(outcome) for doc_id, outcome in outcomes.items() if isinstance(outcome, BaseException)}
+            for batch, future in zip(batches, futures):
+                outcome = future.result(raise_on_failure=False)
+                if isinstance(outcome, BatchFailed):  # some of the task's documents failed; the others are saved
+                    failed.update(outcome.failures)
+                elif isinstance(outcome, BaseException):  # the whole task failed (after its retries)
+                    failed.update({document.doc_id: str(outcome) for document, _ in batch})
         finish_contextualization(root)
         costs = paid_calls(root, run_id, "contextualize")
         if failed:
@@ -123,7 +145,14 @@ def index_corpus(
         contexts = stored_contexts(corpus, keys, root)
         lap("contextualize")
         plan = plan_index(corpus, contexts, spec, spec_of_contexts, backend)  # the indexed texts, derived once
-        vectors, embedded = embed_chunks(plan.texts, spec, root, run_id)
+        batches_to_embed = text_batches(texts_to_embed(plan.texts, spec, root))
+        labels = [f"{number}-of-{len(batches_to_embed)}" for number in range(1, len(batches_to_embed) + 1)]
+        if spreads_tasks():  # Dask: the batches run on the cluster's workers at once
+            futures = [embed_batch.submit(batch, spec, root, run_id, label) for batch, label in zip(batches_to_embed, labels)]
+            embedded = sum(future.result() for future in futures)
+        else:  # threads: one batch after the other (one model in this process, using both cores)
+            embedded = sum(embed_batch(batch, spec, root, run_id, label) for batch, label in zip(batches_to_embed, labels))
+        vectors = read_vectors(plan.texts, spec, root)
         embedding_costs = paid_calls(root, run_id, "embed")
         lap("embed")
         live = store.manifest(name)
@@ -161,8 +190,13 @@ def index_corpus(
     }
     create_table_artifact(
         key=f"ctxrag-index-{name}".replace("_", "-"),
-        table=[{"item": key, "value": str(value)} for key, value in report.items() if not isinstance(value, (dict, list))],
+        table=summary_rows(report),
         description=f"ctxrag index run for {name!r}",
+    )
+    get_run_logger().info(
+        "ctxrag index %r: %s, version %s; %d documents, %d chunks (%d contextualized, %d embedded); %s",
+        name, report["status"], version, len(corpus.documents), len(corpus.chunks), report["chunks_contextualized"],
+        embedded, ", ".join(f"{stage} {value:.1f} s" for stage, value in seconds.items()),
     )
     if costs["calls"]:
         create_table_artifact(

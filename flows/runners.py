@@ -47,3 +47,11 @@ def make_task_runner(kind: str | None = None, address: str | None = None) -> Tas
             return DaskTaskRunner(address=address)
         return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 2, "processes": True, "dashboard_address": None})
     raise InvalidInput(f"unknown task runner {kind!r}; choose threads or dask")
+
+
+def spreads_tasks() -> bool:
+    """Whether the running flow's task runner spreads tasks over other processes (Dask), not this process's threads."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    return context is not None and not isinstance(context.task_runner, ThreadPoolTaskRunner)

@@ -269,7 +269,7 @@ class Embedder(Protocol):
     def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray: ...
 
 
-def embed_with_cache(
+def embed_missing(
     texts: list[str],
     spec: EmbedderSpec,
     cache: RowCache,
@@ -277,10 +277,11 @@ def embed_with_cache(
     progress: ProgressCallback | None = None,
     *,
     embedder: Embedder,
-) -> tuple[np.ndarray, int]:
-    """Vectors for ``texts`` (rows in order) and how many texts had to be embedded (the rest came from the cache)."""
+) -> int:
+    """Embed and store the texts that have no stored vector yet (only the stored keys are read); returns how many."""
     keys = [spec.cache_key(text, input_type) for text in texts]
-    known = _cached_vectors(cache, keys)
+    stored = cache.read(keys=keys, columns=[])
+    known = set() if stored is None else set(stored[KEY].to_pylist())
     missing = {key: text for key, text in zip(keys, texts) if key not in known}
     if missing:
         # Longest first: batches hold texts of similar length, so little padding; big batches fail early. Length in
@@ -295,12 +296,35 @@ def embed_with_cache(
             batch_keys = order[start : start + PERSIST_EVERY]
             vectors = embedder.embed([missing[key] for key in batch_keys], input_type)
             cache.append(vector_rows(batch_keys, vectors, paid=spec.provider != "local"))
-            known.update(zip(batch_keys, vectors))
             done += len(batch_keys)
             if progress:
                 progress(done, len(order))
+    return len(missing)
+
+
+def stored_vectors(texts: list[str], spec: EmbedderSpec, cache: RowCache, input_type: str = "document") -> np.ndarray:
+    """The stored vectors of ``texts``, one row per text in order (all must be stored)."""
+    keys = [spec.cache_key(text, input_type) for text in texts]
+    known = _cached_vectors(cache, keys)
+    missing = [text for key, text in zip(keys, texts) if key not in known]
+    if missing:
+        raise RuntimeError(f"{len(missing)} texts have no stored vector (first: {missing[0][:80]!r})")
     matrix = np.stack([known[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
-    return matrix.astype(np.float32, copy=False), len(missing)
+    return matrix.astype(np.float32, copy=False)
+
+
+def embed_with_cache(
+    texts: list[str],
+    spec: EmbedderSpec,
+    cache: RowCache,
+    input_type: str = "document",
+    progress: ProgressCallback | None = None,
+    *,
+    embedder: Embedder,
+) -> tuple[np.ndarray, int]:
+    """Vectors for ``texts`` (rows in order) and how many texts had to be embedded (the rest came from the cache)."""
+    embedded = embed_missing(texts, spec, cache, input_type, progress, embedder=embedder)
+    return stored_vectors(texts, spec, cache, input_type), embedded
 
 
 def vector_rows(keys: list[str], vectors: np.ndarray, paid: bool) -> pa.Table:

@@ -44,6 +44,9 @@ class Strategy(str, Enum):
             raise InvalidInput(f"unknown strategy {value!r}; choose one of: {choices}") from None
 
 
+DEFAULT_STRATEGY = "hybrid-doc"  # chosen by cross-validation on the codebase set (docs/decisions.md)
+
+
 @dataclass(frozen=True)
 class Hit:
     """One ranked chunk: its row in the index, fused score, and the rank each retriever gave it (1-based)."""

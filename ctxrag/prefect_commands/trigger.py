@@ -51,10 +51,15 @@ def trigger(
             )
             if watch:
                 flow_run = _watch(api, flow_run, timeout)
+                tables = _result_tables(api, flow_run) if flow_run.state and flow_run.state.is_completed() else []
     except CommandError as error:
         fail(str(error))
     state = flow_run.state
     state_type = state.type.value if state else "UNKNOWN"
+    for key, rows in tables if watch else []:  # what the run found (metrics, the index summary), on stderr
+        err.print(f"{key}:", highlight=False, markup=False)
+        for row in rows:
+            err.print("  " + "  ".join(f"{column}={value}" for column, value in row.items()), highlight=False, markup=False)
     if as_json:
         print(json.dumps({
             "id": str(flow_run.id), "name": flow_run.name, "deployment": deployment, "state": state_type,
@@ -67,6 +72,20 @@ def trigger(
         if state and state.message:
             err.print(f"flow run {flow_run.name!r} ended {state.name}: {state.message}", highlight=False, markup=False)
         raise typer.Exit(code=1)
+
+
+def _result_tables(api: SyncPrefectClient, flow_run: FlowRun) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The run's table artifacts (the evaluation's metrics, the index run's summary), as (key, rows)."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    found = api.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run.id])))
+    tables = []
+    for artifact in found:
+        if artifact.type == "table" and artifact.key:
+            rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
+            if isinstance(rows, list):
+                tables.append((artifact.key, [row for row in rows if isinstance(row, dict)]))
+    return tables
 
 
 def _no_deployment(deployment: str) -> str:

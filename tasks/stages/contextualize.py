@@ -1,4 +1,5 @@
-"""Stage 2: a context for every chunk, from the store or from the contextualizer (per document, or Message Batches).
+"""Stage 2: a context for every chunk, from the store or from the contextualizer (Message Batches, or tasks that
+each take a batch of whole documents, sized by their pending chunks: tens of task runs for 10,000 documents).
 
 Each chunk's context key is computed once per run (``context_keys``) and handed to the tasks with the chunks.
 """
@@ -12,6 +13,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from storage.artifacts import KEY, contexts_cache
+from storage.errors import UserError
 from storage.ledger import Ledger
 from tasks.contextualize import context_key
 from tasks.contextualizers import ContextualizerSpec
@@ -19,6 +21,8 @@ from tasks.models import Chunk, Corpus, Document
 from tasks.retry import retry_only_io
 
 Keyed = list[tuple[Chunk, str]]  # chunks with their context keys
+CHUNKS_PER_TASK = 512  # offline contextualizers: ~20 task runs per 10,000 chunks (one task run costs ~75 ms)
+PAID_CHUNKS_PER_TASK = 32
 
 
 def context_keys(chunks: list[Chunk], spec: ContextualizerSpec) -> list[str]:
@@ -48,20 +52,69 @@ def chunks_to_contextualize(corpus: Corpus, keys: list[str], home: Path) -> dict
     return pending
 
 
-@task(retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=retry_only_io, cache_policy=NONE)
-def contextualize_document(document: Document, pending: Keyed, spec: ContextualizerSpec, home: Path, run_id: str) -> int:
-    """Write the contexts of a document's pending chunks, each saved as soon as it exists; returns how many."""
-    stored = stored_keys(home, [key for _, key in pending])  # a task retry skips what was saved
-    todo = [(chunk, key) for chunk, key in pending if key not in stored]
-    if todo:
-        keys = {chunk.chunk_id: key for chunk, key in todo}
-        cache = contexts_cache(home)
+class BatchFailed(UserError, RuntimeError):
+    """Some documents of a task failed for good (the others' contexts are saved); ``failures``: doc_id -> error."""
+
+    def __init__(self, failures: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{doc_id}: {error}" for doc_id, error in sorted(failures.items())))
+        self.failures = failures
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]  (keeps ``failures`` across processes, e.g. Dask)
+        return (BatchFailed, (self.failures,))
+
+
+def document_batches(pending: dict[str, Keyed], documents: dict[str, Document], chunks_per_task: int) -> list[list[tuple[Document, Keyed]]]:
+    """Whole documents grouped into tasks of about ``chunks_per_task`` pending chunks (a larger document alone)."""
+    batches: list[list[tuple[Document, Keyed]]] = []
+    size = 0
+    for doc_id, keyed in pending.items():
+        if not batches or (size and size + len(keyed) > chunks_per_task):
+            batches.append([])
+            size = 0
+        batches[-1].append((documents[doc_id], keyed))
+        size += len(keyed)
+    return batches
+
+
+def chunks_per_task(spec: ContextualizerSpec) -> int:
+    """Paid contextualizers work through a task's documents one after the other: smaller tasks keep documents
+    overlapping across the task threads (each document's calls still fan out under the run-wide bound)."""
+    return PAID_CHUNKS_PER_TASK if spec.paid else CHUNKS_PER_TASK
+
+
+@task(
+    retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=retry_only_io, cache_policy=NONE,
+    task_run_name="contextualize-{label}",
+)
+def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: ContextualizerSpec, home: Path, run_id: str, label: str = "") -> int:
+    """Write the contexts of a batch of documents' pending chunks, each saved as soon as it exists.
+
+    Returns how many contexts were written. Documents that fail for good do not stop the others: the task then
+    ends failed (as the Prefect UI shows it) with ``BatchFailed`` naming each one; the others' contexts are saved.
+    A task retry (an I/O error) skips every context already saved.
+    """
+    stored = stored_keys(home, [key for _, keyed in batch for _, key in keyed])
+    cache = contexts_cache(home)
+    worker = spec.build(run_id)
+    ledger = Ledger(home).append
+    failures: dict[str, str] = {}
+    written = 0
+    for document, keyed in batch:
+        todo = {chunk.chunk_id: (chunk, key) for chunk, key in keyed if key not in stored}
+        if not todo:
+            continue
 
         def save(pairs: list[tuple[Chunk, str]]) -> None:
-            cache.append_rows([context_row(keys[chunk.chunk_id], chunk.doc_id, text, spec.paid) for chunk, text in pairs])
+            cache.append_rows([context_row(todo[chunk.chunk_id][1], chunk.doc_id, text, spec.paid) for chunk, text in pairs])
 
-        spec.build(run_id).run(document, [chunk for chunk, _ in todo], save, Ledger(home).append)
-    return len(todo)
+        try:
+            worker.run(document, [chunk for chunk, _ in todo.values()], save, ledger)
+        except UserError as error:  # this document failed for good; the batch's others go on
+            failures[document.doc_id] = str(error)
+        written += len(todo)
+    if failures:
+        raise BatchFailed(failures)
+    return written
 
 
 @task(retries=1, retry_delay_seconds=[30], retry_condition_fn=retry_only_io, cache_policy=NONE)

@@ -1,4 +1,6 @@
-"""Stage 3: a vector for every indexed text (stored ones reused; the rest embedded and stored batch by batch)."""
+"""Stage 3: a vector for every indexed text. The texts without a stored vector are embedded by batch tasks (tens
+of task runs for 10,000 chunks: the UI shows which batch failed, a retry redoes only that batch's unstored texts,
+and a Dask cluster spreads them); then every vector is read back from the store in one pass."""
 
 from __future__ import annotations
 
@@ -8,17 +10,41 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NONE
 
-from storage.artifacts import embeddings_cache
+from storage.artifacts import KEY, embeddings_cache
 from storage.ledger import Ledger
-from tasks.embed import EmbedderSpec, embed_with_cache
+from tasks.embed import EmbedderSpec, embed_missing, stored_vectors
 from tasks.embedders import make_embedder
 from tasks.progress import stage_progress
 from tasks.retry import retry_only_io
 
+TEXTS_PER_TASK = 2048  # the local model: ~1 minute of work per task on 2 cores
 
-@task(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=retry_only_io, cache_policy=NONE)
-def embed_chunks(texts: list[str], spec: EmbedderSpec, home: Path, run_id: str = "") -> tuple[np.ndarray, int]:
-    """Vectors for the texts, and how many had to be embedded."""
+
+@task(cache_policy=NONE)
+def texts_to_embed(texts: list[str], spec: EmbedderSpec, home: Path) -> list[str]:
+    """The distinct texts with no stored vector (one read of the stored keys)."""
+    keys = {spec.cache_key(text, "document"): text for text in texts}
+    stored = embeddings_cache(home).read(keys=list(keys), columns=[])
+    known = set() if stored is None else set(stored[KEY].to_pylist())
+    return [text for key, text in keys.items() if key not in known]
+
+
+@task(
+    retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=retry_only_io, cache_policy=NONE,
+    task_run_name="embed-{label}",
+)
+def embed_batch(texts: list[str], spec: EmbedderSpec, home: Path, run_id: str = "", label: str = "") -> int:
+    """Embed and store a batch of texts (stored batch by batch: a retry skips what an earlier try stored)."""
     embedder = make_embedder(spec, Ledger(home).append, run_id)
-    with stage_progress("embedding") as update:
-        return embed_with_cache(texts, spec, embeddings_cache(home), progress=update, embedder=embedder)
+    with stage_progress(f"embedding {label}".strip()) as update:
+        return embed_missing(texts, spec, embeddings_cache(home), progress=update, embedder=embedder)
+
+
+@task(cache_policy=NONE)
+def read_vectors(texts: list[str], spec: EmbedderSpec, home: Path) -> np.ndarray:
+    """Every text's vector, in order, from the store."""
+    return stored_vectors(texts, spec, embeddings_cache(home))
+
+
+def text_batches(texts: list[str], per_task: int = TEXTS_PER_TASK) -> list[list[str]]:
+    return [texts[start : start + per_task] for start in range(0, len(texts), per_task)]

@@ -40,7 +40,7 @@ def test_evaluate_json_prints_exactly_one_json_object(home: Path) -> None:
     result = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--k", "5,10", "--json")
     assert result.returncode == 0, result.stderr
     metrics = json.loads(result.stdout)  # the whole of stdout parses: no log line slipped in
-    assert set(metrics) == {"vector", "bm25", "hybrid", "hybrid-weighted"}
+    assert set(metrics) == {"vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc"}
     assert set(metrics["hybrid"]) == {"pass@5", "pass@10", "hit@5", "hit@10", "ndcg@5", "ndcg@10"}
 
 

@@ -109,6 +109,8 @@ def test_trigger_reindex_runs_on_the_worker_and_publishes_its_artifact(prefect_s
     assert run["state"] == "COMPLETED", run
     assert run["parameters"]["name"] == "sample" and run["parameters"]["max_seq_length"] == 256  # k=256 -> JSON number
     assert "created flow run" in result.stderr and "Completed" in result.stderr
+    assert "ctxrag-index-sample:" in result.stderr and "item=seconds.embed" in result.stderr  # --watch shows the summary
+    assert "value=None" not in result.stderr
     assert time.monotonic() - started < 110
 
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId

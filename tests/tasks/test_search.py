@@ -13,12 +13,16 @@ from storage.bm25 import Bm25Index
 from storage.index_store import StoredIndex
 from storage.vectors import VectorIndex
 from tasks.search import (
+    DOC_FUSION_DOCUMENT_WEIGHTS,
+    DOC_FUSION_RRF_K,
+    DOC_FUSION_WEIGHTS,
     RRF_K,
     WEIGHTED_BM25_WEIGHT,
     WEIGHTED_VECTOR_WEIGHT,
     Hit,
     Searcher,
     Strategy,
+    document_fusion,
     reciprocal_rank_fusion,
     weighted_fusion,
 )
@@ -152,14 +156,14 @@ def test_strategy_from_str_round_trip(strategy: Strategy) -> None:
 
 
 def test_strategy_values() -> None:
-    assert [strategy.value for strategy in Strategy] == ["vector", "bm25", "hybrid", "hybrid-weighted"]
+    assert [strategy.value for strategy in Strategy] == ["vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc"]
 
 
 @pytest.mark.parametrize("value", ["Hybrid", "rrf", "", "hybrid_weighted"])
 def test_strategy_from_str_error_lists_the_choices(value: str) -> None:
     with pytest.raises(ValueError) as raised:
         Strategy.from_str(value)
-    assert str(raised.value) == f"unknown strategy {value!r}; choose one of: vector, bm25, hybrid, hybrid-weighted"
+    assert str(raised.value) == f"unknown strategy {value!r}; choose one of: vector, bm25, hybrid, hybrid-weighted, hybrid-doc"
 
 
 # --- Searcher ----------------------------------------------------------------------------------------------------
@@ -168,8 +172,10 @@ TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape"]
 VECTOR = np.array([0.1, 0.9, 0.3, 0.9], dtype=np.float32)  # vector ranking: 1, 3 (tie -> row order), 2, 0
 
 
-def stored_index(texts: list[str], ranker: type[EmbeddedRanker] = EmbeddedRanker) -> StoredIndex:
-    chunks = pa.table({"chunk_id": [f"c{i}" for i in range(len(texts))], "content": texts})
+def stored_index(texts: list[str], ranker: type[EmbeddedRanker] = EmbeddedRanker, doc_ids: list[str] | None = None) -> StoredIndex:
+    """``doc_ids``: each row's document (default: every row its own, ``d0``, ``d1``, ...)."""
+    doc_ids = doc_ids if doc_ids is not None else [f"d{i}" for i in range(len(texts))]
+    chunks = pa.table({"chunk_id": [f"c{i}" for i in range(len(texts))], "doc_id": doc_ids, "content": texts})
     matrix = np.eye(len(texts), max(len(texts), 1), dtype=np.float32) if texts else np.zeros((0, 4), np.float32)
     manifest = {"config": {"embedder": {"provider": "local", "model": "m", "max_seq_length": 8}}}
     return StoredIndex(manifest, chunks, ranker(Bm25Index.build(texts), VectorIndex(matrix)))
@@ -194,9 +200,11 @@ class FixedSearcher(Searcher):
         return np.zeros(1, dtype=np.float32)
 
 
-def make_searcher(texts: list[str] = TEXTS, vector: np.ndarray = VECTOR, candidates: int = 150) -> FixedSearcher:
+def make_searcher(
+    texts: list[str] = TEXTS, vector: np.ndarray = VECTOR, candidates: int = 150, doc_ids: list[str] | None = None
+) -> FixedSearcher:
     searcher = FixedSearcher.__new__(FixedSearcher)
-    searcher.index = stored_index(texts, FixedVectorRanker)
+    searcher.index = stored_index(texts, FixedVectorRanker, doc_ids)
     searcher.index.ranker.fixed = vector
     searcher.embedder = None
     searcher.candidates = candidates
@@ -329,3 +337,83 @@ def test_vector_scores_embeds_the_query_with_the_query_input_type() -> None:
     assert searcher.rank_vector("what?", 2) == [(1, 1.0), (0, 0.0)]
     assert calls == [(["what?"], "query")]  # embedded once, however often it is searched
     assert rows_of(searcher.search("lemon", Strategy.VECTOR, k=1)) == [1]
+
+
+# --- document evidence (hybrid-doc) -------------------------------------------------------------------------------
+
+DOC_OF_ROW = {0: "a", 1: "a", 2: "b", 3: "c"}
+
+
+def test_document_fusion_exact_scores_and_order() -> None:
+    # vector ranking 2, 0, 1 -> documents ranked b (row 2) = 1, a (row 0) = 2; row 1's "a" is already ranked
+    hits = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {"vector": 0.25}, k=10, rrf_k=1)
+    # row 0: bm25 1/(1+1) + vector 0.5/(1+2) + document a 0.25/(1+2) = 1/2 + 1/6 + 1/12 = 3/4
+    # row 2: vector 0.5/(1+1) + document b 0.25/(1+1)                 = 1/4 + 1/8        = 3/8
+    # row 3: bm25 1/(1+2); document c not in the vector ranking        = 1/3
+    # row 1: vector 0.5/(1+3) + document a 0.25/(1+2)                  = 1/8 + 1/12       = 5/24
+    assert rows_of(hits) == [0, 2, 3, 1]
+    assert [hit.score for hit in hits] == pytest.approx([3 / 4, 3 / 8, 1 / 3, 5 / 24], rel=1e-12)
+    assert [hit.ranks for hit in hits] == [{"vector": 2, "bm25": 1}, {"vector": 1}, {"bm25": 2}, {"vector": 3}]
+    # without the document term row 3 (1/3) is ahead of row 2 (1/4)
+    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, rrf_k=1)) == [0, 3, 2, 1]
+
+
+def test_document_fusion_ranks_a_document_by_its_best_chunk() -> None:
+    # bm25 ranking 0, 1, 3 -> documents a = 1 (rows 0 and 1 alike), c = 2
+    hits = document_fusion({"bm25": [0, 1, 3]}, DOC_OF_ROW, {"bm25": 1.0}, {"bm25": 1.0}, k=10, rrf_k=0)
+    # row 0: 1/1 + 1/1 = 2; row 1: 1/2 + 1/1 = 1.5; row 3: 1/3 + 1/2 = 5/6
+    assert rows_of(hits) == [0, 1, 3]
+    assert [hit.score for hit in hits] == pytest.approx([2.0, 1.5, 5 / 6], rel=1e-12)
+
+
+def test_document_fusion_adds_no_chunk_that_no_retriever_found() -> None:
+    # row 1 shares document "a" with row 0 but is in no ranking
+    hits = document_fusion({"bm25": [0], "vector": [2]}, DOC_OF_ROW, {"bm25": 1.0, "vector": 1.0}, {"bm25": 1.0}, k=10)
+    assert rows_of(hits) == [0, 2]
+
+
+def test_document_fusion_without_document_weights_is_rrf() -> None:
+    plain = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 1.0}, {}, k=10, rrf_k=RRF_K)
+    assert plain == reciprocal_rank_fusion(RANKINGS, k=10)
+
+
+def test_document_fusion_ties_best_single_rank_then_row() -> None:
+    # rows 5 and 6: bm25 rank 1 / vector rank 1, weights equal, documents unranked -> same score 1/2, same best
+    # rank 1 -> row order; row 4: vector rank 2 -> 1/3
+    hits = document_fusion({"vector": [6, 4], "bm25": [5]}, {4: "x", 5: "y", 6: "z"}, {"bm25": 1.0, "vector": 1.0}, {}, k=10, rrf_k=1)
+    assert rows_of(hits) == [5, 6, 4]
+    assert document_fusion({}, {}, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=5) == []
+    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=2)) == [0, 3]
+
+
+def test_document_fusion_constants_are_the_cross_validated_ones() -> None:
+    assert (DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS) == (1, {"bm25": 1.0, "vector": 0.1}, {"vector": 0.25})
+
+
+def test_search_hybrid_doc_uses_the_chunks_documents() -> None:
+    # vector ranking 1, 3, 2, 0 (documents y, y, x, x -> y = 1, x = 2); bm25 ("lemon") 2, 0; rrf_k 1
+    hits = make_searcher(doc_ids=["x", "y", "x", "y"]).search("lemon", Strategy.HYBRID_DOC, k=10)
+    # row 2: bm25 1/2 + vector 0.1/4 + document x 0.25/3 = 1/2 + 1/40 + 1/12
+    # row 0: bm25 1/3 + vector 0.1/5 + document x 0.25/3 = 1/3 + 1/50 + 1/12
+    # row 1: vector 0.1/2 + document y 0.25/2            = 1/20 + 1/8
+    # row 3: vector 0.1/3 + document y 0.25/2            = 1/30 + 1/8
+    assert rows_of(hits) == [2, 0, 1, 3]
+    expected = [1 / 2 + 1 / 40 + 1 / 12, 1 / 3 + 1 / 50 + 1 / 12, 1 / 20 + 1 / 8, 1 / 30 + 1 / 8]
+    assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
+    assert [hit.found_by for hit in hits] == [["bm25", "vector"], ["bm25", "vector"], ["vector"], ["vector"]]
+
+
+def test_search_hybrid_doc_lifts_a_chunk_of_the_vector_rankings_top_document() -> None:
+    # bm25 ("melon kiwi"): 4, 5 (equal scores), 0, 1 (equal scores); vector: 1, 3, 4, 5, 0, 2
+    # documents q, p, q, r, s, t -> vector document ranks p = 1 (row 1), r = 2, s = 3, t = 4, q = 5 (row 0)
+    searcher = make_searcher(WIDE_TEXTS, WIDE_VECTOR, doc_ids=["q", "p", "q", "r", "s", "t"])
+    hits = searcher.search("melon kiwi", Strategy.HYBRID_DOC, k=10)
+    # row 4: 1/2 + 0.1/4 + 0.25/4 = 0.5875      row 5: 1/3 + 0.1/5 + 0.25/5 = 0.403333
+    # row 1: 1/5 + 0.1/2 + 0.25/2 = 0.375       row 0: 1/4 + 0.1/6 + 0.25/6 = 0.308333
+    # row 3: 0.1/3 + 0.25/3 = 0.116667         row 2: 0.1/7 + 0.25/6 = 0.055952
+    assert rows_of(hits) == [4, 5, 1, 0, 3, 2]
+    expected = [1 / 2 + 1 / 40 + 1 / 16, 1 / 3 + 1 / 50 + 1 / 20, 1 / 5 + 1 / 20 + 1 / 8, 1 / 4 + 1 / 60 + 1 / 24, 1 / 30 + 1 / 12, 1 / 70 + 1 / 24]
+    assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
+    # without the document term row 0 (1/4 + 1/60) stays ahead of row 1 (1/5 + 1/20)
+    rankings = {"vector": [1, 3, 4, 5, 0, 2], "bm25": [4, 5, 0, 1]}
+    assert rows_of(document_fusion(rankings, {}, DOC_FUSION_WEIGHTS, {}, k=10)) == [4, 5, 0, 1, 3, 2]
