@@ -34,40 +34,6 @@ def rows_of(hits: list[Hit]) -> list[int]:
     return [hit.row for hit in hits]
 
 
-# --- top_rows ----------------------------------------------------------------------------------------------------
-
-
-def test_top_rows_orders_by_score_then_row() -> None:
-    scores = np.array([0.5, 0.9, 0.5, 0.0, 0.9], dtype=np.float32)
-    assert top_rows(scores, 5) == [1, 4, 0, 2, 3]
-    assert top_rows(scores, 3) == [1, 4, 0]
-    assert top_rows(scores, 100) == [1, 4, 0, 2, 3]
-
-
-def test_top_rows_ties_are_broken_by_row_for_large_arrays() -> None:
-    # a stable sort is needed: numpy's default quicksort does not keep row order for many equal values
-    scores = np.ones(1000, dtype=np.float32)
-    assert top_rows(scores, 1000) == list(range(1000))
-
-
-def test_top_rows_matches_only_drops_zero_and_negative_scores() -> None:
-    scores = np.array([0.0, 2.0, -1.0, 0.5, 0.0])
-    assert top_rows(scores, 5, matches_only=True) == [1, 3]
-    assert top_rows(scores, 5) == [1, 3, 0, 4, 2]
-    assert top_rows(np.zeros(4), 4, matches_only=True) == []
-
-
-def test_top_rows_empty_and_nonpositive_k() -> None:
-    assert top_rows(np.zeros(0), 5) == []
-    assert top_rows(np.zeros(0), 5, matches_only=True) == []
-    assert top_rows(np.array([1.0, 2.0]), 0) == []
-    assert top_rows(np.array([1.0, 2.0]), -3) == []
-
-
-def test_top_rows_returns_python_ints() -> None:
-    assert all(type(row) is int for row in top_rows(np.array([0.3, 0.1]), 2))
-
-
 # --- fusion ------------------------------------------------------------------------------------------------------
 
 RANKINGS = {"vector": [2, 0, 1], "bm25": [0, 3]}  # row 1 and row 2: vector only; row 3: bm25 only

@@ -1,0 +1,81 @@
+"""Stage 2 without Prefect (the tasks' functions called directly): batches, keys computed once, the store, failures."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from storage.artifacts import contexts_cache
+from tasks.contextualize import StructuralContextualizer
+from tasks.contextualizers import ContextualizerSpec
+from tasks.models import Chunk, Corpus, Document
+from tasks.retry import ApiCallFailed
+from tasks.stages.contextualize import (
+    BatchFailed,
+    chunks_to_contextualize,
+    context_keys,
+    contextualize_documents,
+    document_batches,
+    stored_contexts,
+)
+
+
+def corpus(sizes: dict[str, int]) -> Corpus:
+    documents, chunks = [], []
+    for doc_id, size in sizes.items():
+        texts = [f"def {doc_id}_{index}(): return {index}" for index in range(size)]
+        document = Document(doc_id, f"{doc_id}.py", "\n".join(texts), "code", f"{doc_id}.py")
+        documents.append(document)
+        chunks += [Chunk(f"{doc_id}#{index}", doc_id, index, text, document.doc_sha) for index, text in enumerate(texts)]
+    return Corpus("test", documents, chunks)
+
+
+def test_batches_keep_documents_whole_and_hold_about_the_budget() -> None:
+    pending = {doc_id: [(None, f"{doc_id}{i}") for i in range(size)] for doc_id, size in {"a": 3, "b": 2, "c": 6, "d": 1}.items()}
+    documents = {doc_id: doc_id for doc_id in pending}
+    batches = document_batches(pending, documents, chunks_per_task=5)  # type: ignore[arg-type]
+    assert [[document for document, _ in batch] for batch in batches] == [["a", "b"], ["c"], ["d"]]  # c alone: too big
+    assert document_batches({}, {}, 5) == []
+
+
+def test_pending_chunks_are_contextualized_stored_and_then_found(tmp_path: Path) -> None:
+    data = corpus({"a": 2, "b": 3})
+    spec = ContextualizerSpec("structural")
+    keys = context_keys(data.chunks, spec)
+    pending = chunks_to_contextualize.fn(data, keys, tmp_path)
+    assert {doc_id: len(keyed) for doc_id, keyed in pending.items()} == {"a": 2, "b": 3}
+    batch = [(document, pending[document.doc_id]) for document in data.documents]
+    assert contextualize_documents.fn(batch, spec, tmp_path, "run") == 5
+    assert chunks_to_contextualize.fn(data, keys, tmp_path) == {}
+    assert contextualize_documents.fn(batch, spec, tmp_path, "run") == 0  # a retry writes nothing twice
+    expected = [context for document in data.documents for context in StructuralContextualizer().contextualize(
+        document, [chunk for chunk in data.chunks if chunk.doc_id == document.doc_id])]
+    assert stored_contexts.fn(data, keys, tmp_path) == expected
+    rows = contexts_cache(tmp_path).read().to_pylist()
+    assert all(row["paid"] is False for row in rows)
+
+
+def test_a_document_that_fails_for_good_does_not_stop_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class FailsForB(StructuralContextualizer):
+        def run(self, document, chunks, save, ledger):  # type: ignore[no-untyped-def]
+            if document.doc_id == "b":
+                raise ApiCallFailed("400 invalid_request_error: no")
+            super().run(document, chunks, save, ledger)
+
+    monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": FailsForB())
+    data = corpus({"a": 1, "b": 1, "c": 1})
+    keys = context_keys(data.chunks, ContextualizerSpec("structural"))
+    pending = chunks_to_contextualize.fn(data, keys, tmp_path)
+    with pytest.raises(BatchFailed) as failed:
+        contextualize_documents.fn([(d, pending[d.doc_id]) for d in data.documents], ContextualizerSpec("structural"), tmp_path, "run")
+    assert failed.value.failures == {"b": "400 invalid_request_error: no"}
+    assert set(chunks_to_contextualize.fn(data, keys, tmp_path)) == {"b"}  # a and c are saved
+    assert pickle.loads(pickle.dumps(failed.value)).failures == failed.value.failures  # crosses a Dask worker
+
+
+def test_a_missing_context_is_named(tmp_path: Path) -> None:
+    data = corpus({"a": 1})
+    with pytest.raises(RuntimeError, match=r"1 chunks have no stored context \(first: a#0\)"):
+        stored_contexts.fn(data, context_keys(data.chunks, ContextualizerSpec("none")), tmp_path)

@@ -1,0 +1,43 @@
+"""Stage 4 without Prefect: the plan (indexed texts derived once, the build key) and publishing with a backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from storage.errors import InvalidInput
+from storage.index_store import IndexStore
+from tasks.contextualizers import ContextualizerSpec
+from tasks.embed import EmbedderSpec
+from tasks.models import indexed_text
+from tasks.stages.load import compare_with_live
+from tasks.stages.publish import TEXT, plan_index, publish_index
+from tests.tasks.stages.test_contextualize import corpus
+
+
+def test_the_plan_carries_each_chunks_indexed_text_and_a_stable_build_key() -> None:
+    data = corpus({"a": 2})
+    contexts = ["File: a.py.", ""]
+    plan = plan_index(data, contexts, EmbedderSpec(), ContextualizerSpec("structural"))
+    assert plan.texts == [indexed_text(context, chunk.content) for context, chunk in zip(contexts, data.chunks)]
+    assert plan.texts[1] == data.chunks[1].content  # no context: the chunk alone
+    assert plan.build_key == plan_index(data, contexts, EmbedderSpec(), ContextualizerSpec("structural")).build_key
+    assert plan.build_key != plan_index(data, ["other", ""], EmbedderSpec(), ContextualizerSpec("structural")).build_key
+    assert plan.config["bm25"] == {"k1": 1.2, "b": 0.75}
+    with pytest.raises(InvalidInput, match="unknown backend 'solr'"):
+        plan_index(data, contexts, EmbedderSpec(), ContextualizerSpec("structural"), backend="solr")
+
+
+def test_publish_writes_a_version_the_store_opens_and_the_diff_reads(tmp_path: Path) -> None:
+    data = corpus({"a": 2, "b": 1})
+    plan = plan_index(data, ["", "", ""], EmbedderSpec(), ContextualizerSpec("none"))
+    version = publish_index.fn("docs", tmp_path, plan, np.eye(3, 4, dtype=np.float32), "test")
+    opened = IndexStore(tmp_path).open("docs")
+    assert opened.manifest["version"] == version and opened.config["backend"] == "embedded"
+    assert TEXT not in opened.chunks.column_names  # derived, not stored
+    assert opened.ranker.rank_bm25("b_0", 3)[0][0] == 2
+    assert compare_with_live.fn(data, "docs", tmp_path) == {"new": 0, "changed": 0, "unchanged": 2, "removed": 0}
+    edited = corpus({"a": 3, "c": 1})
+    assert compare_with_live.fn(edited, "docs", tmp_path) == {"new": 1, "changed": 1, "unchanged": 0, "removed": 1}
