@@ -133,7 +133,7 @@ def choose_precision(requested: str | None = None) -> tuple[str, str]:
     """("bf16" or "fp32", why): ``requested``, else ``CTXRAG_EMBED_PRECISION``, else "auto" (bf16 where native)."""
     value = (requested if requested is not None else os.environ.get(PRECISION_ENV, "")).strip().lower() or "auto"
     if value not in PRECISIONS:
-        raise ValueError(f"{PRECISION_ENV}={value!r}: choose one of {', '.join(PRECISIONS)}")
+        raise InvalidInput(f"{PRECISION_ENV}={value!r}: choose one of {', '.join(PRECISIONS)}")
     if value == "fp32":
         return "fp32", f"{PRECISION_ENV}=fp32" if requested is None else "asked for fp32"
     native = cpu_has_native_bf16()
