@@ -45,6 +45,9 @@ from tasks.load import DEFAULT_MAX_FILE_BYTES
 from tasks.progress import stage_progress
 
 
+SUMMARY_PARTS = {"contextualizer_calls": ("calls", "cost_usd"), "embedding_calls": ("calls", "cost_usd")}  # the rest: costs artifact
+
+
 def summary_rows(report: dict[str, object]) -> list[dict[str, str]]:
     """The run report as (item, value) rows: nested values flattened (``seconds.embed``), nothing left as ``None``."""
     rows = []
@@ -52,7 +55,8 @@ def summary_rows(report: dict[str, object]) -> list[dict[str, str]]:
         if value is None or isinstance(value, list):
             continue
         if isinstance(value, dict):
-            rows += [{"item": f"{key}.{inner}", "value": str(item)} for inner, item in value.items() if not isinstance(item, (dict, list))]
+            wanted = SUMMARY_PARTS.get(key, tuple(value))
+            rows += [{"item": f"{key}.{inner}", "value": str(value[inner])} for inner in wanted if inner in value]
         else:
             rows.append({"item": key, "value": str(value)})
     return rows
