@@ -294,7 +294,9 @@ def evaluate(
     with _user_errors():  # bad input fails here, before Prefect starts; the flow loads the set again
         for warning in load_evalset(evalset).warnings:  # its warnings (skipped questions) are printed here
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
-        IndexStore(ctxrag_home()).manifest(name) or IndexStore(ctxrag_home()).open(name)  # an unknown index, named
+        store = IndexStore(ctxrag_home())
+        if store.live_version(name) is None:
+            store.open(name)  # raises UnknownIndexError, naming the indexes there are
         for value in strategy or []:
             Strategy.from_str(value)
     from flows.evaluate import evaluate_index
