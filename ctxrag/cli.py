@@ -16,6 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ctxrag.prefect_commands import register as register_prefect_commands
+from ctxrag.prefect_commands.local_server import local_prefect_server
+from ctxrag.prefect_commands.server_commands import announce_started
 from storage.environment import ctxrag_home
 from storage.errors import UserError
 from storage.index_store import IndexStore
@@ -110,9 +112,10 @@ def _user_errors() -> Iterator[None]:
 
 
 def _run(flow, **parameters):  # type: ignore[no-untyped-def]
-    """Run a flow; a user error becomes one line on stderr and exit code 2."""
+    """Run a flow against the reused local Prefect server (or the configured one); a user error becomes one line
+    on stderr and exit code 2."""
     _quiet_tracebacks()
-    with _user_errors():
+    with _user_errors(), local_prefect_server(announce=announce_started):
         return flow(**parameters)
 
 

@@ -95,14 +95,14 @@ class Searcher:
         ledger: SaveLedger | None = None,
         run_id: str = "",
     ) -> None:
-        """``home``, ``ledger``, ``run_id``: a paid embedder's query vectors are stored under ``home`` (a re-run pays
-        nothing) and each request gets a ledger row."""
+        """``home``, ``ledger``, ``run_id``: query vectors are stored under ``home`` (a re-run pays nothing and loads no
+        local model for queries it has seen) and each paid request gets a ledger row."""
         if server_rrf and not index.ranker.server_fusion:
             raise InvalidInput(f"server-side RRF needs an index on the Elasticsearch backend (this one is {index.config.get('backend')})")
         self.index = index
         self.spec = EmbedderSpec.from_dict(index.config["embedder"])
         self.embedder = make_embedder(self.spec, ledger, run_id)
-        self._query_store = RowCache(home, "embeddings") if home is not None and self.spec.provider != "local" else None
+        self._query_store = RowCache(home, "embeddings") if home is not None else None
         self._query_vectors: dict[str, np.ndarray] = {}
         self.candidates = candidates
         self.server_rrf = server_rrf

@@ -14,6 +14,9 @@ _SESSION_HOME = Path(tempfile.mkdtemp(prefix="ctxrag-tests-"))
 os.environ["CTXRAG_HOME"] = str(_SESSION_HOME / "ctxrag")
 os.environ["PREFECT_HOME"] = str(_SESSION_HOME / "prefect")
 os.environ.pop("PREFECT_API_URL", None)
+# A CLI subprocess with no server configured uses Prefect's temporary server, so no test leaves a background server
+# behind; tests/ctxrag/prefect_commands/test_local_server.py sets "background" for its own commands.
+os.environ["CTXRAG_PREFECT_SERVER"] = "temporary"
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 

@@ -298,11 +298,32 @@ def test_vector_scores_embeds_the_query_with_the_query_input_type() -> None:
     searcher.index = stored_index(TEXTS)  # identity vectors: row i is the unit vector e_i
     searcher.embedder = FakeEmbedder()
     searcher.candidates = 150
-    searcher._query_store, searcher._query_vectors = None, {}  # a local embedder: nothing stored
+    searcher._query_store, searcher._query_vectors = None, {}  # no home: nothing stored
     assert searcher.rank_vector("what?", 2) == [(1, 1.0), (0, 0.0)]
     assert searcher.rank_vector("what?", 2) == [(1, 1.0), (0, 0.0)]
     assert calls == [(["what?"], "query")]  # embedded once, however often it is searched
     assert rows_of(searcher.search("lemon", Strategy.VECTOR, k=1)) == [1]
+
+
+def test_local_query_vectors_are_stored_so_a_later_searcher_loads_no_model(tmp_path, monkeypatch) -> None:
+    import tasks.search
+
+    calls: list[list[str]] = []
+
+    class CountingEmbedder:
+        def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
+            calls.append(texts)
+            return np.array([[0.0, 1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
+
+    monkeypatch.setattr(tasks.search, "make_embedder", lambda spec, ledger, run_id: CountingEmbedder())
+    first = Searcher(stored_index(TEXTS), home=tmp_path)
+    first.prefetch(["what?", "which?"])
+    assert sorted(calls[0]) == ["what?", "which?"] and len(calls) == 1
+
+    later = Searcher(stored_index(TEXTS), home=tmp_path)  # a later command, same CTXRAG_HOME
+    assert later.rank_vector("which?", 1) == [(1, 1.0)]
+    assert later.rank_vector("new?", 1) == [(1, 1.0)]
+    assert calls[1:] == [["new?"]]  # only the unseen query was embedded
 
 
 # --- document evidence (hybrid-doc) -------------------------------------------------------------------------------
