@@ -27,10 +27,16 @@ def stage_progress(description: str) -> Iterator[Callable[[int, int], None]]:
 
         def update(done: int, total: int) -> None:
             progress.update(task_id, completed=done, total=total)
-            artifact.update(100.0 * done / total if total else 100.0)
+            artifact.update(done, total)
 
         yield update
-    artifact.update(100.0)
+    artifact.finish()
+
+
+def progress_text(description: str, done: int, total: int) -> str:
+    """The card's description: what runs, how far, and the percentage (the UI's card shows only the bar)."""
+    percent = 100.0 * done / total if total else 100.0
+    return f"ctxrag: {description}: {done:,} of {total:,} ({percent:.0f}%)"
 
 
 class _PrefectProgress:
@@ -40,8 +46,15 @@ class _PrefectProgress:
         self.description = description
         self.artifact_id = None
         self.shown = -ARTIFACT_STEP
+        self.last = (0, 0)
 
-    def update(self, percent: float) -> None:
+    def finish(self) -> None:
+        done, total = self.last
+        self.update(total, total)
+
+    def update(self, done: int, total: int) -> None:
+        self.last = (done, total)
+        percent = 100.0 * done / total if total else 100.0
         if percent - self.shown < ARTIFACT_STEP and percent < 100.0:
             return
         try:
@@ -51,9 +64,11 @@ class _PrefectProgress:
             if TaskRunContext.get() is None and FlowRunContext.get() is None:
                 return
             if self.artifact_id is None:
-                self.artifact_id = create_progress_artifact(progress=percent, description=f"ctxrag: {self.description}")
+                self.artifact_id = create_progress_artifact(
+                    progress=percent, description=progress_text(self.description, done, total)
+                )
             elif percent > self.shown:
-                update_progress_artifact(self.artifact_id, progress=percent)
+                update_progress_artifact(self.artifact_id, progress=percent, description=progress_text(self.description, done, total))
             self.shown = percent
         except Exception as error:  # noqa: BLE001 - progress display must never fail a stage
             logging.getLogger(__name__).debug("progress artifact not updated: %s", error)
