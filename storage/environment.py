@@ -24,6 +24,15 @@ def ctxrag_home() -> Path:
     return Path(os.environ.get("CTXRAG_HOME") or ".ctxrag").resolve()
 
 
+def models_dir() -> Path:
+    """Where derived model files (the ONNX export for queries) are kept, shared by every CTXRAG_HOME:
+    ``$CTXRAG_MODELS_DIR``, else ``$XDG_CACHE_HOME/ctxrag/models``, else ``~/.cache/ctxrag/models``."""
+    if os.environ.get("CTXRAG_MODELS_DIR"):
+        return Path(os.environ["CTXRAG_MODELS_DIR"]).expanduser().resolve()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "ctxrag" / "models"
+
+
 def apply_offline_defaults() -> None:
     """Set telemetry-off / offline variables, and a PREFECT_HOME under CTXRAG_HOME unless the user has a Prefect setup of their own."""
     for name, value in OFFLINE_DEFAULTS.items():

@@ -167,6 +167,23 @@ def _sentence_transformer(path: str, max_seq_length: int):  # type: ignore[no-un
     return model
 
 
+@lru_cache(maxsize=4)
+def _query_encoder(models_dir: Path, model: str, max_seq_length: int):  # type: ignore[no-untyped-def]
+    """The ONNX query encoder, exported first if this CTXRAG_HOME has none; None (queries on torch) if that fails."""
+    from tasks.onnx_queries import OnnxQueryEncoder, export_path, export_query_model
+
+    try:
+        target = export_path(models_dir, model)
+        if not target.exists():
+            _log(f"exporting {model} to ONNX for queries (once): {target}")
+            if not export_query_model(packaged_model_path(), target):
+                return None
+        return OnnxQueryEncoder(target, packaged_model_path(), max_seq_length)
+    except Exception as error:  # noqa: BLE001 - the torch path still answers; say why once
+        _log(f"queries stay on torch: no ONNX query encoder ({type(error).__name__}: {error})")
+        return None
+
+
 class LocalEmbedder:
     """sentence-transformers on the CPU; one loaded model per process, shared by every caller.
 
@@ -175,10 +192,14 @@ class LocalEmbedder:
     embedder that has nothing to embed imports no torch.
     """
 
-    def __init__(self, spec: EmbedderSpec, precision: str | None = None, batch_size: int = BATCH_SIZE) -> None:
+    def __init__(
+        self, spec: EmbedderSpec, precision: str | None = None, batch_size: int = BATCH_SIZE, models_dir: Path | None = None
+    ) -> None:
+        """``models_dir``: where the ONNX export for queries is kept (tasks.onnx_queries); None: queries use torch."""
         if spec.provider != "local":
             raise ValueError(f"LocalEmbedder cannot serve provider {spec.provider!r}")
         self.spec = spec
+        self.models_dir = models_dir
         self.requested_precision = precision
         self.batch_size = batch_size
         self._precision: tuple[str, str] | None = None
@@ -226,6 +247,10 @@ class LocalEmbedder:
         """
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        if input_type == "query" and self.models_dir is not None:
+            encoder = _query_encoder(self.models_dir, self.spec.model, self.spec.max_seq_length)
+            if encoder is not None:
+                return encoder.embed(texts)
         model = self.model
         batches = token_sorted_batches(self.token_counts(texts), self.batch_size) if len(texts) > 1 else [[0]]
         vectors = np.zeros((len(texts), 0), dtype=np.float32)
@@ -286,7 +311,7 @@ def embed_missing(
     if missing:
         # Longest first: batches hold texts of similar length, so little padding; big batches fail early. Length in
         # tokens where the embedder can count them (the local model: ~1.5x fewer padded positions than characters).
-        counter = getattr(embedder, "token_counts", None)
+        counter = getattr(embedder, "token_counts", None) if input_type == "document" else None  # queries: short
         texts_missing = list(missing.values())
         lengths = counter(texts_missing) if callable(counter) else [len(text) for text in texts_missing]
         size = dict(zip(missing, lengths))

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from storage.ledger import SaveLedger
 from tasks.embed import Embedder, EmbedderSpec, LocalEmbedder
 from tasks.voyage import VoyageEmbedder
 
 
-def make_embedder(spec: EmbedderSpec, ledger: SaveLedger | None = None, run_id: str = "") -> Embedder:
-    """The embedder for a spec (Voyage's client is built lazily: no key is needed until something is embedded)."""
+def make_embedder(
+    spec: EmbedderSpec, ledger: SaveLedger | None = None, run_id: str = "", models_dir: Path | None = None
+) -> Embedder:
+    """The embedder for a spec (Voyage's client is built lazily: no key is needed until something is embedded).
+    ``models_dir``: the local embedder's ONNX query model is kept there (tasks.onnx_queries)."""
     if spec.provider == "voyage":
         return VoyageEmbedder(spec, ledger=ledger, run_id=run_id)
-    return LocalEmbedder(spec)
+    return LocalEmbedder(spec, models_dir=models_dir)

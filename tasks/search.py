@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
+from storage.environment import models_dir
 from storage.errors import InvalidInput
 from storage.artifacts import RowCache
 from storage.backends import Ranking
@@ -101,7 +102,7 @@ class Searcher:
             raise InvalidInput(f"server-side RRF needs an index on the Elasticsearch backend (this one is {index.config.get('backend')})")
         self.index = index
         self.spec = EmbedderSpec.from_dict(index.config["embedder"])
-        self.embedder = make_embedder(self.spec, ledger, run_id)
+        self.embedder = make_embedder(self.spec, ledger, run_id, models_dir=models_dir())
         self._query_store = RowCache(home, "embeddings") if home is not None else None
         self._query_vectors: dict[str, np.ndarray] = {}
         self.candidates = candidates

@@ -17,6 +17,7 @@ os.environ.pop("PREFECT_API_URL", None)
 # A CLI subprocess with no server configured uses Prefect's temporary server, so no test leaves a background server
 # behind; tests/ctxrag/prefect_commands/test_local_server.py sets "background" for its own commands.
 os.environ["CTXRAG_PREFECT_SERVER"] = "temporary"
+os.environ["CTXRAG_MODELS_DIR"] = str(_SESSION_HOME / "models")  # the ONNX query export: made once per session
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 

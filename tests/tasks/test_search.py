@@ -315,7 +315,7 @@ def test_local_query_vectors_are_stored_so_a_later_searcher_loads_no_model(tmp_p
             calls.append(texts)
             return np.array([[0.0, 1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
 
-    monkeypatch.setattr(tasks.search, "make_embedder", lambda spec, ledger, run_id: CountingEmbedder())
+    monkeypatch.setattr(tasks.search, "make_embedder", lambda spec, ledger, run_id, models_dir=None: CountingEmbedder())
     first = Searcher(stored_index(TEXTS), home=tmp_path)
     first.prefetch(["what?", "which?"])
     assert sorted(calls[0]) == ["what?", "which?"] and len(calls) == 1
