@@ -1,0 +1,130 @@
+"""What each `ctxrag` command costs as a user runs it, without a running Prefect server and with one (speed issue).
+
+    .venv/bin/python benchmarks/commands.py [--shared-data PATH] [--out benchmarks/results] [--repeats 3]
+
+Two modes, each from nothing (fresh CTXRAG_HOME, PREFECT_HOME and model cache), run one after the other:
+- ``temporary``: ``CTXRAG_PREFECT_SERVER=temporary``, Prefect's temporary server inside every command (the old way);
+- ``reused``: the default, the local server the first command starts and later ones reuse.
+In each: a bad input, the cookbook corpus indexed cold, re-indexed with nothing changed, evaluated (first time: its
+queries are embedded; again: stored), searched with a query seen before and with new queries, and the README's
+sample indexed and evaluated. Each command is a subprocess; wall time and its CPU time (user + sys of the command and
+its children, from ``resource.getrusage``) are recorded; repeated commands report the median. Writes commands.json
+and commands.md. Public tools only (subprocess, resource, statistics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CTXRAG = [sys.executable, "-c", "from ctxrag.cli import main; main()"]
+MODES = {"temporary": {"CTXRAG_PREFECT_SERVER": "temporary"}, "reused": {"CTXRAG_PREFECT_SERVER": "background"}}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(args: list[str], env: dict[str, str], expect_ok: bool = True) -> dict[str, float]:
+    """One command: wall seconds, CPU seconds (of it and its children, reaped), its exit code."""
+    cpu_before, start = _children_cpu(), time.perf_counter()
+    result = subprocess.run(CTXRAG + args, env=env, capture_output=True, text=True, timeout=1800)
+    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu_before
+    if expect_ok and result.returncode != 0:
+        raise SystemExit(f"ctxrag {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return {"wall": wall, "cpu": cpu, "code": result.returncode}
+
+
+def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu")} | {"runs": len(runs)}
+
+
+def bench_mode(mode: str, shared: Path, scratch: Path, repeats: int) -> dict[str, dict[str, float]]:
+    base = scratch / mode
+    (base / "prefect").mkdir(parents=True)  # Prefect creates PREFECT_HOME itself, but not its parents
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
+    env.update({
+        "CTXRAG_HOME": str(base / "home"), "PREFECT_HOME": str(base / "prefect"), "CTXRAG_MODELS_DIR": str(base / "models"),
+        "COLUMNS": "200", **MODES[mode],
+    })
+    corpus, evalset = shared / "codebase" / "codebase_chunks.json", shared / "codebase" / "evaluation_set.jsonl"
+    seen_query = json.loads(evalset.read_text().splitlines()[0])["query"]
+    rows: dict[str, dict[str, float]] = {}
+    try:
+        rows["bad input (missing folder)"] = timed(["index", str(base / "missing")], env, expect_ok=False)
+        rows["index cookbook, cold"] = timed(["index", str(corpus), "--name", "codebase"], env)
+        rows["index cookbook, nothing changed"] = median_of([timed(["index", str(corpus), "--name", "codebase"], env) for _ in range(repeats)])
+        rows["evaluate 248 questions, first"] = timed(["evaluate", str(evalset), "--name", "codebase"], env)
+        rows["evaluate 248 questions, again"] = median_of([timed(["evaluate", str(evalset), "--name", "codebase"], env) for _ in range(repeats)])
+        rows["search, a query seen before"] = median_of([timed(["search", seen_query, "--name", "codebase"], env) for _ in range(repeats)])
+        rows["search, first new query"] = timed(["search", "first new query: how are ids hashed", "--name", "codebase"], env)
+        rows["search, later new queries"] = median_of(
+            [timed(["search", f"new query {i}: where is the config parsed", "--name", "codebase"], env) for i in range(repeats)]
+        )
+        sample, questions = REPO / "data" / "sample" / "corpus", REPO / "data" / "sample" / "questions.jsonl"
+        rows["README: index the sample"] = timed(["index", str(sample)], env)
+        rows["README: evaluate the sample"] = timed(["evaluate", str(questions)], env)
+    finally:
+        subprocess.run(CTXRAG + ["server", "stop"], env=env, capture_output=True, timeout=120)
+    return rows
+
+
+def write(out: Path, results: dict[str, dict[str, dict[str, float]]], meta: dict[str, object]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "commands.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    lines = [
+        "# What each command costs: without a running Prefect server, and with the reused local one",
+        "",
+        f"`benchmarks/commands.py`, {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, load average before: "
+        f"{meta['load_before']}. One run of each mode, the two modes one after the other, each from nothing. Wall s / "
+        "CPU s (user + sys of the command and its children). Repeated rows: median of "
+        f"{meta['repeats']}. Embedder precision: {meta['precision']}.",
+        "",
+        "| command | temporary server (per command) | reused local server | wall ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    for command, temporary in results["temporary"].items():
+        reused = results["reused"][command]
+        ratio = temporary["wall"] / reused["wall"] if reused["wall"] else float("nan")
+        lines.append(f"| {command} | {temporary['wall']:.2f} / {temporary['cpu']:.2f} | {reused['wall']:.2f} / {reused['cpu']:.2f} | {ratio:.2f}x |")
+    lines += ["", "In the reused mode the first command (the cold index) also starts the server; the rows after it reuse it."]
+    (out / "commands.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--repeats", type=int, default=3)
+    options = parser.parse_args()
+    sys.path.insert(0, str(REPO))
+    from tasks.embed import choose_precision
+
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "load_before": os.getloadavg()[0],
+        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip(),
+        "repeats": options.repeats, "precision": "%s (%s)" % choose_precision(), "python": platform.python_version(),
+    }
+    scratch = Path(tempfile.mkdtemp(prefix="ctxrag-commands-"))
+    try:
+        results = {mode: bench_mode(mode, options.shared_data, scratch, options.repeats) for mode in MODES}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    write(options.out, results, meta)
+    print((options.out / "commands.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
