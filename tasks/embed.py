@@ -169,7 +169,7 @@ def _sentence_transformer(path: str, max_seq_length: int):  # type: ignore[no-un
 
 @lru_cache(maxsize=4)
 def _query_encoder(models_dir: Path, model: str, max_seq_length: int):  # type: ignore[no-untyped-def]
-    """The ONNX query encoder, exported first if this CTXRAG_HOME has none; None (queries on torch) if that fails."""
+    """The ONNX query encoder, exported first if ``models_dir`` has none; None (queries on torch) if that fails."""
     from tasks.onnx_queries import OnnxQueryEncoder, export_path, export_query_model
 
     try:

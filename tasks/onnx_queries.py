@@ -1,7 +1,7 @@
 """Query vectors from an ONNX export of the packaged MiniLM, run by onnxruntime: a new query's ``ctxrag search`` loads
 no torch (onnxruntime, tokenizers and the session: ~0.4 s, against ~6 s for torch + sentence-transformers).
 
-The export is made once per CTXRAG_HOME, by torch from the same packaged weights (``export_query_model``), and kept
+The export is made once per machine (``storage.environment.models_dir``), by torch from the same packaged weights (``export_query_model``), and kept
 only if its vectors match torch's fp32 vectors on probe sentences (cosine >= ``PARITY_COSINE``). Queries are always
 encoded here once the export exists, so ``search`` and ``evaluate`` give a query the same vector. Pooling and
 normalisation are the model's own (mean over tokens, unit length).
@@ -54,21 +54,23 @@ def export_query_model(model_dir: Path, target: Path) -> bool:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.partial")
     encoded = tokenizer(PROBES, return_tensors="pt", padding=True, truncation=True, max_length=512)
-    with torch.no_grad(), warnings.catch_warnings():  # torch's own vectors first: tracing changes the model's state
-        warnings.simplefilter("ignore")  # the tracer's warnings are about code paths; the parity check below decides
-        expected = _pool(model(**{name: encoded[name] for name in INPUTS}).last_hidden_state.numpy(), encoded["attention_mask"].numpy())
-        torch.onnx.export(
-            LastHiddenState(model), tuple(sample[name] for name in INPUTS), str(partial), input_names=list(INPUTS),
-            output_names=["last_hidden_state"], opset_version=17, dynamo=False,
-            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")},
-        )
-    got = OnnxQueryEncoder(partial, model_dir, 512).embed(PROBES)
-    if float(np.min(np.sum(expected * got, axis=1))) < PARITY_COSINE:
-        partial.unlink(missing_ok=True)
-        logger.warning("the ONNX export of %s does not match torch; queries stay on torch", model_dir.name)
-        return False
-    os.replace(partial, target)
-    return True
+    try:
+        with torch.no_grad(), warnings.catch_warnings():  # torch's own vectors first: tracing changes the model's state
+            warnings.simplefilter("ignore")  # the tracer's warnings are about code paths; the parity check decides
+            expected = _pool(model(**{name: encoded[name] for name in INPUTS}).last_hidden_state.numpy(), encoded["attention_mask"].numpy())
+            torch.onnx.export(
+                LastHiddenState(model), tuple(sample[name] for name in INPUTS), str(partial), input_names=list(INPUTS),
+                output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                dynamic_axes={name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")},
+            )
+        got = OnnxQueryEncoder(partial, model_dir, 512).embed(PROBES)
+        if float(np.min(np.sum(expected * got, axis=1))) < PARITY_COSINE:
+            logger.warning("the ONNX export of %s does not match torch; queries stay on torch", model_dir.name)
+            return False
+        os.replace(partial, target)
+        return True
+    finally:
+        partial.unlink(missing_ok=True)  # gone after os.replace; a failed or rejected export leaves nothing
 
 
 def _pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

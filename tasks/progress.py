@@ -49,7 +49,7 @@ class _PrefectProgress:
         self.last = (0, 0)
 
     def finish(self) -> None:
-        done, total = self.last
+        _, total = self.last
         self.update(total, total)
 
     def update(self, done: int, total: int) -> None:

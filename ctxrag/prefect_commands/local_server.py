@@ -83,6 +83,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _is_prefect_server(pid: int) -> bool:
+    """Whether ``pid`` still runs ``prefect server`` (a recorded pid may have been reused by another program)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return _alive(pid)  # no /proc (not Linux): trust the recorded pid
+    return b"prefect" in command and b"server" in command
+
+
 def answers(api_url: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> bool:
     """True when ``GET {api_url}/health`` answers 200."""
     try:
@@ -164,7 +173,7 @@ def stop_server(home: Path) -> LocalServer | None:
     """Stop the server this PREFECT_HOME started (if any) and forget it; returns what was stopped."""
     with _locked(home):
         server = _read_state(home)
-        if server is not None and _alive(server.pid):
+        if server is not None and _alive(server.pid) and _is_prefect_server(server.pid):
             _terminate(server.pid)
         (home / STATE_FILE).unlink(missing_ok=True)
         return server
@@ -188,7 +197,7 @@ def reuse_or_start(home: Path) -> tuple[LocalServer, bool]:
         server = running_server(home)
         if server is not None and server.prefect_version == _prefect_version():
             return server, False
-        if server is not None:
+        if server is not None and _is_prefect_server(server.pid):
             _terminate(server.pid)
         return start_server(home), True
 

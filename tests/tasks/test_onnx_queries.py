@@ -64,3 +64,12 @@ def test_a_query_in_a_new_process_imports_no_torch(onnx_file: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"torch": False, "shape": [1, 384]}
+
+
+def test_an_export_that_does_not_match_torch_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tasks.onnx_queries as onnx_queries
+
+    monkeypatch.setattr(onnx_queries, "PARITY_COSINE", 1.5)  # no export can reach it
+    target = export_path(tmp_path, SPEC.model)
+    assert onnx_queries.export_query_model(packaged_model_path(), target) is False
+    assert list(tmp_path.iterdir()) == []  # neither the export nor its partial file

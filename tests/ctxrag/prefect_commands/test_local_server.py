@@ -92,3 +92,15 @@ def test_an_unknown_mode_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv(local_server.MODE_VARIABLE, "forever")
     with pytest.raises(UserError, match="CTXRAG_PREFECT_SERVER='forever'"):
         local_server.server_mode()
+
+
+def test_stop_never_signals_a_process_that_is_not_a_prefect_server(tmp_path: Path) -> None:
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        (tmp_path / STATE_FILE).write_text(json.dumps({"pid": bystander.pid, "api_url": "http://127.0.0.1:9/api", "prefect_version": "x"}))
+        stop_server(tmp_path)
+        assert bystander.poll() is None  # the recorded pid was reused by another program: left alone
+        assert not (tmp_path / STATE_FILE).exists()
+    finally:
+        bystander.kill()
+        bystander.wait()
