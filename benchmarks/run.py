@@ -203,6 +203,10 @@ def main() -> None:
         Path(codebase["home"]), "codebase-es", data / "codebase" / "codebase_chunks.json",
         data / "codebase" / "evaluation_set.jsonl", codebase_queries,
     )
+    for run in runs:  # each fresh CTXRAG_HOME started its own local Prefect server (ctxrag server): stop it
+        subprocess.run([sys.executable, "-c", "from ctxrag.cli import main; main()", "server", "stop"],
+                       env={**{k: v for k, v in os.environ.items() if k != "PREFECT_HOME"}, "CTXRAG_HOME": run["home"]},
+                       capture_output=True, timeout=120)
     results = {"machine": machine(), "runs": runs, "elasticsearch_emulator": emulator}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))

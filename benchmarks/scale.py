@@ -6,7 +6,8 @@
                                          [--seed-contexts] [--merge]
 
 For each size, `ctxrag index SOURCE --name N --json` runs as a subprocess in a fresh CTXRAG_HOME (PREFECT_HOME inside
-it, so the run starts its own ephemeral Prefect server, as a user's first run does). Every ~0.2 s the benchmark
+it, so the run starts the local Prefect server, as a user's first run does; `ctxrag server stop` ends it after the
+size). Every ~0.2 s the benchmark
 samples the process tree (the ctxrag process and its children: Prefect's server subprocess) with psutil (or /proc without it): resident
 memory (the sum over the tree and the largest single process) and threads (the sum of num_threads over the tree),
 and each process's CPU seconds. The run's own report gives per-stage seconds ("seconds") and counts. Task runs are
@@ -168,6 +169,7 @@ class TreeSampler:
         self.peak_threads = 0
         self.peak_processes = 0
         self.peak_by_pid: dict[int, int] = {}
+        self.threads_by_pid: dict[int, int] = {}
         self.label_by_pid: dict[int, str] = {}
         self.cpu_by_pid: dict[int, float] = {}
         self.timeline: list[dict[str, float]] = []
@@ -216,6 +218,7 @@ class TreeSampler:
             rss_sum += rss
             threads += count
             self.peak_by_pid[pid] = max(self.peak_by_pid.get(pid, 0), rss)
+            self.threads_by_pid[pid] = max(self.threads_by_pid.get(pid, 0), count)
             self.cpu_by_pid[pid] = cpu
         self.samples += 1
         self._last_rss, self._last_threads = rss_sum, threads
@@ -227,6 +230,7 @@ class TreeSampler:
         largest_pid = max(self.peak_by_pid, key=self.peak_by_pid.get) if self.peak_by_pid else None
         processes = sorted(
             ({"pid": pid, "what": self.label_by_pid.get(pid, "?"), "peak_rss_mb": round(rss / 2**20, 1),
+              "peak_threads": self.threads_by_pid.get(pid, 0),
               "cpu_seconds": round(self.cpu_by_pid.get(pid, 0.0), 1)} for pid, rss in self.peak_by_pid.items()),
             key=lambda row: -row["peak_rss_mb"],
         )
@@ -235,6 +239,7 @@ class TreeSampler:
             "peak_rss_largest_mb": round(self.peak_by_pid[largest_pid] / 2**20, 1) if largest_pid else None,
             "largest_process": self.label_by_pid.get(largest_pid, "?") if largest_pid else None,
             "peak_threads": self.peak_threads,
+            "peak_threads_largest": self.threads_by_pid.get(largest_pid, 0) if largest_pid else None,
             "peak_processes": self.peak_processes,
             "cpu_seconds": round(sum(self.cpu_by_pid.values()), 1),
             "samples": self.samples,
@@ -313,7 +318,7 @@ def _by_task(names: list[str]) -> dict[str, int]:
 def count_task_runs(home: Path) -> dict[str, object]:
     """Task runs that finished, from the run's own log (Prefect logs "Task run 'NAME' - Finished in state S" to
     stderr: exact, and available for a killed run too), and the task runs the run's Prefect database recorded
-    (the ephemeral server writes them from events; some may be missing when the process ends)."""
+    (the server writes them from events; some may be missing when the process ends)."""
     runs: dict[str, object] = {}
     try:
         found = FINISHED.findall((home / "index.err").read_text(errors="replace"))
@@ -408,8 +413,14 @@ def bench_size(label: str, family: str, source: Path, options: list[str], timeou
               f"hybrid p50 {record['queries'].get('hybrid_p50_ms')} ms", flush=True)
         return record
     finally:
+        stop_local_server(home)
         if not keep:
             shutil.rmtree(home, ignore_errors=True)
+
+
+def stop_local_server(home: Path) -> None:
+    """Stop the local Prefect server the size's first command started in its fresh home (`ctxrag server stop`)."""
+    subprocess.run([str(CTXRAG), "server", "stop"], env=run_env(home), capture_output=True, timeout=120)
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -587,7 +598,8 @@ def table_rows(records: list[dict]) -> list[list[str]]:
             _fmt(chunks / wall if chunks and wall and status == "ok" else None, ".1f"),
             _fmt(index.get("cpu_seconds"), ".0f"),
             _fmt(index.get("peak_rss_sum_mb"), ",.0f"), _fmt(index.get("peak_rss_largest_mb"), ",.0f"),
-            _fmt(index.get("peak_threads"), "d"), _fmt((record.get("task_runs") or {}).get("total"), ","),
+            _fmt(index.get("peak_threads"), "d"), _fmt(index.get("peak_threads_largest"), "d"),
+            _fmt((record.get("task_runs") or {}).get("total"), ","),
             _fmt((record.get("search") or {}).get("wall_seconds"), ".2f"),
             _fmt((record.get("queries") or {}).get("hybrid_p50_ms"), ".1f"),
             _fmt((record.get("queries") or {}).get("hybrid_ranking_p50_ms"), ".2f"),
@@ -596,7 +608,7 @@ def table_rows(records: list[dict]) -> list[list[str]]:
 
 
 HEADER = ["size", "chunks", "docs", "wall s", "load s", "context. s", "embed s", "publish s", "other s", "chunks/s",
-          "CPU s", "peak RSS sum MB", "largest proc MB", "peak threads", "task runs", "search proc s", "hybrid p50 ms",
+          "CPU s", "peak RSS sum MB", "largest proc MB", "peak threads", "largest proc threads", "task runs", "search proc s", "hybrid p50 ms",
           "ranking p50 ms"]
 
 
@@ -668,12 +680,12 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
         f"steadier. Python {meta['python']}, Prefect {meta['prefect']}. Produced by `{meta['command']}`.{merged} Code measured: {code}.",
         "",
         "Each size: `ctxrag index SOURCE --name N --json` as a subprocess in a fresh CTXRAG_HOME (PREFECT_HOME inside it, "
-        "so the run starts its own ephemeral Prefect server subprocess). The process tree is sampled every ~0.2 s with "
+        "so the run starts its own local Prefect server subprocess, stopped after the size; a new database starts from the machine's migrated copy once one exists). The process tree is sampled every ~0.2 s with "
         "psutil: peak RSS summed over the tree (shared pages counted in each process) and of the largest single "
         "process, peak threads (sum of num_threads). Stage seconds and counts are the run's own report; `other s` is "
         "wall minus the stages (Python and Prefect start-up, the flow run's set-up and shut-down). Task runs are counted "
         "from the run's log (Prefect's `Task run '...' - Finished in state` lines); the run's Prefect database, which "
-        "the ephemeral server fills from events, is read too (per run, below). `search proc s`: `ctxrag search QUERY --json` as a process, median "
+        "the server fills from events, is read too (per run, below). `search proc s`: `ctxrag search QUERY --json` as a process, median "
         "of 3. `hybrid p50 ms`: a helper process loads the index (`IndexStore.open`, `Searcher`), warms the model, then "
         f"times {len(QUERIES)} distinct queries (each embeds its query once); `ranking p50 ms`: the same hybrid queries "
         "with their vectors already made (BM25 + exact cosine + fusion: the part that depends on the index's size).",
@@ -731,7 +743,8 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
         if record.get("seeded"):
             lines.append(f"- seeded vectors: {record['seeded']}")
         for process in index.get("processes", [])[:4]:
-            lines.append(f"- process `{process['what']}`: peak RSS {process['peak_rss_mb']} MB, CPU {process['cpu_seconds']} s")
+            lines.append(f"- process `{process['what']}`: peak RSS {process['peak_rss_mb']} MB, "
+                         f"{process.get('peak_threads', '?')} threads at most, CPU {process['cpu_seconds']} s")
         runs = record.get("task_runs") or {}
         if runs.get("total") is not None:
             lines.append(f"- task runs finished (run log): {runs['total']} ({', '.join(f'{name} {count}' for name, count in runs['by_task'].items())}); "

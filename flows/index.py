@@ -36,7 +36,7 @@ from tasks.stages.contextualize import (
     stored_contexts,
 )
 from tasks.stages.costs import paid_calls
-from tasks.stages.embed import embed_batch, read_vectors, text_batches, texts_to_embed
+from tasks.stages.embed import embed_batch, prepare_query_encoder, read_vectors, text_batches, texts_to_embed
 from tasks.stages.gate import check_gate
 from tasks.stages.load import compare_with_live, load_corpus
 from tasks.search import DEFAULT_STRATEGY
@@ -156,6 +156,8 @@ def index_corpus(
             embedded = sum(future.result() for future in futures)
         else:  # threads: one batch after the other (one model in this process, using both cores)
             embedded = sum(embed_batch(batch, spec, root, run_id, label) for batch, label in zip(batches_to_embed, labels))
+            if embedded and spec.provider == "local":  # torch is loaded here now: the query export costs ~2 s, once
+                prepare_query_encoder(spec)
         vectors = read_vectors(plan.texts, spec, root)
         embedding_costs = paid_calls(root, run_id, "embed")
         lap("embed")

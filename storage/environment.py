@@ -24,13 +24,20 @@ def ctxrag_home() -> Path:
     return Path(os.environ.get("CTXRAG_HOME") or ".ctxrag").resolve()
 
 
+def cache_dir() -> Path:
+    """Files ctxrag derives once per machine and shares between every CTXRAG_HOME: ``$CTXRAG_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/ctxrag``, else ``~/.cache/ctxrag``. Anything in it can be deleted: it is made again."""
+    if os.environ.get("CTXRAG_CACHE_DIR"):
+        return Path(os.environ["CTXRAG_CACHE_DIR"]).expanduser().resolve()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ctxrag"
+
+
 def models_dir() -> Path:
-    """Where derived model files (the ONNX export for queries) are kept, shared by every CTXRAG_HOME:
-    ``$CTXRAG_MODELS_DIR``, else ``$XDG_CACHE_HOME/ctxrag/models``, else ``~/.cache/ctxrag/models``."""
+    """Where derived model files (the ONNX export for queries) are kept: ``$CTXRAG_MODELS_DIR``, else
+    ``cache_dir()/models``."""
     if os.environ.get("CTXRAG_MODELS_DIR"):
         return Path(os.environ["CTXRAG_MODELS_DIR"]).expanduser().resolve()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "ctxrag" / "models"
+    return cache_dir() / "models"
 
 
 def apply_offline_defaults() -> None:

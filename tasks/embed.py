@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from storage.errors import InvalidInput
 from storage.artifacts import KEY, RowCache
+from tasks.memory import release_freed_memory
 from tasks.models import sha256_hex
 
 DEFAULT_MAX_SEQ_LENGTH = 512
@@ -167,17 +168,35 @@ def _sentence_transformer(path: str, max_seq_length: int):  # type: ignore[no-un
     return model
 
 
+_export_lock = threading.Lock()
+
+
+def query_model_export(models_dir: Path, model: str) -> Path | None:
+    """The ONNX export for queries in ``models_dir``, made now (by torch) if missing; None if it cannot be made."""
+    from tasks.onnx_queries import export_path, export_query_model
+
+    with _export_lock:
+        try:
+            target = export_path(models_dir, model)
+            if not target.exists():
+                _log(f"exporting {model} to ONNX for queries (once): {target}")
+                if not export_query_model(packaged_model_path(), target):
+                    return None
+            return target
+        except Exception as error:  # noqa: BLE001 - the torch path still answers; say why once
+            _log(f"queries stay on torch: no ONNX query encoder ({type(error).__name__}: {error})")
+            return None
+
+
 @lru_cache(maxsize=4)
 def _query_encoder(models_dir: Path, model: str, max_seq_length: int):  # type: ignore[no-untyped-def]
     """The ONNX query encoder, exported first if ``models_dir`` has none; None (queries on torch) if that fails."""
-    from tasks.onnx_queries import OnnxQueryEncoder, export_path, export_query_model
+    from tasks.onnx_queries import OnnxQueryEncoder
 
+    target = query_model_export(models_dir, model)
+    if target is None:
+        return None
     try:
-        target = export_path(models_dir, model)
-        if not target.exists():
-            _log(f"exporting {model} to ONNX for queries (once): {target}")
-            if not export_query_model(packaged_model_path(), target):
-                return None
         return OnnxQueryEncoder(target, packaged_model_path(), max_seq_length)
     except Exception as error:  # noqa: BLE001 - the torch path still answers; say why once
         _log(f"queries stay on torch: no ONNX query encoder ({type(error).__name__}: {error})")
@@ -264,6 +283,7 @@ class LocalEmbedder:
                 if vectors.shape[1] == 0:
                     vectors = np.zeros((len(texts), encoded.shape[1]), dtype=np.float32)
                 vectors[positions] = encoded
+        release_freed_memory()
         return _unit_rows(vectors)
 
     def _autocast(self) -> contextlib.AbstractContextManager[object]:

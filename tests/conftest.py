@@ -18,6 +18,7 @@ os.environ.pop("PREFECT_API_URL", None)
 # behind; tests/ctxrag/prefect_commands/test_local_server.py sets "background" for its own commands.
 os.environ["CTXRAG_PREFECT_SERVER"] = "temporary"
 os.environ["CTXRAG_MODELS_DIR"] = str(_SESSION_HOME / "models")  # the ONNX query export: made once per session
+os.environ["CTXRAG_CACHE_DIR"] = str(_SESSION_HOME / "cache")  # e.g. the local server's migrated database template
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 

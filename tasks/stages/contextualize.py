@@ -11,6 +11,7 @@ from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NONE
+from prefect.runtime import task_run
 
 from storage.artifacts import KEY, contexts_cache
 from storage.errors import UserError
@@ -91,9 +92,12 @@ def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: Contextua
 
     Returns how many contexts were written. Documents that fail for good do not stop the others: the task then
     ends failed (as the Prefect UI shows it) with ``BatchFailed`` naming each one; the others' contexts are saved.
-    A task retry (an I/O error) skips every context already saved.
+    A task retry (an I/O error) skips every context already saved: a retry (or a call outside a Prefect task run)
+    reads the stored keys again; a first attempt does not, since the flow handed it only chunks that had none when
+    the run began (one read of the store per task made the stage quadratic: the journal grows with every task).
     """
-    stored = stored_keys(home, [key for _, keyed in batch for _, key in keyed])
+    first_attempt = task_run.run_count == 1
+    stored = set() if first_attempt else stored_keys(home, [key for _, keyed in batch for _, key in keyed])
     cache = contexts_cache(home)
     worker = spec.build(run_id)
     ledger = Ledger(home).append

@@ -11,8 +11,9 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from storage.artifacts import KEY, embeddings_cache
+from storage.environment import models_dir
 from storage.ledger import Ledger
-from tasks.embed import EmbedderSpec, embed_missing, stored_vectors
+from tasks.embed import EmbedderSpec, embed_missing, query_model_export, stored_vectors
 from tasks.embedders import make_embedder
 from tasks.progress import stage_progress
 from tasks.retry import retry_only_io
@@ -44,6 +45,14 @@ def embed_batch(texts: list[str], spec: EmbedderSpec, home: Path, run_id: str = 
 def read_vectors(texts: list[str], spec: EmbedderSpec, home: Path) -> np.ndarray:
     """Every text's vector, in order, from the store."""
     return stored_vectors(texts, spec, embeddings_cache(home))
+
+
+@task(cache_policy=NONE)
+def prepare_query_encoder(spec: EmbedderSpec) -> bool:
+    """Make the local model's ONNX query export now, while torch is loaded for the documents (once per machine), so
+    the first ``search`` or ``evaluate`` after this index loads no torch. False if it cannot be made (queries then
+    stay on torch)."""
+    return spec.provider != "local" or query_model_export(models_dir(), spec.model) is not None
 
 
 def text_batches(texts: list[str], per_task: int = TEXTS_PER_TASK) -> list[list[str]]:

@@ -152,3 +152,18 @@ def test_the_quality_gate_keeps_the_live_index_when_the_new_one_is_worse(corpus_
     assert passed["status"] == "published" and passed["gate"]["metric"] == "pass@10"
     assert passed["gate"]["candidate"] >= passed["gate"]["live"] - 0.02
     assert store.manifest("sample")["version"] == passed["version"]
+
+
+def test_a_run_that_embeds_locally_makes_the_query_export_and_a_run_that_embeds_nothing_does_not(
+    corpus_dir: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks.onnx_queries import export_path
+
+    monkeypatch.setenv("CTXRAG_MODELS_DIR", str(tmp_path / "models"))
+    export = export_path(tmp_path / "models", "all-MiniLM-L6-v2")
+    run(corpus_dir, home)
+    assert export.is_file()  # made while torch was loaded for the documents: the first search loads no torch
+
+    export.unlink()
+    assert run(corpus_dir, home)["chunks_embedded"] == 0
+    assert not export.exists()  # nothing embedded: no torch, no export

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import urllib.request
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -52,8 +54,49 @@ def test_the_first_command_starts_a_server_the_next_reuses_and_stop_ends_it(tmp_
         assert stopped.returncode == 0 and "stopped the server" in stopped.stdout
         assert not local_server._alive(started.pid)
         assert _ctxrag(home, prefect_home, "server", "status").returncode == 1
+
+        # the first server kept its migrated database; a server in a new PREFECT_HOME starts from that copy
+        template = Path(os.environ["CTXRAG_CACHE_DIR"]) / "prefect" / f"prefect-{local_server._prefect_version()}.db"
+        assert _alembic_version(template) == _alembic_version(prefect_home / "prefect.db")
+        with closing(sqlite3.connect(template)) as connection:  # a mark that only a copy of the template can carry
+            connection.execute("CREATE TABLE ctxrag_test_mark (seeded INTEGER)")
+        other_home, other_prefect = tmp_path / "other", tmp_path / "other-prefect"
+        third = _ctxrag(other_home, other_prefect, "index", str(SAMPLE_CORPUS), "--name", "sample")
+        assert third.returncode == 0, third.stderr
+        with closing(sqlite3.connect(other_prefect / "prefect.db")) as connection:
+            assert connection.execute("SELECT count(*) FROM sqlite_master WHERE name = 'ctxrag_test_mark'").fetchone() == (1,)
+        assert _alembic_version(other_prefect / "prefect.db") == _alembic_version(template)
     finally:
         stop_server(prefect_home)
+        stop_server(tmp_path / "other-prefect")
+
+
+def _alembic_version(database: Path) -> str:
+    with closing(sqlite3.connect(database)) as connection:
+        return connection.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+
+
+def test_a_new_database_is_seeded_from_the_template_and_an_existing_one_is_left_alone(tmp_path: Path) -> None:
+    source = tmp_path / "migrated.db"
+    with closing(sqlite3.connect(source)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")  # as the server's database
+        connection.execute("CREATE TABLE alembic_version (version_num TEXT)")
+        connection.execute("INSERT INTO alembic_version VALUES ('head')")
+        connection.commit()
+    template = tmp_path / "cache" / "prefect-x.db"
+    local_server.keep_template(source, template)
+    assert _alembic_version(template) == "head"
+    with closing(sqlite3.connect(template)) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",)  # a single file to copy
+
+    fresh = tmp_path / "home" / "prefect.db"
+    assert local_server.seed_database(fresh, template) and _alembic_version(fresh) == "head"
+    fresh.write_bytes(b"the user's own database")
+    assert not local_server.seed_database(fresh, template)
+    assert fresh.read_bytes() == b"the user's own database"
+    assert not local_server.seed_database(None, template)  # not SQLite: Prefect migrates it itself
+    assert not local_server.seed_database(tmp_path / "new.db", tmp_path / "no-template.db")
+    assert sorted(path.name for path in template.parent.iterdir()) == ["prefect-x.db"]  # no partial file left
 
 
 def test_a_dead_servers_state_is_not_reused(tmp_path: Path) -> None:

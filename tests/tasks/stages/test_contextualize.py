@@ -79,3 +79,39 @@ def test_a_missing_context_is_named(tmp_path: Path) -> None:
     data = corpus({"a": 1})
     with pytest.raises(RuntimeError, match=r"1 chunks have no stored context \(first: a#0\)"):
         stored_contexts.fn(data, context_keys(data.chunks, ContextualizerSpec("none")), tmp_path)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_first_attempt_reads_no_store_and_a_retry_skips_what_it_saved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect import flow
+
+    import tasks.stages.contextualize as stage
+
+    calls: list[str] = []
+
+    class DiskFailsOnceAfterA(StructuralContextualizer):
+        def run(self, document, chunks, save, ledger):  # type: ignore[no-untyped-def]
+            calls.append(document.doc_id)
+            if document.doc_id == "b" and calls.count("b") == 1:
+                raise OSError("disk full")  # an I/O error: Prefect retries the task
+            super().run(document, chunks, save, ledger)
+
+    reads: list[int] = []
+    real_stored_keys = stage.stored_keys
+    monkeypatch.setattr(stage, "stored_keys", lambda home, keys: reads.append(len(keys)) or real_stored_keys(home, keys))
+    monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": DiskFailsOnceAfterA())
+    data = corpus({"a": 2, "b": 1})
+    keys = context_keys(data.chunks, ContextualizerSpec("structural"))
+    pending = chunks_to_contextualize.fn(data, keys, tmp_path)
+    batch = [(document, pending[document.doc_id]) for document in data.documents]
+    task = contextualize_documents.with_options(retry_delay_seconds=0)
+
+    @flow
+    def one_batch() -> int:
+        return task(batch, ContextualizerSpec("structural"), tmp_path, "run")
+
+    reads.clear()
+    assert one_batch() == 1  # the retry wrote only b's context
+    assert calls == ["a", "b", "b"]  # a was not asked again
+    assert reads == [3]  # the first attempt read no store; the retry read the batch's keys once
+    assert sorted(row["key"] for row in contexts_cache(tmp_path).read().to_pylist()) == sorted(keys)  # each once
