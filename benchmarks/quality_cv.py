@@ -46,6 +46,7 @@ from tasks.metrics import pass_at_k, recall_at_k, reciprocal_rank_at_k  # noqa: 
 from tasks.models import indexed_text  # noqa: E402
 from tasks.search import Searcher, Strategy  # noqa: E402
 from tasks.significance import paired_bootstrap  # noqa: E402
+from tasks.structure import defined_names, mentioned_names  # noqa: E402
 
 DEPTH = 150  # each retriever's ranking, as the hybrid strategies read it (storage.fusion.FUSION_DEPTH)
 KS = (5, 10, 20)
@@ -74,6 +75,8 @@ class Dataset:
     refs: list[str]
     doc_of_row: np.ndarray
     queries: list[Query]
+    defines: list[frozenset[str]] = field(default_factory=list)  # per row: the names its chunk defines
+    chunk_index: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per row: its position in its document
     prf: dict = field(default_factory=dict)  # term statistics for BM25 pseudo-relevance feedback
 
 
@@ -121,7 +124,9 @@ def load_dataset(name: str, home: Path, evalset_path: Path) -> Dataset:
         for rank, (row, score) in enumerate(searcher.rank_vector(query.query, DEPTH), start=1):
             rv[row], sv[row] = rank, score
         queries.append(Query(query.query, list(query.golden), rb, rv, sb, sv, document_ranks(rb, doc_of_row), document_ranks(rv, doc_of_row)))
-    return Dataset(name, searcher, evalset, refs, doc_of_row, queries)
+    defines = [frozenset(defined_names(text)) for text in searcher.index.chunks["content"].to_pylist()]
+    chunk_index = np.array(searcher.index.chunks["chunk_index"].to_pylist())
+    return Dataset(name, searcher, evalset, refs, doc_of_row, queries, defines, chunk_index)
 
 
 def codebase_folds(corpus_path: Path, dataset: Dataset) -> np.ndarray:
@@ -179,6 +184,20 @@ def v_rrf(data: Dataset, query: Query, kb: float, kv: float, w: float, dv: int =
 def v_doc_rank(data: Dataset, query: Query, k: float, w: float, ub: float, uv: float) -> list[int]:
     """Weighted RRF plus document evidence: ub / (k + BM25 rank of the chunk's document) + uv / (k + its vector rank)."""
     score = rrf_score(query, k, k, w) + inverse(query.db, k, ub) + inverse(query.dv, k, uv)
+    return ranked(score, query)
+
+
+def v_doc_signals(data: Dataset, query: Query, k: float, w: float, ub: float, uv: float, dm: float, p: float = 0.0) -> list[int]:
+    """doc-rank, plus ``dm`` for a candidate whose chunk defines a name the query mentions (tasks.structure), plus
+    ``p / (1 + the chunk's position in its document)`` (a lead prior: a probe of the question set's skew)."""
+    score = rrf_score(query, k, k, w) + inverse(query.db, k, ub) + inverse(query.dv, k, uv)
+    if dm:
+        names = mentioned_names(query.text)
+        for row in np.nonzero(np.isfinite(query.rb) | np.isfinite(query.rv))[0]:
+            if data.defines[row] & names:
+                score[row] += dm
+    if p:
+        score = score + p / (1.0 + data.chunk_index)
     return ranked(score, query)
 
 
@@ -307,10 +326,22 @@ VARIANTS: dict[str, tuple[Callable[..., list[int]], Grid, str]] = {
         grid(k=[0, 1, 2, 3, 5, 10, 60], w=[0.0, 0.1, 0.2, 0.3, 0.4, 0.6, 1.0], ub=[0.0, 0.1, 0.25, 0.5], uv=[0.0, 0.1, 0.25, 0.5]),
         "weighted RRF + RRF terms for the rank of the chunk's document in each retriever",
     ),
+    "doc-def": (
+        v_doc_signals,
+        grid(k=[1, 2, 3], w=[0.1, 0.2, 0.3, 0.4], ub=[0.0], uv=[0.1, 0.25, 0.5], dm=[0.0, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.3]),
+        "doc-rank + a bonus for a chunk that defines a name the query mentions",
+    ),
+    "doc-position": (
+        v_doc_signals,
+        grid(k=[1, 2], w=[0.1, 0.2], ub=[0.0], uv=[0.1, 0.25, 0.5], dm=[0.0], p=[0.0, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2]),
+        "probe, not a candidate: doc-rank + a lead prior p / (1 + chunk position); fits the question set's skew "
+        "(quality_repos.md)",
+    ),
     "bm25-prf": (v_bm25_prf, grid(m=[1, 3, 5], terms=[5, 10, 20], gamma=[0.1, 0.3, 0.5]), "BM25 pseudo-relevance feedback (no vector)"),
     "rocchio": (v_rocchio, grid(lam=[0.25, 0.5, 1.0], m=[1, 3, 5], k=[2, 5, 60], w=[0.4, 1.0]), "vector query + BM25 top-m chunk vectors, then weighted RRF"),
 }
 REFERENCES = ("bm25", "vector", "hybrid")
+PROBES = ("doc-position",)  # scored and reported, left out of cv-select
 
 
 # --- scoring ---------------------------------------------------------------------------------------------------------
@@ -369,11 +400,11 @@ def evaluate_variants(code: Dataset, folds: np.ndarray, folds_rr: np.ndarray) ->
         scores = np.stack([code_scores(code, run_variant(code, function, params)) for params in params_grid])
         configs = [(name, params) for params in params_grid]
         results[name] = summarize(name, about, configs, scores, folds, folds_rr)
-        if name not in REFERENCES:
+        if name not in REFERENCES + PROBES:
             every += configs
             blocks.append(scores)
         print(f"{name}: {len(params_grid)} configurations, {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
-    results["cv-select"] = summarize("cv-select", "nested: family and parameters chosen per fold among all the above", every, np.concatenate(blocks), folds, folds_rr)
+    results["cv-select"] = summarize("cv-select", "nested: family and parameters chosen per fold among all the above but the probes", every, np.concatenate(blocks), folds, folds_rr)
     return results
 
 
@@ -452,11 +483,14 @@ def render(results: dict[str, Result], meta: dict) -> str:
         cells = [interval(result.cv[:, i], bm25[:, i]) for i in range(len(KS))]
         cells += ["-"] * len(KS) if result.name == "hybrid" else [interval(result.cv[:, i], hybrid[:, i]) for i in range(len(KS))]
         lines.append(f"| {result.name} | " + " | ".join(cells) + " |")
-    chosen, simpler = results["cv-select"], results["wrrf"]
+    chosen, simpler, previous = results["cv-select"], results["wrrf"], results["doc-rank"]
     lines += [
         "",
         "`cv-select` (CV) minus `wrrf` (CV), the simpler two-parameter fusion: "
         + ", ".join(f"@{k} {interval(chosen.cv[:, i], simpler.cv[:, i])}" for i, k in enumerate(KS)) + ".",
+        "",
+        "`doc-def` (CV) minus `doc-rank` (CV), what the definition evidence adds: "
+        + ", ".join(f"@{k} {interval(results['doc-def'].cv[:, i], previous.cv[:, i])}" for i, k in enumerate(KS)) + ".",
     ]
     passing = [
         result.name for result in results.values()
@@ -476,18 +510,24 @@ def render(results: dict[str, Result], meta: dict) -> str:
 
 
 def strategy_check(code: Dataset, docs: Dataset) -> str:
-    """If tasks.search has the document-evidence strategy: does it rank as this script's doc-rank does? Its speed."""
+    """Does tasks.search's hybrid-doc rank as this script's doc-def (doc-rank + definitions) does? Its speed."""
     strategy = next((s for s in Strategy if s.value == "hybrid-doc"), None)
     if strategy is None:
         return ""
-    from tasks.search import DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS
+    from tasks.search import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS
 
-    params = {"k": DOC_FUSION_RRF_K, "w": DOC_FUSION_WEIGHTS["vector"], "ub": DOC_FUSION_DOCUMENT_WEIGHTS.get("bm25", 0.0), "uv": DOC_FUSION_DOCUMENT_WEIGHTS.get("vector", 0.0)}
+    params = {
+        "k": DOC_FUSION_RRF_K,
+        "w": DOC_FUSION_WEIGHTS["vector"],
+        "ub": DOC_FUSION_DOCUMENT_WEIGHTS.get("bm25", 0.0),
+        "uv": DOC_FUSION_DOCUMENT_WEIGHTS.get("vector", 0.0),
+        "dm": DOC_FUSION_DEFINITION_WEIGHT,
+    }
     assert DOC_FUSION_WEIGHTS["bm25"] == 1.0
     lines = []
     for data, scorer in ((code, code_scores), (docs, docs_scores)):
         rows = [[hit.row for hit in data.searcher.search(query.text, strategy, max(KS))] for query in data.queries]
-        same = sum(got == v_doc_rank(data, query, **params) for got, query in zip(rows, data.queries))
+        same = sum(got == v_doc_signals(data, query, **params) for got, query in zip(rows, data.queries))
         measured = scorer(data, rows).mean(axis=0)
         timings = {}
         for timed in (strategy, Strategy.HYBRID):
@@ -497,7 +537,7 @@ def strategy_check(code: Dataset, docs: Dataset) -> str:
             timings[timed] = (time.perf_counter() - started) / len(data.queries) * 1000
         shown = " / ".join(f"{value * 100:.2f}" if data is code else f"{value:.3f}" for value in measured)
         lines.append(
-            f"{data.name}: {shown}, top-20 identical to doc-rank{tuple(params.values())} for {same}/{len(rows)} queries; "
+            f"{data.name}: {shown}, top-20 identical to doc-def{tuple(params.values())} for {same}/{len(rows)} queries; "
             f"{timings[strategy]:.2f} ms per query (hybrid {timings[Strategy.HYBRID]:.2f} ms; query vectors cached)"
         )
     return "`Strategy.HYBRID_DOC` (tasks/search.py) through `Searcher.search` on the same indexes: " + "; ".join(lines) + "."
@@ -521,16 +561,23 @@ def main() -> None:
         dataset.prf = prf_stats(dataset)
     results = evaluate_variants(code, codebase_folds(corpus, code), round_robin_folds(corpus, code))
     check_docs(docs, results)
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
     from tasks.embed import PRECISION_ENV, cpu_has_native_bf16
 
     wanted = os.environ.get(PRECISION_ENV, "auto")
     precision = f"{wanted} ({'bf16: this CPU has native bfloat16' if cpu_has_native_bf16() else 'fp32'})" if wanted == "auto" else wanted
-    meta = {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "precision": f"`{PRECISION_ENV}={precision}`"}
-    meta["strategy_check"] = strategy_check(code, docs)
-    text = render(results, meta)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "quality_cv.md").write_text(text)
+    meta = {**machine_meta(), "precision": f"`{PRECISION_ENV}={precision}`", "strategy_check": strategy_check(code, docs)}
+    write_report(args.out / "quality_cv.md", render(results, meta))
+
+
+def machine_meta() -> dict:
+    """What a report says of the machine and the day."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
+    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+
+
+def write_report(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
     print(text)
 
 

@@ -233,7 +233,7 @@ def index(
 def search(
     query: str = typer.Argument(...),
     name: str = NameOption,
-    strategy: str = typer.Option(DEFAULT_STRATEGY, help="hybrid-doc (the default: BM25 first, the vector side votes for documents), hybrid (RRF), hybrid-weighted, bm25 or vector."),
+    strategy: str = typer.Option(DEFAULT_STRATEGY, help="hybrid-doc (the default: BM25 first, the vector side votes for documents, a chunk defining a name you mention rises), hybrid (RRF), hybrid-weighted, bm25 or vector."),
     k: int = typer.Option(10, "-k", "--k", min=1),
     rerank: str = typer.Option("none", help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:PATH or none."),
     rerank_model: str = typer.Option("", help="Reranker model (cohere: rerank-english-v3.0; claude: claude-haiku-4-5)."),

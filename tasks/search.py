@@ -21,10 +21,12 @@ from storage.index_store import StoredIndex
 from storage.ledger import SaveLedger
 from tasks.embed import EmbedderSpec, embed_with_cache
 from tasks.embedders import make_embedder
+from tasks.structure import defined_names, mentioned_names
 
 if TYPE_CHECKING:
     from tasks.rerank import Reranker
 
+DEFINES = "defines"  # the index's column of the names each chunk defines (tasks.structure.defined_names)
 WEIGHTED_VECTOR_WEIGHT = 0.8
 WEIGHTED_BM25_WEIGHT = 0.2
 
@@ -107,6 +109,7 @@ class Searcher:
         self._query_vectors: dict[str, np.ndarray] = {}
         self.candidates = candidates
         self.server_rrf = server_rrf
+        self._defined_by_row: dict[int, list[str]] = {}
 
     def prefetch(self, queries: list[str]) -> None:
         """Embed many queries at once (one stored part, few paid requests) before they are searched."""
@@ -130,6 +133,17 @@ class Searcher:
 
     def rank_bm25(self, query: str, depth: int) -> Ranking:
         return self.index.ranker.rank_bm25(query, depth)
+
+    def rows_defining(self, names: set[str], rows: list[int]) -> set[int]:
+        """The rows among ``rows`` whose chunk defines one of ``names`` (the index's ``defines`` column; an index
+        built before that column existed has its chunks read once per searcher instead)."""
+        if not names or not rows:
+            return set()
+        if DEFINES in self.index.chunks.column_names:
+            defined = self.index.chunks[DEFINES].take(rows).to_pylist()
+        else:
+            defined = [self._defined_by_row.setdefault(row, defined_names(self.index.chunks["content"][row].as_py())) for row in rows]
+        return {row for row, found in zip(rows, defined) if names.intersection(found)}
 
     def candidate_text(self, row: int) -> str:
         """What a reranker reads: the chunk with its context."""
@@ -162,7 +176,8 @@ class Searcher:
         if strategy is Strategy.HYBRID_DOC:
             rows = sorted({row for ranking in rankings.values() for row in ranking})
             documents = dict(zip(rows, self.index.chunks["doc_id"].take(rows).to_pylist())) if rows else {}
-            return document_fusion(rankings, documents, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k)
+            defining = self.rows_defining(mentioned_names(query), rows)
+            return document_fusion(rankings, documents, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k, defining)
         return weighted_fusion(rankings, {"vector": WEIGHTED_VECTOR_WEIGHT, "bm25": WEIGHTED_BM25_WEIGHT}, k)
 
 
@@ -172,8 +187,9 @@ def _single(name: str, ranking: list[tuple[int, float]]) -> list[Hit]:
 
 # Tuned by cross-validation on the cookbook's codebase set (benchmarks/quality_cv.py, docs/decisions.md).
 DOC_FUSION_RRF_K = 1
-DOC_FUSION_WEIGHTS = {"bm25": 1.0, "vector": 0.1}  # per retriever, for the chunk's own rank
+DOC_FUSION_WEIGHTS = {"bm25": 1.0, "vector": 0.2}  # per retriever, for the chunk's own rank
 DOC_FUSION_DOCUMENT_WEIGHTS = {"vector": 0.25}  # per retriever, for the rank of the chunk's document
+DOC_FUSION_DEFINITION_WEIGHT = 0.15  # for a chunk that defines a name the query mentions
 
 
 def document_fusion(
@@ -182,11 +198,14 @@ def document_fusion(
     weights: dict[str, float],
     document_weights: dict[str, float],
     k: int,
+    defining: set[int] | frozenset[int] = frozenset(),
     rrf_k: int = DOC_FUSION_RRF_K,
+    definition_weight: float = DOC_FUSION_DEFINITION_WEIGHT,
 ) -> list[Hit]:
-    """Weighted RRF plus document evidence. Each retriever ranks documents by their best chunk (the first chunk's
-    document is 1, the next new document 2, ...); a chunk some retriever found scores the sum over retrievers of
-    ``weights[name] / (rrf_k + its rank)`` and ``document_weights[name] / (rrf_k + its document's rank)``.
+    """Weighted RRF plus document and definition evidence. Each retriever ranks documents by their best chunk (the
+    first chunk's document is 1, the next new document 2, ...); a chunk some retriever found scores the sum over
+    retrievers of ``weights[name] / (rrf_k + its rank)`` and ``document_weights[name] / (rrf_k + its document's
+    rank)``, plus ``definition_weight`` if its row is in ``defining`` (its chunk defines a name the query mentions).
     ``documents`` names the document of every ranked row. Chunks no retriever found are not added. Ties: best
     single rank, then row (``Hit.ranks`` holds the chunk ranks only)."""
     document_ranks: dict[str, dict[str, int]] = {}
@@ -206,6 +225,8 @@ def document_fusion(
             document_rank = document_ranks[name].get(documents[row])
             if document_rank is not None:
                 score += weight / (rrf_k + document_rank)
+        if row in defining:
+            score += definition_weight
         scored.append(Hit(row, score, found))
     scored.sort(key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.row))
     return scored[:k]

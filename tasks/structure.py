@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from storage.tokenize import STOPWORDS
+
 _MODIFIERS = r"(?:(?:pub(?:\([^)]*\))?|export|default|async|unsafe|static|public|private|protected|final|abstract|inline|extern|virtual|override|sealed|internal|open|data)\s+)*"
 _KEYWORD_DEF = re.compile(
     rf"^(?P<indent>[ \t]*){_MODIFIERS}(?P<kind>(?:fn|struct|enum|trait|impl|class|def|func|function|interface|type|mod|namespace|union)\b|macro_rules!)[ \t]*(?P<rest>[^\n]*)$",
@@ -54,6 +56,19 @@ def find_definitions(text: str) -> list[Definition]:
         name = match.group("name").split("::")[-1]
         found[match.start()] = Definition(match.start(), _width(match.group("indent")), name, _header(match.group(0)))
     return [found[offset] for offset in sorted(found)]
+
+
+MIN_NAME = 3  # shorter defined names (i, fn, _x) would match too many questions
+
+
+def defined_names(text: str) -> list[str]:
+    """The names ``text``'s own definition headers define, lowercased, once each, in order of appearance."""
+    return list(dict.fromkeys(d.name.lower() for d in find_definitions(text) if len(d.name.strip("_")) >= MIN_NAME))
+
+
+def mentioned_names(question: str) -> set[str]:
+    """The words of a question that could name a definition: identifiers, lowercased, stop words left out."""
+    return {word.lower() for word in _IDENT.findall(question) if len(word.strip("_")) >= MIN_NAME} - STOPWORDS
 
 
 def leading_comment(text: str, limit: int = 300) -> str:

@@ -19,6 +19,8 @@ from tasks.contextualizers import ContextualizerSpec
 from tasks.embed import EmbedderSpec
 from tasks.models import Corpus, indexed_text, sha256_hex
 from tasks.retry import retry_only_io
+from tasks.search import DEFINES
+from tasks.structure import defined_names
 
 TEXT = "text"  # the plan's column of indexed texts (context + chunk): embedded, BM25-indexed, not stored
 
@@ -59,6 +61,7 @@ def plan_index(
             "heading": [chunk.heading for chunk in chunks],
             "content": [chunk.content for chunk in chunks],
             "context": contexts,
+            DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
             TEXT: [indexed_text(context, chunk.content) for context, chunk in zip(contexts, chunks)],
         }
     )

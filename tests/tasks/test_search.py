@@ -13,6 +13,8 @@ from storage.bm25 import Bm25Index
 from storage.index_store import StoredIndex
 from storage.vectors import VectorIndex
 from tasks.search import (
+    DEFINES,
+    DOC_FUSION_DEFINITION_WEIGHT,
     DOC_FUSION_DOCUMENT_WEIGHTS,
     DOC_FUSION_RRF_K,
     DOC_FUSION_WEIGHTS,
@@ -175,6 +177,7 @@ def make_searcher(
     searcher.embedder = None
     searcher.candidates = candidates
     searcher.server_rrf = False
+    searcher._defined_by_row = {}
     searcher.vector_queries = []
     return searcher
 
@@ -374,18 +377,19 @@ def test_document_fusion_ties_best_single_rank_then_row() -> None:
 
 
 def test_document_fusion_constants_are_the_cross_validated_ones() -> None:
-    assert (DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS) == (1, {"bm25": 1.0, "vector": 0.1}, {"vector": 0.25})
+    assert (DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS) == (1, {"bm25": 1.0, "vector": 0.2}, {"vector": 0.25})
+    assert DOC_FUSION_DEFINITION_WEIGHT == 0.15
 
 
 def test_search_hybrid_doc_uses_the_chunks_documents() -> None:
     # vector ranking 1, 3, 2, 0 (documents y, y, x, x -> y = 1, x = 2); bm25 ("lemon") 2, 0; rrf_k 1
     hits = make_searcher(doc_ids=["x", "y", "x", "y"]).search("lemon", Strategy.HYBRID_DOC, k=10)
-    # row 2: bm25 1/2 + vector 0.1/4 + document x 0.25/3 = 1/2 + 1/40 + 1/12
-    # row 0: bm25 1/3 + vector 0.1/5 + document x 0.25/3 = 1/3 + 1/50 + 1/12
-    # row 1: vector 0.1/2 + document y 0.25/2            = 1/20 + 1/8
-    # row 3: vector 0.1/3 + document y 0.25/2            = 1/30 + 1/8
+    # row 2: bm25 1/2 + vector 0.2/4 + document x 0.25/3 = 1/2 + 1/20 + 1/12
+    # row 0: bm25 1/3 + vector 0.2/5 + document x 0.25/3 = 1/3 + 1/25 + 1/12
+    # row 1: vector 0.2/2 + document y 0.25/2            = 1/10 + 1/8
+    # row 3: vector 0.2/3 + document y 0.25/2            = 1/15 + 1/8
     assert rows_of(hits) == [2, 0, 1, 3]
-    expected = [1 / 2 + 1 / 40 + 1 / 12, 1 / 3 + 1 / 50 + 1 / 12, 1 / 20 + 1 / 8, 1 / 30 + 1 / 8]
+    expected = [1 / 2 + 1 / 20 + 1 / 12, 1 / 3 + 1 / 25 + 1 / 12, 1 / 10 + 1 / 8, 1 / 15 + 1 / 8]
     assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
     assert [hit.found_by for hit in hits] == [["bm25", "vector"], ["bm25", "vector"], ["vector"], ["vector"]]
 
@@ -395,12 +399,51 @@ def test_search_hybrid_doc_lifts_a_chunk_of_the_vector_rankings_top_document() -
     # documents q, p, q, r, s, t -> vector document ranks p = 1 (row 1), r = 2, s = 3, t = 4, q = 5 (row 0)
     searcher = make_searcher(WIDE_TEXTS, WIDE_VECTOR, doc_ids=["q", "p", "q", "r", "s", "t"])
     hits = searcher.search("melon kiwi", Strategy.HYBRID_DOC, k=10)
-    # row 4: 1/2 + 0.1/4 + 0.25/4 = 0.5875      row 5: 1/3 + 0.1/5 + 0.25/5 = 0.403333
-    # row 1: 1/5 + 0.1/2 + 0.25/2 = 0.375       row 0: 1/4 + 0.1/6 + 0.25/6 = 0.308333
-    # row 3: 0.1/3 + 0.25/3 = 0.116667         row 2: 0.1/7 + 0.25/6 = 0.055952
-    assert rows_of(hits) == [4, 5, 1, 0, 3, 2]
-    expected = [1 / 2 + 1 / 40 + 1 / 16, 1 / 3 + 1 / 50 + 1 / 20, 1 / 5 + 1 / 20 + 1 / 8, 1 / 4 + 1 / 60 + 1 / 24, 1 / 30 + 1 / 12, 1 / 70 + 1 / 24]
+    # row 4: 1/2 + 0.2/4 + 0.25/4 = 0.6125      row 1: 1/5 + 0.2/2 + 0.25/2 = 0.425
+    # row 5: 1/3 + 0.2/5 + 0.25/5 = 0.423333    row 0: 1/4 + 0.2/6 + 0.25/6 = 0.325
+    # row 3: 0.2/3 + 0.25/3 = 0.15              row 2: 0.2/7 + 0.25/6 = 0.070238
+    assert rows_of(hits) == [4, 1, 5, 0, 3, 2]
+    expected = [1 / 2 + 1 / 20 + 1 / 16, 1 / 5 + 1 / 10 + 1 / 8, 1 / 3 + 1 / 25 + 1 / 20, 1 / 4 + 1 / 30 + 1 / 24, 1 / 15 + 1 / 12, 1 / 35 + 1 / 24]
     assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
-    # without the document term row 0 (1/4 + 1/60) stays ahead of row 1 (1/5 + 1/20)
+    # without the document term row 5 (1/3 + 1/25) stays ahead of row 1 (1/5 + 1/10)
     rankings = {"vector": [1, 3, 4, 5, 0, 2], "bm25": [4, 5, 0, 1]}
-    assert rows_of(document_fusion(rankings, {}, DOC_FUSION_WEIGHTS, {}, k=10)) == [4, 5, 0, 1, 3, 2]
+    assert rows_of(document_fusion(rankings, {}, DOC_FUSION_WEIGHTS, {}, k=10)) == [4, 5, 1, 0, 3, 2]
+
+
+# --- definition evidence (hybrid-doc) -----------------------------------------------------------------------------
+
+
+def test_document_fusion_adds_the_definition_weight_to_defining_rows() -> None:
+    plain = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, rrf_k=1)
+    lifted = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, defining={1}, rrf_k=1, definition_weight=0.3)
+    # row 1: vector 0.5/(1+3) = 1/8, + 0.3 -> 17/40, past row 3 (bm25 1/3) and row 2 (vector 1/4)
+    assert rows_of(plain) == [0, 3, 2, 1]
+    assert rows_of(lifted) == [0, 1, 3, 2]
+    assert lifted[1].score == pytest.approx(1 / 8 + 0.3, rel=1e-12)
+    assert lifted[1].ranks == {"vector": 3}
+
+
+DEFINING_TEXTS = ["def parse_header(line): return line.split(':')", "parse the header line of a request", "header = parse_header(raw)"]
+
+
+def test_search_hybrid_doc_adds_the_weight_to_the_chunk_that_defines_a_name_the_query_mentions() -> None:
+    searcher = make_searcher(DEFINING_TEXTS, np.array([0.1, 0.9, 0.5], dtype=np.float32))  # vector ranking 1, 2, 0
+    query = "where is parse_header"
+    bm25 = [row for row, _ in searcher.rank_bm25(query, 10)]
+    assert sorted(bm25) == [0, 1, 2]  # "parse", "header" match row 1 too; only row 0 defines parse_header
+    hits = {hit.row: hit.score for hit in searcher.search(query, Strategy.HYBRID_DOC, k=3)}
+    documents = {row: f"d{row}" for row in range(3)}
+    without = document_fusion({"vector": [1, 2, 0], "bm25": bm25}, documents, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=3)
+    expected = {hit.row: hit.score + (DOC_FUSION_DEFINITION_WEIGHT if hit.row == 0 else 0.0) for hit in without}
+    assert hits == pytest.approx(expected, rel=1e-12)
+    assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == {0}
+
+
+def test_rows_defining_reads_the_defines_column_when_the_index_has_one() -> None:
+    searcher = make_searcher(DEFINING_TEXTS)
+    assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == {0}  # from the chunks' text
+    searcher.index.chunks = searcher.index.chunks.append_column(DEFINES, pa.array([[], ["header"], []], pa.list_(pa.string())))
+    assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == set()  # the column, not the text
+    assert searcher.rows_defining({"header"}, [0, 1, 2]) == {1}
+    assert searcher.rows_defining(set(), [0, 1, 2]) == set()
+    assert searcher.rows_defining({"header"}, []) == set()

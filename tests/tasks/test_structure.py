@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.structure import Definition, enclosing_definitions, find_definitions, leading_comment, url_path_words
+from tasks.structure import (
+    Definition,
+    defined_names,
+    enclosing_definitions,
+    find_definitions,
+    leading_comment,
+    mentioned_names,
+    url_path_words,
+)
 
 RUST = """\
 //! A tiny queue.
@@ -245,6 +253,26 @@ def test_c_function_with_an_empty_body_does_not_swallow_the_next_one() -> None:
 )
 def test_statements_that_call_are_not_definitions(line: str) -> None:
     assert find_definitions(line) == []
+
+
+# --- defined_names, mentioned_names ------------------------------------------------------------------------------
+
+
+def test_defined_names_are_lowercased_once_each_and_skip_short_names() -> None:
+    assert defined_names(RUST) == ["queue", "push", "default", "state", "runner"]  # Queue's impls add nothing new
+    assert defined_names(JAVA) == ["worker", "main", "job"]
+    assert defined_names("def fn(x):\n    return x\n\ndef __ab__(y):\n    pass\n") == []  # fn, __ab__: under 3 letters
+    assert defined_names("Just prose, no code.") == []
+
+
+def test_mentioned_names_are_the_questions_identifier_words() -> None:
+    assert mentioned_names("How does the DefaultCredentialRetrievers class use `load_all()`?") == {
+        "defaultcredentialretrievers",
+        "class",
+        "use",
+        "load_all",
+    }  # "how", "does", "the": stop words; common words stay (a chunk rarely defines them)
+    assert mentioned_names("What is it?") == set()
 
 
 # --- leading_comment ---------------------------------------------------------------------------------------------

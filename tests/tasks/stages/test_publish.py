@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from storage.errors import InvalidInput
@@ -13,6 +14,7 @@ from tasks.contextualizers import ContextualizerSpec
 from tasks.embed import EmbedderSpec
 from tasks.models import indexed_text
 from tasks.stages.load import compare_with_live
+from tasks.search import DEFINES
 from tasks.stages.publish import TEXT, plan_index, publish_index
 from tests.tasks.stages.test_contextualize import corpus
 
@@ -41,3 +43,10 @@ def test_publish_writes_a_version_the_store_opens_and_the_diff_reads(tmp_path: P
     assert compare_with_live.fn(data, "docs", tmp_path) == {"new": 0, "changed": 0, "unchanged": 2, "removed": 0}
     edited = corpus({"a": 3, "c": 1})
     assert compare_with_live.fn(edited, "docs", tmp_path) == {"new": 1, "changed": 1, "unchanged": 0, "removed": 1}
+
+
+def test_the_plan_records_the_names_each_chunk_defines() -> None:
+    data = corpus({"a": 2})
+    plan = plan_index(data, ["", ""], EmbedderSpec(), ContextualizerSpec("none"))
+    assert plan.rows[DEFINES].to_pylist() == [["a_0"], ["a_1"]]  # each chunk is `def a_N(): return N`
+    assert plan.rows.schema.field(DEFINES).type == pa.list_(pa.string())
