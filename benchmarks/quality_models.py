@@ -68,7 +68,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import quality_cv as qcv  # noqa: E402
-from tasks.embed import DEFAULT_MAX_SEQ_LENGTH, _unit_rows, choose_precision, packaged_model_path, token_sorted_batches  # noqa: E402
+from tasks.embed import _unit_rows, choose_precision, packaged_model_path, token_sorted_batches  # noqa: E402
+from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH  # noqa: E402
 from tasks.models import indexed_text  # noqa: E402
 
 KS = qcv.KS

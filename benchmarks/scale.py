@@ -506,12 +506,11 @@ def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
     from storage.artifacts import embeddings_cache
     from tasks.embed import EmbedderSpec, vector_rows
     from tasks.load import load_source
-    from tasks.models import indexed_text
 
     started = time.perf_counter()
     corpus = load_source(str(source))
-    spec = EmbedderSpec()  # the CLI's default embedder: local MiniLM, max_seq_length 512
-    keys = list(dict.fromkeys(spec.cache_key(indexed_text("", chunk.content), "document") for chunk in corpus.chunks))
+    spec = EmbedderSpec.choose("local", None, 512, None)  # the CLI's default embedder
+    keys = list(dict.fromkeys(spec.cache_key(spec.embedded_text("", chunk.content), "document") for chunk in corpus.chunks))
     cache = embeddings_cache(home)
     rng = np.random.default_rng(7)
     parts = 0
@@ -704,7 +703,7 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
             "**Fast path (synthetic sizes)**: embedding 100k chunks with the local model would take most of an hour on "
             "these cores, so before each synthetic run the embeddings cache was pre-seeded with random unit vectors "
             "(dim 384, float32) for exactly the keys the run asks for (`tasks.models.indexed_text` with the empty "
-            "contexts of `--contextualizer none`, `tasks.embed.EmbedderSpec().cache_key(text, \"document\")`, written "
+            "contexts of `--contextualizer none`, `EmbedderSpec.choose(\"local\", ...).cache_key(text, \"document\")`, written "
             "with `tasks.embed.vector_rows` to `storage.artifacts.embeddings_cache(home)` in parts of 10,000 rows). "
             "The embed stage therefore **skipped loading the model and all inference**: it only computed the keys, "
             "read the stored vectors and stacked them (the runs report `chunks_embedded` = "

@@ -24,6 +24,7 @@ from tasks.structure import (
 )
 
 MAX_DEFINED_NAMES = 40
+DEFINES_PREFIX = "Defines: "  # the structural context's line of the names a file defines
 
 
 SaveContexts = Callable[[list[tuple[Chunk, str]]], None]
@@ -91,7 +92,7 @@ class StructuralContextualizer(_Offline):
         if comment:
             header.append(comment)
         if names:
-            header.append("Defines: " + ", ".join(names) + ".")
+            header.append(DEFINES_PREFIX + ", ".join(names) + ".")
         contexts = []
         for offset, chunk in zip(chunk_offsets(document.content, [chunk.content for chunk in chunks]), chunks):
             lines = list(header)
@@ -116,6 +117,18 @@ class StructuralContextualizer(_Offline):
         if chunk.summary:
             lines.append(chunk.summary)
         return "\n".join(lines)
+
+
+def shorten_defines(context: str, limit: int) -> str:
+    """``context`` with its ``Defines:`` line cut to about ``limit`` characters at a name boundary (``, ...`` marks
+    the cut); other lines, and a context without such a line, are unchanged."""
+    lines = context.split("\n")
+    for number, line in enumerate(lines):
+        if line.startswith(DEFINES_PREFIX) and len(line) > limit:
+            cut = line[:limit]
+            cut = cut[: cut.rfind(",")] if "," in cut else cut
+            lines[number] = cut + ", ..."
+    return "\n".join(lines)
 
 
 def context_key(chunk: Chunk, contextualizer: Contextualizer) -> str:

@@ -17,7 +17,6 @@ import logging
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Protocol
@@ -28,9 +27,8 @@ import pyarrow as pa
 from storage.errors import InvalidInput
 from storage.artifacts import KEY, RowCache
 from tasks.memory import release_freed_memory
-from tasks.models import sha256_hex
+from tasks.embedder_spec import EmbedderSpec
 
-DEFAULT_MAX_SEQ_LENGTH = 512
 BATCH_SIZE = 32
 PERSIST_EVERY = 128  # texts per part file: a killed run keeps all but the last few batches
 PRECISION_ENV = "CTXRAG_EMBED_PRECISION"
@@ -40,43 +38,6 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that compute
 logger = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int], None]
-
-
-
-@dataclass(frozen=True)
-class EmbedderSpec:
-    """Which embedder an index uses; saved in the index manifest so queries are embedded the same way.
-
-    ``provider`` "local" (MiniLM, offline; ``max_seq_length`` applies) or "voyage" (``output_dimension`` applies).
-    """
-
-    provider: str = "local"
-    model: str = "all-MiniLM-L6-v2"
-    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
-    output_dimension: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.provider not in {"local", "voyage"}:
-            raise InvalidInput(f"unknown embedder {self.provider!r}; choose local or voyage")
-
-    def cache_key(self, text: str, input_type: str) -> str:
-        """(text sha, provider, model, max sequence length or dimension, input type)."""
-        shape = str(self.max_seq_length) if self.provider == "local" else f"dim={self.output_dimension}"
-        return sha256_hex(sha256_hex(text), self.provider, self.model, shape, input_type)[:40]
-
-    @classmethod
-    def choose(cls, provider: str, model: str | None, max_seq_length: int, output_dimension: int | None) -> "EmbedderSpec":
-        """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``) or Voyage (``output_dimension``)."""
-        if provider == "voyage":
-            return cls("voyage", model or "voyage-2", 0, output_dimension)
-        return cls(provider, model or "all-MiniLM-L6-v2", max_seq_length)  # an unknown provider raises here
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, object]) -> "EmbedderSpec":
-        return cls(**data)  # type: ignore[arg-type]
 
 
 def packaged_model_path() -> Path:

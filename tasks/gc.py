@@ -24,7 +24,6 @@ from storage.artifacts import KEY, RowCache
 from storage.index_store import IndexStore
 from tasks.contextualize import context_key_of
 from tasks.embed import EmbedderSpec
-from tasks.models import indexed_text
 
 
 @contextmanager
@@ -52,7 +51,7 @@ def referenced_keys(home: Path) -> tuple[set[str], set[str]]:
         spec = EmbedderSpec.from_dict(manifest["config"]["embedder"])
         for key, content, context in zip(table["key"].to_pylist(), table["content"].to_pylist(), table["context"].to_pylist()):
             contexts.add(context_key_of(key, worker["name"], worker["version"]))
-            embeddings.add(spec.cache_key(indexed_text(context, content), "document"))
+            embeddings.add(spec.cache_key(spec.embedded_text(context, content), "document"))
     return contexts, embeddings
 
 

@@ -186,10 +186,10 @@ def _single(name: str, ranking: list[tuple[int, float]]) -> list[Hit]:
 
 
 # Tuned by cross-validation on the cookbook's codebase set (benchmarks/quality_cv.py, docs/decisions.md).
-DOC_FUSION_RRF_K = 1
-DOC_FUSION_WEIGHTS = {"bm25": 1.0, "vector": 0.2}  # per retriever, for the chunk's own rank
+DOC_FUSION_RRF_K = 2
+DOC_FUSION_WEIGHTS = {"bm25": 1.0, "vector": 0.3}  # per retriever, for the chunk's own rank
 DOC_FUSION_DOCUMENT_WEIGHTS = {"vector": 0.25}  # per retriever, for the rank of the chunk's document
-DOC_FUSION_DEFINITION_WEIGHT = 0.15  # for a chunk that defines a name the query mentions
+DOC_FUSION_DEFINITION_WEIGHT = 0.125  # for a chunk that defines a name the query mentions
 
 
 def document_fusion(

@@ -22,7 +22,8 @@ from tasks.retry import retry_only_io
 from tasks.search import DEFINES
 from tasks.structure import defined_names
 
-TEXT = "text"  # the plan's column of indexed texts (context + chunk): embedded, BM25-indexed, not stored
+TEXT = "text"  # the plan's column of indexed texts (context + chunk): BM25-indexed, not stored
+EMBEDDED_TEXT = "embedded_text"  # what the embedder reads (EmbedderSpec.embedded_text), not stored
 
 
 @dataclass
@@ -36,6 +37,10 @@ class IndexPlan:
     @property
     def texts(self) -> list[str]:
         return self.rows[TEXT].to_pylist()
+
+    @property
+    def embedded_texts(self) -> list[str]:
+        return self.rows[EMBEDDED_TEXT].to_pylist()
 
 
 def plan_index(
@@ -63,6 +68,7 @@ def plan_index(
             "context": contexts,
             DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
             TEXT: [indexed_text(context, chunk.content) for context, chunk in zip(contexts, chunks)],
+            EMBEDDED_TEXT: [spec.embedded_text(context, chunk.content) for context, chunk in zip(contexts, chunks)],
         }
     )
     build_key = sha256_hex(repr(sorted(config.items())), *(f"{chunk.chunk_id}|{chunk.key}" for chunk in chunks), *contexts)
@@ -81,7 +87,7 @@ def publish_index(name: str, home: Path, plan: IndexPlan, vectors: np.ndarray, s
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "counts": {"chunks": plan.rows.num_rows, "documents": len(set(plan.rows["doc_id"].to_pylist()))},
     }
-    version = IndexStore(home).publish(name, manifest, plan.rows.drop_columns([TEXT]), plan.texts, vectors, live=live).name
+    version = IndexStore(home).publish(name, manifest, plan.rows.drop_columns([TEXT, EMBEDDED_TEXT]), plan.texts, vectors, live=live).name
     transaction = get_transaction()
     if transaction is not None:
         transaction.set("staged", {"name": name, "home": str(home), "version": version})

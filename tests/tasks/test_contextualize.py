@@ -10,6 +10,7 @@ from tasks.contextualize import (
     NoContext,
     StructuralContextualizer,
     context_key,
+    shorten_defines,
 )
 from tasks.contextualizers import make_contextualizer
 from tasks.models import Chunk, Document
@@ -106,6 +107,13 @@ def test_defined_names_are_unique_and_capped() -> None:
     defines = next(line for line in context.split("\n") if line.startswith("Defines: "))
     listed = defines.removeprefix("Defines: ").removesuffix(".").split(", ")
     assert listed == [f"f{i}" for i in range(MAX_DEFINED_NAMES)]
+
+
+def test_shorten_defines_cuts_only_the_defines_line_at_a_name_boundary() -> None:
+    context = "File: a.py.\nDefines: alpha, beta, gamma, delta.\nInside: class A"
+    assert shorten_defines(context, 26) == "File: a.py.\nDefines: alpha, beta, ...\nInside: class A"
+    assert shorten_defines(context, 200) == context  # short enough already
+    assert shorten_defines("Page: intro.\nSection: Defines: a, b, c, d, e, f.", 10) == "Page: intro.\nSection: Defines: a, b, c, d, e, f."
 
 
 def test_code_document_without_structure_gives_empty_contexts() -> None:

@@ -72,3 +72,14 @@ def test_rows_of_unknown_origin_count_as_paid(home) -> None:  # type: ignore[no-
     contexts_cache(home).append_rows([{KEY: "old-row", "doc_id": "doc", "context": "written before ctxrag recorded it"}])
     assert collect_garbage(home, paid_older_than_days=0)["contexts_kept_paid"] == 1  # no age: never "old"
     assert collect_garbage(home, include_paid=True)["contexts_removed"] == 1
+
+
+def test_gc_keeps_the_vectors_of_shortened_texts(home, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    source = tmp_path / "repo"
+    source.mkdir()
+    (source / "handlers.py").write_text("".join(f"def handler_number_{i}(request):\n    return {i}\n\n" for i in range(30)))
+    index_corpus(source=str(source), name="repo", home=str(home))
+    context = IndexStore(home).open("repo").chunks["context"][0].as_py()
+    assert len(next(line for line in context.split("\n") if line.startswith("Defines: "))) > 100  # it was cut
+    assert collect_garbage(home)["embeddings_removed"] == 0
+    assert index_corpus(source=str(source), name="repo", home=str(home))["chunks_embedded"] == 0

@@ -377,19 +377,19 @@ def test_document_fusion_ties_best_single_rank_then_row() -> None:
 
 
 def test_document_fusion_constants_are_the_cross_validated_ones() -> None:
-    assert (DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS) == (1, {"bm25": 1.0, "vector": 0.2}, {"vector": 0.25})
-    assert DOC_FUSION_DEFINITION_WEIGHT == 0.15
+    assert (DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS) == (2, {"bm25": 1.0, "vector": 0.3}, {"vector": 0.25})
+    assert DOC_FUSION_DEFINITION_WEIGHT == 0.125
 
 
 def test_search_hybrid_doc_uses_the_chunks_documents() -> None:
-    # vector ranking 1, 3, 2, 0 (documents y, y, x, x -> y = 1, x = 2); bm25 ("lemon") 2, 0; rrf_k 1
+    # vector ranking 1, 3, 2, 0 (documents y, y, x, x -> y = 1, x = 2); bm25 ("lemon") 2, 0; rrf_k 2
     hits = make_searcher(doc_ids=["x", "y", "x", "y"]).search("lemon", Strategy.HYBRID_DOC, k=10)
-    # row 2: bm25 1/2 + vector 0.2/4 + document x 0.25/3 = 1/2 + 1/20 + 1/12
-    # row 0: bm25 1/3 + vector 0.2/5 + document x 0.25/3 = 1/3 + 1/25 + 1/12
-    # row 1: vector 0.2/2 + document y 0.25/2            = 1/10 + 1/8
-    # row 3: vector 0.2/3 + document y 0.25/2            = 1/15 + 1/8
+    # row 2: bm25 1/3 + vector 0.3/5 + document x 0.25/4 = 1/3 + 3/50 + 1/16
+    # row 0: bm25 1/4 + vector 0.3/6 + document x 0.25/4 = 1/4 + 1/20 + 1/16
+    # row 1: vector 0.3/3 + document y 0.25/3            = 1/10 + 1/12
+    # row 3: vector 0.3/4 + document y 0.25/3            = 3/40 + 1/12
     assert rows_of(hits) == [2, 0, 1, 3]
-    expected = [1 / 2 + 1 / 20 + 1 / 12, 1 / 3 + 1 / 25 + 1 / 12, 1 / 10 + 1 / 8, 1 / 15 + 1 / 8]
+    expected = [1 / 3 + 3 / 50 + 1 / 16, 1 / 4 + 1 / 20 + 1 / 16, 1 / 10 + 1 / 12, 3 / 40 + 1 / 12]
     assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
     assert [hit.found_by for hit in hits] == [["bm25", "vector"], ["bm25", "vector"], ["vector"], ["vector"]]
 
@@ -399,13 +399,13 @@ def test_search_hybrid_doc_lifts_a_chunk_of_the_vector_rankings_top_document() -
     # documents q, p, q, r, s, t -> vector document ranks p = 1 (row 1), r = 2, s = 3, t = 4, q = 5 (row 0)
     searcher = make_searcher(WIDE_TEXTS, WIDE_VECTOR, doc_ids=["q", "p", "q", "r", "s", "t"])
     hits = searcher.search("melon kiwi", Strategy.HYBRID_DOC, k=10)
-    # row 4: 1/2 + 0.2/4 + 0.25/4 = 0.6125      row 1: 1/5 + 0.2/2 + 0.25/2 = 0.425
-    # row 5: 1/3 + 0.2/5 + 0.25/5 = 0.423333    row 0: 1/4 + 0.2/6 + 0.25/6 = 0.325
-    # row 3: 0.2/3 + 0.25/3 = 0.15              row 2: 0.2/7 + 0.25/6 = 0.070238
+    # row 4: 1/3 + 0.3/5 + 0.25/5 = 0.443333    row 1: 1/6 + 0.3/3 + 0.25/3 = 0.35
+    # row 5: 1/4 + 0.3/6 + 0.25/6 = 0.341667    row 0: 1/5 + 0.3/7 + 0.25/7 = 0.278571
+    # row 3: 0.3/4 + 0.25/4 = 0.1375            row 2: 0.3/8 + 0.25/7 = 0.073214
     assert rows_of(hits) == [4, 1, 5, 0, 3, 2]
-    expected = [1 / 2 + 1 / 20 + 1 / 16, 1 / 5 + 1 / 10 + 1 / 8, 1 / 3 + 1 / 25 + 1 / 20, 1 / 4 + 1 / 30 + 1 / 24, 1 / 15 + 1 / 12, 1 / 35 + 1 / 24]
+    expected = [1 / 3 + 3 / 50 + 1 / 20, 1 / 6 + 1 / 10 + 1 / 12, 1 / 4 + 1 / 20 + 1 / 24, 1 / 5 + 3 / 70 + 1 / 28, 3 / 40 + 1 / 16, 3 / 80 + 1 / 28]
     assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
-    # without the document term row 5 (1/3 + 1/25) stays ahead of row 1 (1/5 + 1/10)
+    # without the document term row 5 (1/4 + 1/20) stays ahead of row 1 (1/6 + 1/10)
     rankings = {"vector": [1, 3, 4, 5, 0, 2], "bm25": [4, 5, 0, 1]}
     assert rows_of(document_fusion(rankings, {}, DOC_FUSION_WEIGHTS, {}, k=10)) == [4, 5, 1, 0, 3, 2]
 

@@ -50,3 +50,14 @@ def test_the_plan_records_the_names_each_chunk_defines() -> None:
     plan = plan_index(data, ["", ""], EmbedderSpec(), ContextualizerSpec("none"))
     assert plan.rows[DEFINES].to_pylist() == [["a_0"], ["a_1"]]  # each chunk is `def a_N(): return N`
     assert plan.rows.schema.field(DEFINES).type == pa.list_(pa.string())
+
+
+def test_the_embedder_reads_its_own_text_and_bm25_the_whole_context() -> None:
+    data = corpus({"a": 1})
+    context = "Defines: " + ", ".join(f"name_{number}" for number in range(40)) + "."
+    local = EmbedderSpec.choose("local", None, 512, None)
+    plan = plan_index(data, [context], local, ContextualizerSpec("structural"))
+    assert plan.texts == [indexed_text(context, data.chunks[0].content)]
+    assert plan.embedded_texts == [local.embedded_text(context, data.chunks[0].content)] != plan.texts
+    voyage = plan_index(data, [context], EmbedderSpec.choose("voyage", None, 512, None), ContextualizerSpec("structural"))
+    assert voyage.embedded_texts == voyage.texts

@@ -1,0 +1,59 @@
+"""Which embedder an index uses, and the text it embeds for a chunk: saved in the index manifest."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from storage.errors import InvalidInput
+from tasks.contextualize import shorten_defines
+from tasks.models import indexed_text, sha256_hex
+
+DEFAULT_MAX_SEQ_LENGTH = 512
+LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
+
+
+@dataclass(frozen=True)
+class EmbedderSpec:
+    """Which embedder an index uses; saved in the index manifest so queries are embedded the same way.
+
+    ``provider`` "local" (MiniLM, offline; ``max_seq_length`` applies) or "voyage" (``output_dimension`` applies).
+    ``defines_chars``: the embedded text's context has its ``Defines:`` line cut to this many characters (0: whole;
+    the CLI's local embedder uses ``LOCAL_DEFINES_CHARS``, Voyage 0). BM25 always reads the whole context.
+    """
+
+    provider: str = "local"
+    model: str = "all-MiniLM-L6-v2"
+    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
+    output_dimension: int | None = None
+    defines_chars: int = 0
+
+    def __post_init__(self) -> None:
+        if self.provider not in {"local", "voyage"}:
+            raise InvalidInput(f"unknown embedder {self.provider!r}; choose local or voyage")
+
+    def cache_key(self, text: str, input_type: str) -> str:
+        """(text sha, provider, model, max sequence length or dimension, input type)."""
+        shape = str(self.max_seq_length) if self.provider == "local" else f"dim={self.output_dimension}"
+        return sha256_hex(sha256_hex(text), self.provider, self.model, shape, input_type)[:40]
+
+    def embedded_text(self, context: str, content: str) -> str:
+        """What this embedder embeds for a chunk: its indexed text, with the context's Defines: line cut if asked."""
+        return indexed_text(shorten_defines(context, self.defines_chars) if self.defines_chars else context, content)
+
+    @classmethod
+    def choose(cls, provider: str, model: str | None, max_seq_length: int, output_dimension: int | None) -> "EmbedderSpec":
+        """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``) or Voyage (``output_dimension``)."""
+        if provider == "voyage":
+            return cls("voyage", model or "voyage-2", 0, output_dimension)
+        return cls(provider, model or "all-MiniLM-L6-v2", max_seq_length, defines_chars=LOCAL_DEFINES_CHARS)  # an unknown provider raises here
+
+    def to_dict(self) -> dict[str, object]:
+        """The manifest's form; ``defines_chars`` only when set, so specs from before it keep their build keys."""
+        data = asdict(self)
+        if not self.defines_chars:
+            del data["defines_chars"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> "EmbedderSpec":
+        return cls(**data)  # type: ignore[arg-type]

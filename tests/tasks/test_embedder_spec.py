@@ -1,0 +1,36 @@
+"""The embedder spec: what each provider embeds for a chunk, and its manifest form across versions."""
+
+from __future__ import annotations
+
+from tasks.embedder_spec import LOCAL_DEFINES_CHARS, EmbedderSpec
+from tasks.models import indexed_text
+
+NAMES = ", ".join(f"handler_{number}" for number in range(30))
+CONTEXT = f"File: app/handlers.py.\nDefines: {NAMES}.\nInside: class Router"
+
+
+def test_the_cli_local_embedder_reads_a_shortened_defines_line_and_the_rest_whole() -> None:
+    spec = EmbedderSpec.choose("local", None, 512, None)
+    assert spec.defines_chars == LOCAL_DEFINES_CHARS == 100
+    text = spec.embedded_text(CONTEXT, "def route(): ...")
+    file_line, defines, inside, blank, body = text.split("\n")
+    assert (file_line, inside, blank, body) == ("File: app/handlers.py.", "Inside: class Router", "", "def route(): ...")
+    assert defines.startswith("Defines: handler_0, handler_1, ") and defines.endswith(", ...")
+    assert len(defines) <= LOCAL_DEFINES_CHARS + len(", ...")
+    assert spec.embedded_text("File: a.py.", "x = 1") == indexed_text("File: a.py.", "x = 1")  # nothing to cut
+
+
+def test_voyage_and_plain_specs_embed_the_whole_indexed_text() -> None:
+    for spec in (EmbedderSpec.choose("voyage", None, 512, None), EmbedderSpec()):
+        assert spec.defines_chars == 0
+        assert spec.embedded_text(CONTEXT, "body") == indexed_text(CONTEXT, "body")
+
+
+def test_manifest_form_keeps_specs_from_before_the_field_unchanged() -> None:
+    before = {"provider": "local", "model": "all-MiniLM-L6-v2", "max_seq_length": 512, "output_dimension": None}
+    old = EmbedderSpec.from_dict(before)
+    assert old.defines_chars == 0 and old.to_dict() == before  # same build key, same embedded texts as then
+    local = EmbedderSpec.choose("local", None, 512, None)
+    assert local.to_dict() == {**before, "defines_chars": 100}
+    assert EmbedderSpec.from_dict(local.to_dict()) == local
+    assert "defines_chars" not in EmbedderSpec.choose("voyage", None, 512, None).to_dict()
