@@ -22,8 +22,7 @@ from storage.index_store import IndexStore
 from storage.names import validate_name
 from tasks.claude.contextualizer import ClaudeSettings
 from tasks.contextualizers import ContextualizerSpec
-from tasks.embed import EmbedderSpec
-from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH
+from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, EmbedderSpec
 from tasks.gc import artifact_lock
 from tasks.stages.contextualize import (
     BatchFailed,
@@ -150,7 +149,8 @@ def index_corpus(
         contexts = stored_contexts(corpus, keys, root)
         lap("contextualize")
         plan = plan_index(corpus, contexts, spec, spec_of_contexts, backend)  # the indexed texts, derived once
-        batches_to_embed = text_batches(texts_to_embed(plan.embedded_texts, spec, root))
+        embedded_texts = plan.embedded_texts  # what the embedder reads, materialized once
+        batches_to_embed = text_batches(texts_to_embed(embedded_texts, spec, root))
         labels = [f"{number}-of-{len(batches_to_embed)}" for number in range(1, len(batches_to_embed) + 1)]
         if spreads_tasks():  # Dask: the batches run on the cluster's workers at once
             futures = [embed_batch.submit(batch, spec, root, run_id, label) for batch, label in zip(batches_to_embed, labels)]
@@ -159,7 +159,7 @@ def index_corpus(
             embedded = sum(embed_batch(batch, spec, root, run_id, label) for batch, label in zip(batches_to_embed, labels))
             if embedded and spec.provider == "local":  # torch is loaded here now: the query export costs ~2 s, once
                 prepare_query_encoder(spec)
-        vectors = read_vectors(plan.embedded_texts, spec, root)
+        vectors = read_vectors(embedded_texts, spec, root)
         embedding_costs = paid_calls(root, run_id, "embed")
         lap("embed")
         live = store.manifest(name)
