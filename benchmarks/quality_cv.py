@@ -391,11 +391,15 @@ class Result:
     docs: np.ndarray | None = None
 
 
-def evaluate_variants(code: Dataset, folds: np.ndarray, folds_rr: np.ndarray) -> dict[str, Result]:
+def evaluate_variants(code: Dataset, folds: np.ndarray, folds_rr: np.ndarray, families: Iterable[str] | None = None) -> dict[str, Result]:
+    """Every variant (or only ``families``) cross-validated, and ``cv-select`` over the non-reference, non-probe ones."""
     results: dict[str, Result] = {}
     every: list[tuple[str, dict]] = []
     blocks = []
+    wanted = set(VARIANTS if families is None else families)
     for name, (function, params_grid, about) in VARIANTS.items():
+        if name not in wanted:
+            continue
         started = time.perf_counter()
         scores = np.stack([code_scores(code, run_variant(code, function, params)) for params in params_grid])
         configs = [(name, params) for params in params_grid]
@@ -441,7 +445,7 @@ def render(results: dict[str, Result], meta: dict) -> str:
     lines = [
         "# Fusion variants, cross-validated (codebase set) and checked on the docs sample",
         "",
-        f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}; offline defaults (structural "
+        f"{provenance(meta)}; offline defaults (structural "
         "contexts, local MiniLM embedder, embedded BM25), indexes built with the `ctxrag index` CLI. Produced by "
         "`benchmarks/quality_cv.py`.",
         "",
@@ -573,6 +577,11 @@ def machine_meta() -> dict:
     """What a report says of the machine and the day."""
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
     return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+
+
+def provenance(meta: dict) -> str:
+    """The opening of a report: one run, on which machine, when."""
+    return f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}"
 
 
 def write_report(path: Path, text: str) -> None:

@@ -142,6 +142,21 @@ ABOUT = {
 }
 
 
+def repository_index_name(package: str) -> str:
+    """``sqlalchemy/orm`` -> ``repo-sqlalchemy-orm``."""
+    return "repo-" + re.sub(r"[^a-z0-9]+", "-", package.lower()).strip("-")
+
+
+def prepare_repository(package: Path, home: Path, name: str) -> tuple[Path, Path]:
+    """The docstring-free copy of ``package`` and its question file under ``home`` (made once, then reused)."""
+    copy, evalset = home / "sources" / name, home / f"{name}.jsonl"
+    if not evalset.exists():
+        copy.mkdir(parents=True, exist_ok=True)
+        count = write_evalset(copy, mine(package, copy), evalset)
+        print(f"{package.name}: {count} questions", file=sys.stderr, flush=True)
+    return copy, evalset
+
+
 def codebase_choices(code: cv.Dataset) -> dict[str, tuple]:
     """Each tuned family's configuration best on the whole codebase set (quality_cv's grids and objective)."""
     chosen = dict(REFERENCES)
@@ -174,7 +189,7 @@ def render(results: dict[str, dict], meta: dict) -> str:
     lines = [
         "# Real repositories, docstring questions: do the codebase set's choices hold?",
         "",
-        f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}. Produced by "
+        f"{cv.provenance(meta)}. Produced by "
         "`benchmarks/quality_repos.py`; how the questions are made is in its docstring. Offline defaults; parameters "
         "from the codebase set (each family's whole-set choice, quality_cv's grids), none tuned here. Pass@k in %; "
         "differences (points) against doc-rank and against hybrid (RRF k=60): paired bootstrap, 10,000 resamples, 95%, "
@@ -218,13 +233,8 @@ def main() -> None:
     strategies = codebase_choices(cv.load_dataset("code", home, args.shared_data / "codebase" / "evaluation_set.jsonl"))
     results: dict[str, dict] = {}
     for package in args.packages.split(","):
-        name = "repo-" + re.sub(r"[^a-z0-9]+", "-", package.lower()).strip("-")
-        copy = home / "sources" / name
-        evalset = home / f"{name}.jsonl"
-        if not evalset.exists():
-            copy.mkdir(parents=True, exist_ok=True)
-            count = write_evalset(copy, mine(site / package, copy), evalset)
-            print(f"{package}: {count} questions", file=sys.stderr, flush=True)
+        name = repository_index_name(package)
+        copy, evalset = prepare_repository(site / package, home, name)
         cv.cli_index(home, copy, name)
         data = cv.load_dataset(name, home, evalset)
         results[package] = {

@@ -28,6 +28,7 @@ from storage.errors import InvalidInput
 from storage.artifacts import KEY, RowCache
 from tasks.memory import release_freed_memory
 from tasks.embedder_spec import EmbedderSpec
+from tasks.windows import pooled_rows, split_windows
 
 BATCH_SIZE = 32
 PERSIST_EVERY = 128  # texts per part file: a killed run keeps all but the last few batches
@@ -222,8 +223,7 @@ class LocalEmbedder:
     def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
         """Unit-length float32 vectors, one row per text (the texts' order).
 
-        Batches are formed here by token count (sentence-transformers would sort by characters, which for code pads
-        about half again as many positions), each encoded on its own, in bf16 autocast when ``precision`` is bf16.
+        With ``spec.window_tokens``, a document's vector is the mean of its windows' (``tasks.windows``).
         """
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
@@ -231,6 +231,25 @@ class LocalEmbedder:
             encoder = _query_encoder(self.models_dir, self.spec.model, self.spec.max_seq_length)
             if encoder is not None:
                 return encoder.embed(texts)
+        if input_type != "document" or not self.spec.window_tokens:
+            return _unit_rows(self._encode(texts))
+        windows: list[str] = []
+        owners: list[int] = []
+        for number, text in enumerate(texts):
+            split = split_windows(text, self.spec.window_tokens, self._piece_counts)
+            windows += split
+            owners += [number] * len(split)
+        return pooled_rows(self._encode(windows), owners, len(texts))
+
+    def _piece_counts(self, texts: list[str]) -> list[int]:
+        """Word pieces of each text, special tokens excluded, not truncated."""
+        encoded = self.model.tokenizer(texts, add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """The model's raw vectors of ``texts``. Batches are formed here by token count (sentence-transformers would
+        sort by characters, which for code pads about half again as many positions), each encoded on its own, in
+        bf16 autocast when ``precision`` is bf16."""
         model = self.model
         batches = token_sorted_batches(self.token_counts(texts), self.batch_size) if len(texts) > 1 else [[0]]
         vectors = np.zeros((len(texts), 0), dtype=np.float32)
@@ -245,7 +264,7 @@ class LocalEmbedder:
                     vectors = np.zeros((len(texts), encoded.shape[1]), dtype=np.float32)
                 vectors[positions] = encoded
         release_freed_memory()
-        return _unit_rows(vectors)
+        return vectors
 
     def _autocast(self) -> contextlib.AbstractContextManager[object]:
         if self.precision != "bf16":

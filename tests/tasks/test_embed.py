@@ -10,6 +10,7 @@ import pytest
 import tasks.embed as embed
 from storage.artifacts import RowCache
 from tasks.embed import PRECISION_ENV, EmbedderSpec, LocalEmbedder, choose_precision, embed_with_cache, token_sorted_batches
+from tasks.windows import split_windows
 
 
 class CountingEmbedder:
@@ -146,3 +147,20 @@ def test_bf16_vectors_are_float32_unit_length_and_close_to_fp32() -> None:
     assert np.all(np.sum(bf16 * fp32, axis=1) > 0.99)
     single = LocalEmbedder(EmbedderSpec(), precision="fp32").embed(TEXTS[1:2])  # rows keep the texts' order
     assert float(single[0] @ fp32[1]) > 0.9999
+
+
+def test_a_windowed_spec_averages_the_windows_the_model_embeds() -> None:
+    """The real packaged model: a long text's vector is the unit mean of its windows' plain vectors."""
+    spec = EmbedderSpec(window_tokens=32)
+    embedder, plain = LocalEmbedder(spec, precision="fp32"), LocalEmbedder(EmbedderSpec(), precision="fp32")
+    lines = [f"def handler_{number}(request): return render(request, 'page_{number}.html')" for number in range(8)]
+    text = spec.embedded_text("File: app/views.py.", "\n".join(lines))
+    windows = split_windows(text, 32, embedder._piece_counts)
+    assert len(windows) > 2 and all(window.startswith("File: app/views.py.\n\n") for window in windows)
+    expected = plain.embed(windows).sum(axis=0)
+    [vector] = embedder.embed([text])
+    assert float(vector @ (expected / np.linalg.norm(expected))) > 0.9999
+    assert float(vector @ plain.embed([text])[0]) < 0.999  # not the whole text's vector
+    short = spec.embedded_text("File: a.py.", "x = 1")
+    assert float(embedder.embed([short])[0] @ plain.embed(["File: a.py.\n\nx = 1"])[0]) > 0.9999  # one window
+    assert np.allclose(embedder.embed(["where is the router?"], "query"), plain.embed(["where is the router?"], "query"))
