@@ -12,7 +12,8 @@ ranking, its query vectors, the structural contexts. The corpora are the indexes
 
 Scored: vector alone, hybrid (RRF 60) and hybrid-doc at the product's constants (tasks.search) on every set; on the
 codebase set also the 9-fold grouped CV of quality_cv's three fusion families (wrrf, doc-rank, doc-def) and their
-nested selection, per embedding. Paired bootstrap (tasks.significance) of each embedding against whole.
+nested selection, per embedding. Paired bootstrap (tasks.significance) of each embedding against whole. The seconds
+are rough (whole runs first and pays the warm-up; one call per embedding): compare speed with ``scale.py``.
 """
 
 from __future__ import annotations
@@ -114,8 +115,9 @@ def render(results: dict[str, dict], meta: dict) -> str:
         "# Whole texts or pooled windows for the local model",
         "",
         f"{cv.provenance(meta)}. Produced by "
-        "`benchmarks/quality_windows.py` (method in its docstring). Every embedding of a set is made in the same "
-        "process one after the other, so the seconds compare. Codebase set and repositories: Pass@5/10/20 (%); docs "
+        "`benchmarks/quality_windows.py` (method in its docstring). `embed s` is a rough cost: the embeddings run in "
+        "one process, whole first (it pays the warm-up) and each as one big call, not as the index flow batches them; "
+        "speed side by side is in `scale_windows.md`. Codebase set and repositories: Pass@5/10/20 (%); docs "
         "sample: recall@3 / MRR@3. Differences against whole: paired bootstrap, 10,000 resamples, 95%, `*` = the "
         "interval excludes 0. `max-sim` is a probe (ctxrag stores one vector per chunk).",
         "",
