@@ -23,7 +23,6 @@ from tasks.search import DEFINES
 from tasks.structure import defined_names
 
 TEXT = "text"  # the plan's column of indexed texts (context + chunk): BM25-indexed, not stored
-EMBEDDED_TEXT = "embedded_text"  # what the embedder reads (EmbedderSpec.embedded_text), not stored
 
 
 @dataclass
@@ -33,6 +32,7 @@ class IndexPlan:
     config: dict[str, object]
     build_key: str
     rows: pa.Table = field(repr=False)
+    spec: EmbedderSpec  # how the embedder reads each row
 
     @property
     def texts(self) -> list[str]:
@@ -40,7 +40,9 @@ class IndexPlan:
 
     @property
     def embedded_texts(self) -> list[str]:
-        return self.rows[EMBEDDED_TEXT].to_pylist()
+        """What the embedder reads for each row (``EmbedderSpec.embedded_text``), derived from its context and chunk."""
+        pairs = zip(self.rows["context"].to_pylist(), self.rows["content"].to_pylist())
+        return [self.spec.embedded_text(context, content) for context, content in pairs]
 
 
 def plan_index(
@@ -68,11 +70,10 @@ def plan_index(
             "context": contexts,
             DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
             TEXT: [indexed_text(context, chunk.content) for context, chunk in zip(contexts, chunks)],
-            EMBEDDED_TEXT: [spec.embedded_text(context, chunk.content) for context, chunk in zip(contexts, chunks)],
         }
     )
     build_key = sha256_hex(repr(sorted(config.items())), *(f"{chunk.chunk_id}|{chunk.key}" for chunk in chunks), *contexts)
-    return IndexPlan(config, build_key, rows)
+    return IndexPlan(config, build_key, rows, spec)
 
 
 @task(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=retry_only_io, cache_policy=NONE)
@@ -87,7 +88,7 @@ def publish_index(name: str, home: Path, plan: IndexPlan, vectors: np.ndarray, s
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "counts": {"chunks": plan.rows.num_rows, "documents": len(set(plan.rows["doc_id"].to_pylist()))},
     }
-    version = IndexStore(home).publish(name, manifest, plan.rows.drop_columns([TEXT, EMBEDDED_TEXT]), plan.texts, vectors, live=live).name
+    version = IndexStore(home).publish(name, manifest, plan.rows.drop_columns([TEXT]), plan.texts, vectors, live=live).name
     transaction = get_transaction()
     if transaction is not None:
         transaction.set("staged", {"name": name, "home": str(home), "version": version})
