@@ -44,6 +44,7 @@ from tasks.evalset import EvalSet, load_evalset  # noqa: E402
 from tasks.evaluate import chunk_refs  # noqa: E402
 from tasks.metrics import pass_at_k, recall_at_k, reciprocal_rank_at_k  # noqa: E402
 from tasks.models import indexed_text  # noqa: E402
+from tasks.results import disagreements  # noqa: E402
 from tasks.search import Searcher, Strategy  # noqa: E402
 from tasks.significance import paired_bootstrap  # noqa: E402
 from tasks.structure import defined_names, mentioned_names  # noqa: E402
@@ -439,6 +440,24 @@ def interval(a: np.ndarray, b: np.ndarray) -> str:
     return f"{100 * result.mean_difference:+.2f} [{100 * result.low:+.2f}, {100 * result.high:+.2f}]{mark}"
 
 
+def disagreement_table(per_query: dict[str, np.ndarray], fused: list[str]) -> list[str]:
+    """Markdown: per k, the queries bm25 and vector disagree on (tasks.results.disagreements; found = Pass@k of 1),
+    and what each of ``fused`` scores on them. ``per_query``: strategy -> queries x KS Pass@k."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [{"query_id": str(i), "strategy": name, **{f"pass@{k}": row[j] for j, k in enumerate(KS)}}
+         for name, values in per_query.items() for i, row in enumerate(values)]
+    )
+    lines = ["| k | case | queries | " + " | ".join(fused) + " |", "|---|---|---:|" + "---:|" * len(fused)]
+    for k in KS:
+        table = disagreements(frame, "bm25", "vector", f"pass@{k}", fused)
+        for case, row in table.iterrows():
+            cells = " | ".join("-" if math.isnan(row[name]) else f"{100 * row[name]:.1f}" for name in fused)
+            lines.append(f"| {k} | {case} | {int(row['queries'])} | {cells} |")
+    return lines
+
+
 def render(results: dict[str, Result], meta: dict) -> str:
     bm25, hybrid = results["bm25"].plain, results["hybrid"].plain
     pct = lambda values: " | ".join(f"{100 * value:.2f}" for value in values)  # noqa: E731
@@ -501,6 +520,13 @@ def render(results: dict[str, Result], meta: dict) -> str:
         if result.name not in REFERENCES
         and all(result.cv.mean(axis=0) >= bm25.mean(axis=0)) and all(result.cv.mean(axis=0) > hybrid.mean(axis=0))
         and result.docs[0] >= results["bm25"].docs[0] and result.docs[1] >= results["bm25"].docs[1]
+    ]
+    lines += [
+        "",
+        "Where the components disagree: the queries split by whether bm25 and vector each find all their golden chunks "
+        "in the top k (Pass@k = 1), with each fusion's mean Pass@k on them (`cv-select` held out, `hybrid` plain).",
+        "",
+        *disagreement_table({"bm25": bm25, "vector": results["vector"].plain, "hybrid": hybrid, "cv-select": chosen.cv}, ["hybrid", "cv-select"]),
     ]
     lines += [
         "",

@@ -211,6 +211,8 @@ def render(results: dict[str, dict], meta: dict) -> str:
                 cells += ["-"] * 3 if same else [cv.interval(values[:, i], scores[base][:, i]) for i in range(len(cv.KS))]
             label = f"{name}: {ABOUT[name]}" if name in ABOUT else name
             lines.append(f"| {label} | " + " | ".join(f"{100 * v:.2f}" for v in values.mean(axis=0)) + " | " + " | ".join(cells) + " |")
+        lines += ["", "Where bm25 and vector disagree (found = Pass@k of 1; each fusion's mean Pass@k on those queries):", ""]
+        lines += cv.disagreement_table(scores, ["hybrid", "doc-def"])
         reach = result["reach"]
         lines += ["", f"A definition match fires for {100 * reach[0]:.0f}% of the questions (some candidate defines a name the "
                   f"question mentions); the golden chunk defines one in {100 * reach[1]:.0f}%.", ""]

@@ -1,9 +1,10 @@
-"""An evaluation run's per-query results as a pandas DataFrame, and a paired comparison of two of its strategies.
+"""An evaluation run's per-query results as a pandas DataFrame; two strategies compared, or split where they disagree.
 
-    from tasks.results import compare, load_run
+    from tasks.results import compare, disagreements, load_run
     frame = load_run("~/.ctxrag/runs/evaluate-codebase-...")          # one row per (strategy, query)
     frame[frame["golden_ranks"].map(len) == 0]                        # queries where no golden chunk was retrieved
     compare(run_dir, "hybrid", "vector", "pass@10")                   # mean difference and its 95% interval
+    disagreements(frame, "bm25", "vector", "hit@5", ["hybrid-doc"])   # what the fusion does where its parts disagree
 
 Reads what ``tasks.report.write_run`` wrote: ``per_query.parquet`` and ``config.json``.
 """
@@ -13,7 +14,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Sequence
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
@@ -82,22 +85,42 @@ def compare(
     ``a``/``b`` are row names as the run reports them (``hybrid``, ``vector+rerank-cohere``, ...); ``metric`` is a
     per-query metric such as ``pass@10``, ``recall@3``, ``mrr@3``, ``hit@5`` or ``ndcg@10``.
     """
-    frame = load_run(run_dir)
-    strategies = list(dict.fromkeys(frame["strategy"]))
-    for name in (a, b):
-        if name not in strategies:
-            raise ValueError(f"strategy {name!r} is not in {run_dir}; it has {strategies}")
+    first, second = _per_query(load_run(run_dir), [a, b], metric, str(run_dir))
+    return paired_bootstrap(first, second, resamples=resamples, seed=seed, confidence=confidence)
+
+
+def disagreements(frame: pd.DataFrame, a: str, b: str, metric: str, others: Sequence[str] = ()) -> pd.DataFrame:
+    """Where strategies ``a`` and ``b`` disagree: the queries split by which of the two finds them (its ``metric``
+    is 1: with ``hit@5``, a golden chunk in the top 5; with ``pass@5``, every golden chunk), one row per case
+    (``only <a>``, ``only <b>``, ``both``, ``neither``), with the number of queries and the mean ``metric`` of ``a``,
+    ``b`` and each of ``others`` on them. ``frame`` is ``load_run``'s, or any frame with its ``query_id``,
+    ``strategy`` and metric columns."""
+    names = list(dict.fromkeys([a, b, *others]))
+    values = dict(zip(names, _per_query(frame, names, metric, "the run")))
+    found_a, found_b = values[a] == 1.0, values[b] == 1.0
+    cases = {f"only {a}": found_a & ~found_b, f"only {b}": found_b & ~found_a, "both": found_a & found_b, "neither": ~found_a & ~found_b}
+    rows = [
+        {"case": case, "queries": int(mask.sum()), **{name: float(values[name][mask].mean()) if mask.any() else float("nan") for name in names}}
+        for case, mask in cases.items()
+    ]
+    return pd.DataFrame(rows).set_index("case")
+
+
+def _per_query(frame: pd.DataFrame, strategies: Sequence[str], metric: str, source: str) -> list[np.ndarray]:
+    """Each strategy's per-query ``metric`` values, checked to be over the same queries in the same order."""
+    present = list(dict.fromkeys(frame["strategy"]))
+    for name in strategies:
+        if name not in present:
+            raise ValueError(f"strategy {name!r} is not in {source}; it has {present}")
     available = [column for column in frame.columns if PER_QUERY_METRIC.match(column)]
     if metric not in available:
         hint = " (F1 is computed from the mean precision and recall, not per query)" if metric.startswith("f1@") else ""
-        raise ValueError(f"{metric!r} is not a per-query metric of {run_dir}{hint}; choose one of {available}")
-    first, second = frame[frame["strategy"] == a], frame[frame["strategy"] == b]
-    if list(first["query_id"]) != list(second["query_id"]):
-        raise ValueError(f"{a!r} and {b!r} were not scored on the same queries in the same order")
-    return paired_bootstrap(
-        first[metric].to_numpy(dtype=float), second[metric].to_numpy(dtype=float),
-        resamples=resamples, seed=seed, confidence=confidence,
-    )
+        raise ValueError(f"{metric!r} is not a per-query metric of {source}{hint}; choose one of {available}")
+    rows = [frame[frame["strategy"] == name] for name in strategies]
+    for name, selected in zip(strategies[1:], rows[1:]):
+        if list(selected["query_id"]) != list(rows[0]["query_id"]):
+            raise ValueError(f"{strategies[0]!r} and {name!r} were not scored on the same queries in the same order")
+    return [selected[metric].to_numpy(dtype=float) for selected in rows]
 
 
 def _add_golden_from_evalset(rows: list[dict[str, object]], config: dict[str, object], run_dir: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from tasks.evalset import EvalFormat, EvalQuery, EvalSet
 from tasks.evaluate import evaluate
 from tasks.report import write_run
-from tasks.results import compare, load_run
+from tasks.results import compare, disagreements, load_run
 from tasks.search import Hit, Strategy
 from tasks.significance import paired_bootstrap
 
@@ -155,3 +155,26 @@ def test_compare_refuses_unknown_names(run_dir: Path) -> None:
         compare(run_dir, "vector", "bm25", "pass@10")
     with pytest.raises(ValueError, match="F1 is computed from the mean"):
         compare(run_dir, "vector", "bm25", "f1@3")
+
+
+def test_disagreements_split_the_queries_by_which_strategy_finds_them() -> None:
+    # hit@5 per query (q1..q5): bm25 1 1 0 0 1, vector 0 1 1 0 0, fused 1 1 0 1 0
+    values = {"bm25": [1, 1, 0, 0, 1], "vector": [0, 1, 1, 0, 0], "fused": [1, 1, 0, 1, 0]}
+    frame = pd.DataFrame(
+        [{"query_id": f"q{i}", "strategy": name, "hit@5": float(value)} for name, row in values.items() for i, value in enumerate(row)]
+    )
+    table = disagreements(frame, "bm25", "vector", "hit@5", ["fused"])
+    assert list(table.index) == ["only bm25", "only vector", "both", "neither"]
+    assert table["queries"].tolist() == [2, 1, 1, 1]
+    assert table["fused"].tolist() == [0.5, 0.0, 1.0, 1.0]
+    assert table.loc["only bm25", ["bm25", "vector"]].tolist() == [1.0, 0.0]
+
+
+def test_disagreements_count_a_query_as_found_only_when_the_metric_is_1(run_dir: Path) -> None:
+    # pass@3: vector 1, 1/2, 1; bm25 0, 1/2, 0 (query 2 has a golden chunk nobody retrieves)
+    table = disagreements(load_run(run_dir), "vector", "bm25", "pass@3")
+    assert table["queries"].tolist() == [2, 0, 0, 1]
+    assert table.loc["neither", ["vector", "bm25"]].tolist() == [0.5, 0.5]
+    assert math.isnan(table.loc["both", "vector"])
+    with pytest.raises(ValueError, match="'hybrid' is not in the run"):
+        disagreements(load_run(run_dir), "vector", "bm25", "pass@3", ["hybrid"])
