@@ -22,6 +22,7 @@ from storage.environment import ctxrag_home
 from storage.errors import UserError
 from storage.index_store import IndexStore
 from storage.ledger import Ledger
+from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_WINDOW_TOKENS, EmbedderSpec
 from tasks.search import DEFAULT_STRATEGY
 from tasks.claude.contextualizer import DEFAULT_CONCURRENCY
 from tasks.load import DEFAULT_MAX_FILE_BYTES
@@ -154,7 +155,8 @@ def index(
     source: str = typer.Argument(..., help="A cookbook/docs JSON corpus, or a folder of code, Markdown and text."),
     name: str = NameOption,
     contextualizer: str = typer.Option("structural", help="structural (offline, no LLM), none, claude, claude-summary."),
-    max_seq_length: int = typer.Option(512, help="Local embedding model's max word pieces per chunk."),
+    max_seq_length: int = typer.Option(DEFAULT_MAX_SEQ_LENGTH, help="Local embedding model's max word pieces per chunk."),
+    window_tokens: int = typer.Option(LOCAL_WINDOW_TOKENS, min=0, help="Local model: embed a chunk as windows of this many word pieces and average them (0: the whole text, cut at --max-seq-length)."),
     backend: str = typer.Option("embedded", help="embedded (offline) or elasticsearch (ELASTICSEARCH_URL)."),
     embedder: str = typer.Option("local", help="local (MiniLM shipped in a package, offline) or voyage (VOYAGE_API_KEY)."),
     embedding_model: Optional[str] = typer.Option(None, help="Voyage model (default voyage-2; voyage-3.5, voyage-code-3, ...)."),
@@ -178,6 +180,7 @@ def index(
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
     with _user_errors():  # bad input fails here, in well under a second, before Prefect or a model is loaded
+        EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension, window_tokens)  # checks them
         _check_index_input(source, name, contextualizer, backend)
     from flows.index import index_corpus
     from flows.runners import make_task_runner
@@ -194,6 +197,7 @@ def index(
     }
     report = _run(
         index_corpus, source=source, name=name, contextualizer=contextualizer, max_seq_length=max_seq_length,
+        window_tokens=window_tokens,
         claude=claude if contextualizer.startswith("claude") else None,
         embedder=embedder, embedding_model=embedding_model, output_dimension=output_dimension, backend=backend,
         gate_evalset=gate, gate_strategy=gate_strategy, gate_metric=gate_metric, gate_max_drop=gate_max_drop,

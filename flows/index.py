@@ -22,7 +22,7 @@ from storage.index_store import IndexStore
 from storage.names import validate_name
 from tasks.claude.contextualizer import ClaudeSettings
 from tasks.contextualizers import ContextualizerSpec
-from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, EmbedderSpec
+from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_WINDOW_TOKENS, EmbedderSpec
 from tasks.gc import artifact_lock
 from tasks.stages.contextualize import (
     BatchFailed,
@@ -72,6 +72,7 @@ def index_corpus(
     name: str = "default",
     contextualizer: str = "structural",
     max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+    window_tokens: int = LOCAL_WINDOW_TOKENS,
     home: str | None = None,
     claude: dict[str, Any] | None = None,
     batch_poll_seconds: float = 30.0,
@@ -90,6 +91,7 @@ def index_corpus(
     """Index SOURCE (a JSON corpus or a folder) under NAME; returns a report of what was done and reused.
 
     ``claude`` holds ClaudeSettings fields (model, mode, cache_ttl, concurrency, ...) for the Claude contextualizers.
+    ``window_tokens``: the local model embeds a chunk as windows of this many word pieces, pooled (0: whole texts).
     ``embedder`` "local" (MiniLM, offline) or "voyage" (``embedding_model`` default voyage-2, ``output_dimension``).
     ``backend`` "embedded" (bm25s + exact cosine, files under CTXRAG_HOME) or "elasticsearch" (``ELASTICSEARCH_URL``).
     ``gate_evalset``: before a new version replaces a live one, score both on it (``gate_strategy``, ``gate_metric``,
@@ -103,7 +105,7 @@ def index_corpus(
     spec_of_contexts = ContextualizerSpec(contextualizer, ClaudeSettings(**(claude or {})) if contextualizer.startswith("claude") else None)
     run_id = str(flow_run.id or uuid.uuid4())
     root = Path(home) if home else ctxrag_home()
-    spec = EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension)
+    spec = EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension, window_tokens)
     store = IndexStore(root)
     seconds: dict[str, float] = {}
     clock = time.perf_counter()

@@ -53,13 +53,21 @@ class EmbedderSpec:
         return windowed_text(context, content) if self.window_tokens else indexed_text(context, content)
 
     @classmethod
-    def choose(cls, provider: str, model: str | None, max_seq_length: int, output_dimension: int | None) -> "EmbedderSpec":
-        """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``) or Voyage (``output_dimension``)."""
+    def choose(
+        cls,
+        provider: str,
+        model: str | None,
+        max_seq_length: int,
+        output_dimension: int | None,
+        window_tokens: int = LOCAL_WINDOW_TOKENS,
+    ) -> "EmbedderSpec":
+        """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``, ``window_tokens``; 0: whole texts) or
+        Voyage (``output_dimension``; it embeds whole texts, so ``window_tokens`` does not apply)."""
         if provider == "voyage":
             return cls("voyage", model or "voyage-2", 0, output_dimension)
         return cls(  # an unknown provider raises here
             provider, model or "all-MiniLM-L6-v2", max_seq_length, defines_chars=LOCAL_DEFINES_CHARS,
-            window_tokens=LOCAL_WINDOW_TOKENS,
+            window_tokens=window_tokens,
         )
 
     def to_dict(self) -> dict[str, object]:

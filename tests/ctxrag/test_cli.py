@@ -71,6 +71,13 @@ def test_bad_corpus_is_one_clear_line_and_no_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+def test_a_window_below_16_word_pieces_fails_before_any_work(tmp_path: Path) -> None:
+    result = ctxrag(tmp_path / "home", "index", str(SAMPLE_CORPUS), "--window-tokens", "8")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "window_tokens 8" in result.stderr and result.stdout == ""
+    assert not (tmp_path / "home").exists()
+
+
 def test_paid_rows_without_a_key_are_left_out_of_the_json_with_a_note(home: Path) -> None:
     result = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "hybrid", "--rerank", "cohere", "--json")
     assert result.returncode == 0, result.stderr

@@ -105,6 +105,16 @@ def test_contextualizer_none_indexes_without_context(corpus_dir: Path, home: Pat
     assert json.loads(json.dumps(report))["chunks"] == manifest["counts"]["chunks"]
 
 
+def test_whole_text_vectors_on_request_and_windows_again_reembed_without_recontextualizing(corpus_dir: Path, home: Path) -> None:
+    whole = run(corpus_dir, home, window_tokens=0)
+    assert "window_tokens" not in IndexStore(home).manifest("sample")["config"]["embedder"]  # whole texts
+    windowed = run(corpus_dir, home)
+    assert windowed["status"] == "published" and windowed["version"] != whole["version"]
+    assert IndexStore(home).manifest("sample")["config"]["embedder"]["window_tokens"] == 256
+    assert windowed["chunks_embedded"] == windowed["chunks"]  # their own vectors
+    assert windowed["documents_contextualized"] == 0  # the contexts are reused
+
+
 def test_invalid_name_is_rejected_before_any_work(corpus_dir: Path, home: Path) -> None:
     with pytest.raises(ValueError, match="invalid index name"):
         index_corpus(source=str(corpus_dir), name="Bad Name", home=str(home))

@@ -55,3 +55,14 @@ def test_only_the_local_model_windows_and_not_below_16_word_pieces() -> None:
     for bad in ({"provider": "voyage", "model": "voyage-2", "window_tokens": 256}, {"window_tokens": 8}):
         with pytest.raises(InvalidInput, match="window_tokens"):
             EmbedderSpec(**bad)  # type: ignore[arg-type]
+
+
+def test_the_cli_chooses_the_window_size_for_the_local_model_only() -> None:
+    assert EmbedderSpec.choose("local", None, 512, None, 128).window_tokens == 128
+    whole = EmbedderSpec.choose("local", None, 512, None, 0)
+    previous_release = {"provider": "local", "model": "all-MiniLM-L6-v2", "max_seq_length": 512, "output_dimension": None, "defines_chars": 100}
+    assert whole.window_tokens == 0 and whole.to_dict() == previous_release  # its build key and vectors, unchanged
+    assert whole.embedded_text("File: a.py.", "x = 1") == indexed_text("File: a.py.", "x = 1")
+    assert EmbedderSpec.choose("voyage", None, 512, None, 128).window_tokens == 0  # Voyage embeds whole texts
+    with pytest.raises(InvalidInput, match="window_tokens 8"):
+        EmbedderSpec.choose("local", None, 512, None, 8)
