@@ -17,10 +17,10 @@ from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
-def ctxrag(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def ctxrag(home: Path, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
     from prefect.settings import PREFECT_API_URL
 
-    env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value()), "COLUMNS": "200"}
+    env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value()), "COLUMNS": str(columns)}
     for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
         env.pop(variable, None)
     command = [sys.executable, "-c", "from ctxrag.cli import main; main()", *args]
@@ -42,6 +42,16 @@ def test_evaluate_json_prints_exactly_one_json_object(home: Path) -> None:
     metrics = json.loads(result.stdout)  # the whole of stdout parses: no log line slipped in
     assert set(metrics) == {"vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc"}
     assert set(metrics["hybrid"]) == {"pass@5", "pass@10", "hit@5", "hit@10", "ndcg@5", "ndcg@10"}
+
+
+def test_evaluate_in_a_narrow_terminal_prints_a_table_per_metric_with_no_cut_cells(home: Path) -> None:
+    wide = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--k", "5,10")
+    narrow = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--k", "5,10", columns=60)
+    assert wide.returncode == narrow.returncode == 0, narrow.stderr
+    assert wide.stdout.count("queries on index") == 1 and narrow.stdout.count("queries on index") == 3  # pass, hit, ndcg
+    assert "…" not in narrow.stdout and max(len(line) for line in narrow.stdout.splitlines()) <= 60
+    for metric in ("pass@5", "pass@10", "hit@5", "ndcg@10", "hybrid-weighted"):
+        assert metric in narrow.stdout and metric in wide.stdout
 
 
 def test_search_json_says_which_retriever_found_each_chunk(home: Path) -> None:
