@@ -11,12 +11,12 @@ from typing import Iterator, Optional
 
 import storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
-from rich.console import Console, Group
+from rich.console import Console
 from rich.markup import escape
-from rich.measure import Measurement
 from rich.table import Table
 
 from ctxrag.prefect_commands import register as register_prefect_commands
+from ctxrag.tables import metrics_table
 from ctxrag.prefect_commands.local_server import local_prefect_server
 from ctxrag.prefect_commands.server_commands import announce_started
 from storage.environment import ctxrag_home
@@ -330,33 +330,11 @@ def evaluate(
     names = list(dict.fromkeys(metric for values in metrics.values() for metric in values))
     if "accuracy" in result["unavailable"] and "accuracy" not in names:
         names.append("accuracy")
-    title = f"{result['queries']} queries on index {name!r}"
-    table = _metrics_table(title, metrics, names, result["unavailable"])
-    if Measurement.get(out, out.options.update(width=10_000), table).maximum > out.width:  # too wide: one table per metric
-        families = dict.fromkeys(metric.split("@")[0] for metric in names)
-        table = Group(*(
-            _metrics_table(f"{title}: {family}", metrics, [metric for metric in names if metric.split("@")[0] == family], result["unavailable"])
-            for family in families
-        ))
-    out.print(table)
+    out.print(metrics_table(out, f"{result['queries']} queries on index {name!r}", metrics, names, result["unavailable"]))
     spent = result["paid_calls"]
     if spent["calls"]:
         out.print(f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${spent['cost_usd']:.4f}", highlight=False)
     err.print(f"chart: {result['chart']}\nper-query results: {result['run_dir']}", highlight=False)
-
-
-def _metrics_table(title: str, metrics: dict[str, dict[str, float]], names: list[str], unavailable: dict[str, str]) -> Table:
-    """One row per strategy, one column per metric in ``names``; rows that could not run say why."""
-    table = Table(title=title)
-    table.add_column("strategy", no_wrap=True)
-    for metric in names:
-        table.add_column(metric, justify="right")
-    for strategy_name, values in metrics.items():
-        table.add_row(strategy_name, *(f"{values[metric]:.4f}" if metric in values else unavailable.get(metric, "-") for metric in names))
-    for row_name, reason in unavailable.items():
-        if row_name != "accuracy":
-            table.add_row(row_name, *([reason] + [""] * (len(names) - 1)))
-    return table
 
 
 @app.command("list")
