@@ -527,7 +527,8 @@ def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
         from tasks.stages.contextualize import context_row
 
         worker, store = NoContext(), contexts_cache(home)
-        rows = [context_row(context_key(chunk, worker), chunk.doc_id, "", paid=False) for chunk in corpus.chunks]
+        documents = {document.doc_id: document for document in corpus.documents}
+        rows = [context_row(context_key(chunk, worker, documents[chunk.doc_id]), chunk.doc_id, "", paid=False) for chunk in corpus.chunks]
         for start in range(0, len(rows), SEED_PART_ROWS):
             store.append(pa.Table.from_pylist(rows[start : start + SEED_PART_ROWS]))
         seeded["contexts"] = len(rows)

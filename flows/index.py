@@ -120,7 +120,7 @@ def index_corpus(
         corpus = load_corpus(source, include, exclude, max_file_bytes)
         documents = compare_with_live(corpus, name, root)
         lap("load")
-        keys = context_keys(corpus.chunks, spec_of_contexts)  # each chunk's context key, once per run
+        keys = context_keys(corpus, spec_of_contexts)  # each chunk's context key, once per run
         pending = chunks_to_contextualize(corpus, keys, root)
         by_document = {document.doc_id: document for document in corpus.documents}
         failed: dict[str, str] = {}
@@ -150,7 +150,7 @@ def index_corpus(
             raise DocumentsFailed(f"{len(failed)} of {len(pending)} documents failed (the rest are saved): {listing}")
         contexts = stored_contexts(corpus, keys, root)
         lap("contextualize")
-        plan = plan_index(corpus, contexts, spec, spec_of_contexts, backend)  # the indexed texts, derived once
+        plan = plan_index(corpus, contexts, keys, spec, spec_of_contexts, backend)  # the indexed texts, derived once
         embedded_texts = plan.embedded_texts  # what the embedder reads, materialized once
         batches_to_embed = text_batches(texts_to_embed(embedded_texts, spec, root))
         labels = [f"{number}-of-{len(batches_to_embed)}" for number in range(1, len(batches_to_embed) + 1)]

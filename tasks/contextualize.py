@@ -25,6 +25,7 @@ from tasks.structure import (
 
 MAX_DEFINED_NAMES = 40
 DEFINES_PREFIX = "Defines: "  # the structural context's line of the names a file defines
+CONTEXT_KEY = "context_key"  # the index rows' column of each row's context key (tasks.gc keeps those contexts)
 
 
 SaveContexts = Callable[[list[tuple[Chunk, str]]], None]
@@ -32,10 +33,14 @@ SaveContexts = Callable[[list[tuple[Chunk, str]]], None]
 
 class Contextualizer(Protocol):
     """Writes the contexts of a document's chunks, handing each to ``save`` as soon as it exists (and paid calls
-    to ``ledger``). ``name`` + ``version`` are part of every context's cache key."""
+    to ``ledger``). ``name`` + ``version``, and ``key_inputs``, are part of every context's cache key."""
 
     name: str
     version: str
+
+    def key_inputs(self, document: Document, chunk: Chunk) -> tuple[str, ...]:
+        """What the context depends on beyond the chunk key (the document's bytes, the chunk's bytes and place)."""
+        ...
 
     def run(self, document: Document, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger) -> None: ...
 
@@ -58,6 +63,9 @@ class ContextualizerKind(str, Enum):
 class _Offline:
     """An LLM-free contextualizer: ``contextualize`` is a pure function; ``run`` saves its answer in one go."""
 
+    def key_inputs(self, document: Document, chunk: Chunk) -> tuple[str, ...]:
+        return ()
+
     def contextualize(self, document: Document, chunks: list[Chunk]) -> list[str]:
         raise NotImplementedError
 
@@ -77,7 +85,12 @@ class NoContext(_Offline):
 @dataclass(frozen=True)
 class StructuralContextualizer(_Offline):
     name: str = "structural"
-    version: str = "2"  # bump on any change to what it writes: stored contexts are keyed by it
+    version: str = "3"  # bump on any change to what it writes: stored contexts are keyed by it
+
+    def key_inputs(self, document: Document, chunk: Chunk) -> tuple[str, ...]:
+        """The title, heading and shipped summary it writes: a docs corpus with and without summaries has the same
+        chunk keys, and a heading or title can change while the text does not."""
+        return (document.title, chunk.heading, chunk.summary)
 
     def contextualize(self, document: Document, chunks: list[Chunk]) -> list[str]:
         if document.kind == "code":
@@ -131,10 +144,12 @@ def shorten_defines(context: str, limit: int) -> str:
     return "\n".join(lines)
 
 
-def context_key(chunk: Chunk, contextualizer: Contextualizer) -> str:
-    """Cache key of a chunk's context: (chunk key, contextualizer, version)."""
-    return context_key_of(chunk.key, contextualizer.name, contextualizer.version)
+def context_key(chunk: Chunk, contextualizer: Contextualizer, document: Document) -> str:
+    """Cache key of a chunk's context: (chunk key, contextualizer, version, what else it reads)."""
+    return sha256_hex(chunk.key, contextualizer.name, contextualizer.version, *contextualizer.key_inputs(document, chunk))[:32]
 
 
 def context_key_of(chunk_key: str, name: str, version: str) -> str:
+    """The key of a context that depends on nothing beyond its chunk key (how ctxrag keyed every context before the
+    index rows recorded their keys; tasks.gc reads such indexes with it)."""
     return sha256_hex(chunk_key, name, version)[:32]

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from storage.errors import BusyError
 from storage.artifacts import KEY, RowCache
 from storage.index_store import IndexStore
-from tasks.contextualize import context_key_of
+from tasks.contextualize import CONTEXT_KEY, context_key_of
 from tasks.embed import EmbedderSpec
 
 
@@ -49,8 +49,11 @@ def referenced_keys(home: Path) -> tuple[set[str], set[str]]:
     for manifest, table in IndexStore(home).kept_versions():
         worker = manifest["config"]["contextualizer"]
         spec = EmbedderSpec.from_dict(manifest["config"]["embedder"])
-        for key, content, context in zip(table["key"].to_pylist(), table["content"].to_pylist(), table["context"].to_pylist()):
-            contexts.add(context_key_of(key, worker["name"], worker["version"]))
+        if CONTEXT_KEY in table.column_names:
+            contexts.update(table[CONTEXT_KEY].to_pylist())
+        else:  # a version built before its rows recorded their context keys: every key was the chunk's alone
+            contexts.update(context_key_of(key, worker["name"], worker["version"]) for key in table["key"].to_pylist())
+        for content, context in zip(table["content"].to_pylist(), table["context"].to_pylist()):
             embeddings.add(spec.cache_key(spec.embedded_text(context, content), "document"))
     return contexts, embeddings
 

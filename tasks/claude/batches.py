@@ -65,7 +65,7 @@ def run_batches(
     for document, chunks in pending:
         for text, group in document_windows(document, chunks, worker.settings.window_tokens):
             for chunk in group:
-                key = context_key(chunk, worker)
+                key = context_key(chunk, worker, document)
                 if is_done(key):
                     continue
                 requests.append({"custom_id": key, "params": worker._chunk_params(text, chunk)})

@@ -97,6 +97,11 @@ class ClaudeContextualizer:
     client: ClaudeClient | None = None
     name: str = "claude"
 
+    def key_inputs(self, document: Document, chunk: Chunk) -> tuple[str, ...]:
+        """Nothing beyond the chunk key: the prompt reads the document and the chunk (a changed heading alone is not
+        paid for again)."""
+        return ()
+
     @property
     def version(self) -> str:
         prompt = DOCUMENT_CONTEXTS if self.settings.mode == "per-document" else CHUNK_CONTEXT

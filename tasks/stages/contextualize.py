@@ -26,10 +26,11 @@ CHUNKS_PER_TASK = 512  # offline contextualizers: ~20 task runs per 10,000 chunk
 PAID_CHUNKS_PER_TASK = 32
 
 
-def context_keys(chunks: list[Chunk], spec: ContextualizerSpec) -> list[str]:
+def context_keys(corpus: Corpus, spec: ContextualizerSpec) -> list[str]:
     """Every chunk's context key, in chunk order (the contextualizer's name and version are part of it)."""
     worker = spec.build()
-    return [context_key(chunk, worker) for chunk in chunks]
+    documents = {document.doc_id: document for document in corpus.documents}
+    return [context_key(chunk, worker, documents[chunk.doc_id]) for chunk in corpus.chunks]
 
 
 def context_row(key: str, doc_id: str, context: str, paid: bool) -> dict[str, object]:

@@ -15,6 +15,7 @@ from prefect.transactions import get_transaction
 from storage.backends import backend_for
 from storage.bm25 import BM25_B, BM25_K1
 from storage.index_store import IndexStore
+from tasks.contextualize import CONTEXT_KEY
 from tasks.contextualizers import ContextualizerSpec
 from tasks.embed import EmbedderSpec
 from tasks.models import Corpus, indexed_text, sha256_hex
@@ -46,9 +47,15 @@ class IndexPlan:
 
 
 def plan_index(
-    corpus: Corpus, contexts: list[str], spec: EmbedderSpec, contextualizer: ContextualizerSpec, backend: str = "embedded"
+    corpus: Corpus,
+    contexts: list[str],
+    context_keys: list[str],
+    spec: EmbedderSpec,
+    contextualizer: ContextualizerSpec,
+    backend: str = "embedded",
 ) -> IndexPlan:
-    """The version's rows (with the indexed text of each chunk, derived here once) and its config."""
+    """The version's rows (with the indexed text of each chunk, derived here once, and the key of its stored context,
+    which tasks.gc keeps) and its config."""
     backend_for(backend)  # an unknown backend fails here, before anything is embedded
     worker = contextualizer.build()
     config = {
@@ -68,6 +75,7 @@ def plan_index(
             "heading": [chunk.heading for chunk in chunks],
             "content": [chunk.content for chunk in chunks],
             "context": contexts,
+            CONTEXT_KEY: context_keys,
             DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
             TEXT: [indexed_text(context, chunk.content) for context, chunk in zip(contexts, chunks)],
         }

@@ -177,3 +177,20 @@ def test_a_run_that_embeds_locally_makes_the_query_export_and_a_run_that_embeds_
     export.unlink()
     assert run(corpus_dir, home)["chunks_embedded"] == 0
     assert not export.exists()  # nothing embedded: no torch, no export
+
+
+def test_a_docs_corpus_indexed_with_and_without_summaries_gets_each_its_own_contexts(home: Path, tmp_path: Path) -> None:
+    records = [
+        {"chunk_link": "https://docs.example/start#install", "chunk_heading": "Install", "text": "Run pip install tinyq."},
+        {"chunk_link": "https://docs.example/start#use", "chunk_heading": "Use", "text": "Call tinyq.push(task)."},
+    ]
+    summarized = tmp_path / "summarized.json"
+    summarized.write_text(json.dumps([{**record, "summary": f"A summary of {record['chunk_heading']}."} for record in records]))
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(records))
+    index_corpus(source=str(summarized), name="summarized", home=str(home))
+    report = index_corpus(source=str(plain), name="plain", home=str(home))
+    assert report["chunks_contextualized"] == 2  # same chunk keys, but not the same contexts: none is reused
+    store = IndexStore(home)
+    assert all("A summary of" in context for context in store.open("summarized").chunks["context"].to_pylist())
+    assert not any("A summary of" in context for context in store.open("plain").chunks["context"].to_pylist())

@@ -10,8 +10,10 @@ from tasks.contextualize import (
     NoContext,
     StructuralContextualizer,
     context_key,
+    context_key_of,
     shorten_defines,
 )
+from tasks.claude.contextualizer import ClaudeContextualizer, ClaudeSummarizer
 from tasks.contextualizers import make_contextualizer
 from tasks.models import Chunk, Document
 
@@ -225,18 +227,39 @@ def test_from_str_error_lists_the_choices(value: str) -> None:
 def test_context_key() -> None:
     document = code_document()
     chunk, other = chunks_of(document, ["        return job()\n", "    return 2 ** n\n"])
-    key = context_key(chunk, StructuralContextualizer())
+    key = context_key(chunk, StructuralContextualizer(), document)
     assert len(key) == 32 and int(key, 16) >= 0
-    assert context_key(chunk, StructuralContextualizer()) == key  # stable
-    assert context_key(chunk, StructuralContextualizer(version="next")) != key  # version is part of the key
-    assert context_key(chunk, NoContext()) != key  # so is the contextualizer
-    assert context_key(other, StructuralContextualizer()) != key  # and the chunk
+    assert context_key(chunk, StructuralContextualizer(), document) == key  # stable
+    assert context_key(chunk, StructuralContextualizer(version="next"), document) != key  # version is part of the key
+    assert context_key(chunk, NoContext(), document) != key  # so is the contextualizer
+    assert context_key(other, StructuralContextualizer(), document) != key  # and the chunk
 
 
 def test_context_key_follows_the_chunk_content_not_its_id() -> None:
     document = code_document()
     [chunk] = chunks_of(document, ["        return job()\n"])
     renamed = Chunk("another-id", chunk.doc_id, chunk.chunk_index, chunk.content, chunk.doc_sha)
-    assert context_key(renamed, StructuralContextualizer()) == context_key(chunk, StructuralContextualizer())
+    assert context_key(renamed, StructuralContextualizer(), document) == context_key(chunk, StructuralContextualizer(), document)
     moved = Chunk(chunk.chunk_id, chunk.doc_id, chunk.chunk_index + 1, chunk.content, chunk.doc_sha)
-    assert context_key(moved, StructuralContextualizer()) != context_key(chunk, StructuralContextualizer())
+    assert context_key(moved, StructuralContextualizer(), document) != context_key(chunk, StructuralContextualizer(), document)
+
+
+def test_structural_key_covers_what_it_writes_beyond_the_chunk_the_title_heading_and_summary() -> None:
+    page = Document("https://docs.example/page", "Get started", "Install it.", "docs", "docs.json")
+    [plain] = chunks_of(page, ["Install it."], heading="Get started")
+    [summarized] = chunks_of(page, ["Install it."], heading="Get started", summary="How to install.")
+    [moved] = chunks_of(page, ["Install it."], heading="Installing")
+    retitled = Document(page.doc_id, "Start here", page.content, "docs", "docs.json")
+    assert plain.key == summarized.key == moved.key  # the chunk key sees only the document's and the chunk's bytes
+    structural = StructuralContextualizer()
+    assert StructuralContextualizer().contextualize(page, [plain]) != structural.contextualize(page, [summarized])
+    keys = {context_key(plain, structural, page), context_key(summarized, structural, page),
+            context_key(moved, structural, page), context_key(plain, structural, retitled)}
+    assert len(keys) == 4  # so each context has its own key: a corpus indexed with and without summaries shares none
+
+
+def test_keys_of_contexts_that_read_nothing_more_are_the_chunk_keys_alone_as_before() -> None:
+    page = Document("https://docs.example/page", "Get started", "Install it.", "docs", "docs.json")
+    [chunk] = chunks_of(page, ["Install it."], heading="Get started", summary="How to install.")
+    for worker in (NoContext(), ClaudeContextualizer(), ClaudeSummarizer()):  # paid keys must never move
+        assert context_key(chunk, worker, page) == context_key_of(chunk.key, worker.name, worker.version)

@@ -83,3 +83,18 @@ def test_gc_keeps_the_vectors_of_shortened_texts(home, tmp_path) -> None:  # typ
     assert len(next(line for line in context.split("\n") if line.startswith("Defines: "))) > 100  # it was cut
     assert collect_garbage(home)["embeddings_removed"] == 0
     assert index_corpus(source=str(source), name="repo", home=str(home))["chunks_embedded"] == 0
+
+
+def test_gc_keeps_the_contexts_of_a_version_built_before_rows_recorded_their_context_keys(home) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow.parquet as pq
+
+    from tasks.contextualize import CONTEXT_KEY
+
+    index_corpus(source=str(SAMPLE_CORPUS), name="old", contextualizer="none", home=str(home))
+    store = IndexStore(home)
+    chunks_file = store.root / "old" / "versions" / store.manifest("old")["version"] / "chunks.parquet"
+    table = pq.read_table(chunks_file)
+    pq.write_table(table.drop_columns([CONTEXT_KEY]), chunks_file)  # as the previous release wrote it
+    report = collect_garbage(home)
+    assert report["contexts_removed"] == 0 and report["contexts_kept"] == table.num_rows
+    assert contexts_cache(home).keys() == set(table[CONTEXT_KEY].to_pylist())  # the keys it computes are the same

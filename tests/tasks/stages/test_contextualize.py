@@ -43,7 +43,7 @@ def test_batches_keep_documents_whole_and_hold_about_the_budget() -> None:
 def test_pending_chunks_are_contextualized_stored_and_then_found(tmp_path: Path) -> None:
     data = corpus({"a": 2, "b": 3})
     spec = ContextualizerSpec("structural")
-    keys = context_keys(data.chunks, spec)
+    keys = context_keys(data, spec)
     pending = chunks_to_contextualize.fn(data, keys, tmp_path)
     assert {doc_id: len(keyed) for doc_id, keyed in pending.items()} == {"a": 2, "b": 3}
     batch = [(document, pending[document.doc_id]) for document in data.documents]
@@ -66,7 +66,7 @@ def test_a_document_that_fails_for_good_does_not_stop_the_others(tmp_path: Path,
 
     monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": FailsForB())
     data = corpus({"a": 1, "b": 1, "c": 1})
-    keys = context_keys(data.chunks, ContextualizerSpec("structural"))
+    keys = context_keys(data, ContextualizerSpec("structural"))
     pending = chunks_to_contextualize.fn(data, keys, tmp_path)
     with pytest.raises(BatchFailed) as failed:
         contextualize_documents.fn([(d, pending[d.doc_id]) for d in data.documents], ContextualizerSpec("structural"), tmp_path, "run")
@@ -78,7 +78,7 @@ def test_a_document_that_fails_for_good_does_not_stop_the_others(tmp_path: Path,
 def test_a_missing_context_is_named(tmp_path: Path) -> None:
     data = corpus({"a": 1})
     with pytest.raises(RuntimeError, match=r"1 chunks have no stored context \(first: a#0\)"):
-        stored_contexts.fn(data, context_keys(data.chunks, ContextualizerSpec("none")), tmp_path)
+        stored_contexts.fn(data, context_keys(data, ContextualizerSpec("none")), tmp_path)
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -101,7 +101,7 @@ def test_a_first_attempt_reads_no_store_and_a_retry_skips_what_it_saved(tmp_path
     monkeypatch.setattr(stage, "stored_keys", lambda home, keys: reads.append(len(keys)) or real_stored_keys(home, keys))
     monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": DiskFailsOnceAfterA())
     data = corpus({"a": 2, "b": 1})
-    keys = context_keys(data.chunks, ContextualizerSpec("structural"))
+    keys = context_keys(data, ContextualizerSpec("structural"))
     pending = chunks_to_contextualize.fn(data, keys, tmp_path)
     batch = [(document, pending[document.doc_id]) for document in data.documents]
     task = contextualize_documents.with_options(retry_delay_seconds=0)
