@@ -27,6 +27,7 @@ def test_the_plan_carries_each_chunks_indexed_text_and_a_stable_build_key() -> N
     plan = plan_index(data, contexts, KEYS, EmbedderSpec(), ContextualizerSpec("structural"))
     assert plan.texts == [indexed_text(context, chunk.content) for context, chunk in zip(contexts, data.chunks)]
     assert plan.texts[1] == data.chunks[1].content  # no context: the chunk alone
+    assert plan.rows["context_key"].to_pylist() == KEYS  # each row names its stored context, for gc
     assert plan.build_key == plan_index(data, contexts, KEYS, EmbedderSpec(), ContextualizerSpec("structural")).build_key
     assert plan.build_key != plan_index(data, ["other", ""], KEYS, EmbedderSpec(), ContextualizerSpec("structural")).build_key
     assert plan.config["bm25"] == {"k1": 1.2, "b": 0.75}
