@@ -146,10 +146,10 @@ def shorten_defines(context: str, limit: int) -> str:
 
 def context_key(chunk: Chunk, contextualizer: Contextualizer, document: Document) -> str:
     """Cache key of a chunk's context: (chunk key, contextualizer, version, what else it reads)."""
-    return sha256_hex(chunk.key, contextualizer.name, contextualizer.version, *contextualizer.key_inputs(document, chunk))[:32]
+    return context_key_of(chunk.key, contextualizer.name, contextualizer.version, *contextualizer.key_inputs(document, chunk))
 
 
-def context_key_of(chunk_key: str, name: str, version: str) -> str:
-    """The key of a context that depends on nothing beyond its chunk key (how ctxrag keyed every context before the
-    index rows recorded their keys; tasks.gc reads such indexes with it)."""
-    return sha256_hex(chunk_key, name, version)[:32]
+def context_key_of(chunk_key: str, name: str, version: str, *inputs: str) -> str:
+    """The key from its parts. Without ``inputs`` it is how ctxrag keyed every context before index rows recorded
+    their keys (tasks.gc reads such versions with it)."""
+    return sha256_hex(chunk_key, name, version, *inputs)[:32]
