@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from tasks.embed import choose_precision
+    from tasks.precision import choose_precision
 
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "load_before": os.getloadavg()[0],

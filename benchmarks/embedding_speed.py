@@ -20,7 +20,6 @@ prints.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
@@ -43,9 +42,9 @@ from tasks.embed import (  # noqa: E402
     BATCH_SIZE,
     EmbedderSpec,
     LocalEmbedder,
-    cpu_has_native_bf16,
     embed_with_cache,
 )
+from tasks.precision import cpu_has_native_bf16, measured_bf16_speedup  # noqa: E402
 from tasks.evalset import golden_ref, load_evalset  # noqa: E402
 from tasks.load.cookbook import load_cookbook  # noqa: E402
 from tasks.metrics import pass_at_k  # noqa: E402
@@ -156,7 +155,8 @@ def main() -> None:
         platform.processor() or "?",
     )
     lines: list[str] = ["# Local embedding speed: fp32 vs bf16", ""]
-    say(lines, f"Machine: {os.cpu_count()} cores ({cpu_name}; native bf16: {cpu_has_native_bf16()}), torch {torch.__version__} "
+    say(lines, f"Machine: {os.cpu_count()} cores ({cpu_name}; native bf16: {cpu_has_native_bf16()}; auto's timing: bf16 "
+               f"{measured_bf16_speedup():.2f}x as fast as fp32), torch {torch.__version__} "
                f"with {torch.get_num_threads()} threads, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}.")
     say(lines, f"Corpus: {len(texts)} codebase chunks (contextualizer {args.contextualizer}), {len(queries)} queries; "
                f"all-MiniLM-L6-v2, max 512 word pieces, batch {BATCH_SIZE}. Produced by `benchmarks/embedding_speed.py`; "

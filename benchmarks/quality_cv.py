@@ -591,11 +591,9 @@ def main() -> None:
         dataset.prf = prf_stats(dataset)
     results = evaluate_variants(code, codebase_folds(corpus, code), round_robin_folds(corpus, code))
     check_docs(docs, results)
-    from tasks.embed import PRECISION_ENV, cpu_has_native_bf16
+    from tasks.precision import choose_precision
 
-    wanted = os.environ.get(PRECISION_ENV, "auto")
-    precision = f"{wanted} ({'bf16: this CPU has native bfloat16' if cpu_has_native_bf16() else 'fp32'})" if wanted == "auto" else wanted
-    meta = {**machine_meta(), "precision": f"`{PRECISION_ENV}={precision}`", "strategy_check": strategy_check(code, docs)}
+    meta = {**machine_meta(), "precision": "%s (%s)" % choose_precision(), "strategy_check": strategy_check(code, docs)}
     write_report(args.out / "quality_cv.md", render(results, meta))
 
 

@@ -38,7 +38,7 @@ Embedders (all load with HF_HUB_OFFLINE=1 from files that pip installed; nothing
 
 Speed: chunks per second encoding the codebase corpus (737 chunks, token-sorted batches of 32), and the median
 latency of encoding one query at a time, on this machine (2 cores; torch models run in the precision
-``tasks.embed.choose_precision`` picks: bf16 autocast only where the CPU has native bf16). No cross-encoder
+``tasks.precision.choose_precision`` picks: bf16 autocast only where the CPU has native bf16 and runs it faster). No cross-encoder
 (reranker) was found that ships its weights inside a PyPI package, so no reranking is measured.
 """
 
@@ -68,7 +68,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import quality_cv as qcv  # noqa: E402
-from tasks.embed import _unit_rows, choose_precision, packaged_model_path, token_sorted_batches  # noqa: E402
+from tasks.embed import _unit_rows, packaged_model_path, token_sorted_batches  # noqa: E402
+from tasks.precision import choose_precision  # noqa: E402
 from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH  # noqa: E402
 from tasks.models import indexed_text  # noqa: E402
 

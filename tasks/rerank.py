@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from storage.errors import InvalidInput
 from storage.ledger import LedgerRow, SaveLedger

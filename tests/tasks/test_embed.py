@@ -1,4 +1,4 @@
-"""The embedding cache (only missing texts are embedded, in order) and the local embedder's precision and batching."""
+"""The embedding cache (only missing texts are embedded, in order) and the local embedder's batching and vectors."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tasks.embed as embed
 from storage.artifacts import RowCache
-from tasks.embed import PRECISION_ENV, EmbedderSpec, LocalEmbedder, choose_precision, embed_with_cache, token_sorted_batches
+from tasks.embed import EmbedderSpec, LocalEmbedder, embed_with_cache, token_sorted_batches
 from tasks.windows import split_windows
 
 
@@ -46,68 +45,6 @@ def test_the_key_depends_on_model_length_and_input_type() -> None:
     assert base.cache_key("t", "document") != EmbedderSpec(max_seq_length=256).cache_key("t", "document")
     assert base.cache_key("t", "document") != base.cache_key("t", "query")
     assert base.cache_key("t", "document") == EmbedderSpec().cache_key("t", "document")
-
-
-# Precision: bf16 where the CPU computes it natively, fp32 elsewhere; CTXRAG_EMBED_PRECISION overrides.
-
-@pytest.fixture
-def native_bf16(monkeypatch: pytest.MonkeyPatch):
-    """Set what the CPU detection answers; the env var starts unset."""
-    monkeypatch.delenv(PRECISION_ENV, raising=False)
-
-    def answer(value: bool) -> None:
-        monkeypatch.setattr(embed, "cpu_has_native_bf16", lambda: value)
-
-    return answer
-
-
-def test_auto_picks_bf16_only_where_the_cpu_has_it(native_bf16, monkeypatch: pytest.MonkeyPatch) -> None:
-    native_bf16(True)
-    assert choose_precision()[0] == "bf16"
-    monkeypatch.setenv(PRECISION_ENV, "auto")
-    assert choose_precision()[0] == "bf16"
-    native_bf16(False)
-    precision, reason = choose_precision()
-    assert precision == "fp32" and "no native bf16" in reason
-
-
-def test_the_env_var_overrides_detection(native_bf16, monkeypatch: pytest.MonkeyPatch) -> None:
-    native_bf16(True)
-    monkeypatch.setenv(PRECISION_ENV, "fp32")
-    assert choose_precision() == ("fp32", f"{PRECISION_ENV}=fp32")
-    native_bf16(False)
-    monkeypatch.setenv(PRECISION_ENV, " BF16 ")
-    precision, reason = choose_precision()
-    assert precision == "bf16" and "likely slower" in reason  # forced, with a word that it will not be faster
-
-
-def test_an_unknown_precision_is_refused(native_bf16, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(PRECISION_ENV, "fp16")
-    with pytest.raises(ValueError, match=PRECISION_ENV):
-        choose_precision()
-
-
-def test_an_explicit_precision_wins_over_the_env_var(native_bf16, monkeypatch: pytest.MonkeyPatch) -> None:
-    native_bf16(False)
-    monkeypatch.setenv(PRECISION_ENV, "bf16")
-    embedder = LocalEmbedder(EmbedderSpec(), precision="fp32")
-    assert embedder.precision == "fp32"
-    native_bf16(True)
-    monkeypatch.delenv(PRECISION_ENV)
-    assert LocalEmbedder(EmbedderSpec()).precision == "bf16"
-
-
-def test_detection_needs_a_native_bf16_flag(monkeypatch: pytest.MonkeyPatch) -> None:
-    """oneDNN's own check is true on any AVX-512 CPU (bf16 emulated): without AVX512-BF16 / AMX-BF16 it is fp32."""
-    monkeypatch.setattr(embed, "_onednn_bf16", lambda: True)
-    monkeypatch.setattr(embed, "_cpu_flags", lambda: {"avx512f", "avx512bw"})
-    assert embed.cpu_has_native_bf16() is False
-    monkeypatch.setattr(embed, "_cpu_flags", lambda: {"avx512f", "amx_bf16"})
-    assert embed.cpu_has_native_bf16() is True
-    monkeypatch.setattr(embed, "_cpu_flags", lambda: {"avx512_bf16"})
-    assert embed.cpu_has_native_bf16() is True
-    monkeypatch.setattr(embed, "_onednn_bf16", lambda: False)  # a torch without oneDNN
-    assert embed.cpu_has_native_bf16() is False
 
 
 def test_batches_group_texts_by_token_count_longest_first() -> None:
