@@ -12,7 +12,6 @@ so the cache key leaves precision out and an index may mix vectors of both.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -25,7 +24,7 @@ import pyarrow as pa
 
 from storage.artifacts import KEY, RowCache
 from tasks.memory import release_freed_memory
-from tasks.precision import choose_precision
+from tasks.precision import autocast_to, choose_precision
 from tasks.embedder_spec import EmbedderSpec
 from tasks.windows import pooled_rows, split_windows
 
@@ -189,7 +188,7 @@ class LocalEmbedder:
         model = self.model
         batches = token_sorted_batches(self.token_counts(texts), self.batch_size) if len(texts) > 1 else [[0]]
         vectors = np.zeros((len(texts), 0), dtype=np.float32)
-        with self._autocast():
+        with autocast_to(self.precision):
             for positions in batches:
                 encoded = model.encode(
                     [texts[position] for position in positions], batch_size=len(positions),
@@ -202,12 +201,6 @@ class LocalEmbedder:
         release_freed_memory()
         return vectors
 
-    def _autocast(self) -> contextlib.AbstractContextManager[object]:
-        if self.precision != "bf16":
-            return contextlib.nullcontext()
-        import torch
-
-        return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:
