@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_model  # benchmarks/machine.py
+
 REPO = Path(__file__).resolve().parents[1]
 CTXRAG = [sys.executable, "-c", "from ctxrag.cli import main; main()"]
 MODES = {"temporary": {"CTXRAG_PREFECT_SERVER": "temporary"}, "reused": {"CTXRAG_PREFECT_SERVER": "background"}}
@@ -94,7 +96,7 @@ def write(out: Path, results: dict[str, dict[str, dict[str, float]]], meta: dict
     lines = [
         "# What each command costs: without a running Prefect server, and with the reused local one",
         "",
-        f"`benchmarks/commands.py`, {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, load average before: "
+        f"`benchmarks/commands.py`, {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs ({meta['cpu']}), load average before: "
         f"{meta['load_before']}. One run of each mode, the two modes one after the other, each from nothing. Wall s / "
         "CPU s (user + sys of the command and its children). Repeated rows: median of "
         f"{meta['repeats']}. Embedder precision: {meta['precision']}.",
@@ -122,7 +124,7 @@ def main() -> None:
     from tasks.precision import choose_precision
 
     meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "load_before": os.getloadavg()[0],
+        "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "cpu": cpu_model(), "load_before": os.getloadavg()[0],
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip(),
         "repeats": options.repeats, "precision": "%s (%s)" % choose_precision(), "python": platform.python_version(),
     }

@@ -49,6 +49,7 @@ from tasks.evalset import golden_ref, load_evalset  # noqa: E402
 from tasks.load.cookbook import load_cookbook  # noqa: E402
 from tasks.metrics import pass_at_k  # noqa: E402
 from tasks.models import indexed_text  # noqa: E402
+from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
 
 KS = (5, 10, 20)
 
@@ -150,12 +151,8 @@ def main() -> None:
     fp32.embed(texts[:64])  # load the model and warm both paths up outside the timings
     bf16.embed(texts[:64])
 
-    cpu_name = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-        platform.processor() or "?",
-    )
     lines: list[str] = ["# Local embedding speed: fp32 vs bf16", ""]
-    say(lines, f"Machine: {os.cpu_count()} cores ({cpu_name}; native bf16: {cpu_has_native_bf16()}; auto's timing: bf16 "
+    say(lines, f"Machine: {os.cpu_count()} cores ({cpu_model()}; native bf16: {cpu_has_native_bf16()}; auto's timing: bf16 "
                f"{measured_bf16_speedup():.2f}x as fast as fp32), torch {torch.__version__} "
                f"with {torch.get_num_threads()} threads, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}.")
     say(lines, f"Corpus: {len(texts)} codebase chunks (contextualizer {args.contextualizer}), {len(queries)} queries; "

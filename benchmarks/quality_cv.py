@@ -23,7 +23,6 @@ import itertools
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from machine import machine_meta  # noqa: E402  (benchmarks/machine.py; re-exported for the other quality reports)
 from storage.index_store import IndexStore  # noqa: E402
 from storage.tokenize import tokenize  # noqa: E402
 from tasks.evalset import EvalSet, load_evalset  # noqa: E402
@@ -595,12 +595,6 @@ def main() -> None:
 
     meta = {**machine_meta(), "precision": "%s (%s)" % choose_precision(), "strategy_check": strategy_check(code, docs)}
     write_report(args.out / "quality_cv.md", render(results, meta))
-
-
-def machine_meta() -> dict:
-    """What a report says of the machine and the day."""
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
-    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
 
 
 def provenance(meta: dict) -> str:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from machine import machine_meta  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -114,11 +115,6 @@ def bench_elasticsearch_emulator(home: Path, label: str, corpus: Path, evalset: 
         os.environ.pop("ELASTICSEARCH_URL", None)
 
 
-def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
-    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
-
-
 def render(results: dict) -> str:
     lines = [
         "# ctxrag benchmark results",
@@ -207,7 +203,7 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", "from ctxrag.cli import main; main()", "server", "stop"],
                        env={**{k: v for k, v in os.environ.items() if k != "PREFECT_HOME"}, "CTXRAG_HOME": run["home"]},
                        capture_output=True, timeout=120)
-    results = {"machine": machine(), "runs": runs, "elasticsearch_emulator": emulator}
+    results = {"machine": machine_meta(), "runs": runs, "elasticsearch_emulator": emulator}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     (args.out / "results.md").write_text(render(results))

@@ -57,6 +57,8 @@ import threading
 import time
 from pathlib import Path
 
+from machine import cpu_model  # benchmarks/machine.py
+
 try:
     import psutil  # comes with the [test] and [dask] extras (via distributed), not with Prefect itself
 except ImportError:  # read /proc instead (Linux)
@@ -802,7 +804,7 @@ def main() -> None:
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "cpus": os.cpu_count(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "python": platform.python_version(),
         "prefect": prefect.__version__,
         "command": "benchmarks/scale.py " + " ".join(sys.argv[1:]),
@@ -881,16 +883,6 @@ def _git(*args: str) -> str:
 
 def _short(chunks: int) -> str:
     return f"{chunks // 1000}k" if chunks % 1000 == 0 else str(chunks)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
 
 
 if __name__ == "__main__":
