@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.index import DocumentsFailed, index_corpus
+from flows.index import DocumentsFailed
 from storage.ledger import Ledger
 from storage.index_store import IndexStore
 from storage.artifacts import contexts_cache

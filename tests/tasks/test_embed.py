@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from storage.artifacts import RowCache
 from tasks.embed import EmbedderSpec, LocalEmbedder, embed_with_cache, token_sorted_batches
