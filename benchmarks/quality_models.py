@@ -49,7 +49,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import platform
 import random
 import re
 import sys
@@ -68,7 +67,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import quality_cv as qcv  # noqa: E402
-from machine import cpu_model  # noqa: E402
+from machine import machine_meta  # noqa: E402
 from tasks.embed import _unit_rows, packaged_model_path, token_sorted_batches  # noqa: E402
 from tasks.precision import choose_precision  # noqa: E402
 from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH  # noqa: E402
@@ -532,7 +531,7 @@ def main() -> None:
 
     flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
     bf16 = "avx512_bf16/amx_bf16 present" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "no avx512_bf16 or amx_bf16, so torch models ran in fp32"
-    meta = {"cpus": os.cpu_count(), "cpu": cpu_model(), "bf16": bf16, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+    meta = {**machine_meta(), "bf16": bf16}
     text = render(rows, refs, speeds, notes, meta)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality_models.md").write_text(text)
