@@ -389,7 +389,7 @@ def render(rows: list[qcv.Result], refs: dict[str, np.ndarray], speeds: dict[str
     lines = [
         "# Offline embedders (and corpus-adapted MiniLM) in the project's fusion, cross-validated",
         "",
-        f"One run, {meta['cpus']}-core machine ({meta['cpu']}; CPU flags: {meta['bf16']}), Python {meta['python']}, "
+        f"One run, {meta['cpus']}-core machine ({meta['cpu']}; torch models in {meta['precision']}), Python {meta['python']}, "
         f"{meta['date']}. Produced by `benchmarks/quality_models.py` in a separate venv; indexes built with the "
         "`ctxrag index` CLI on offline defaults (BM25 and the `minilm (index)` rows come from them).",
         "",
@@ -529,9 +529,7 @@ def main() -> None:
         for row in score_families(f"minilm+{label}", with_second_vector(code, code_side), with_second_vector(docs, docs_side), folds, folds_rr, two):
             rows.append(row)
 
-    flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-    bf16 = "avx512_bf16/amx_bf16 present" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "no avx512_bf16 or amx_bf16, so torch models ran in fp32"
-    meta = {**machine_meta(), "bf16": bf16}
+    meta = {**machine_meta(), "precision": "%s (%s)" % choose_precision()}  # what the torch models ran in, not the flag alone
     text = render(rows, refs, speeds, notes, meta)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality_models.md").write_text(text)

@@ -202,7 +202,6 @@ class LocalEmbedder:
         return vectors
 
 
-
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length in float32 (zero rows stay zero)."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
