@@ -1,7 +1,7 @@
-"""Screenshot of a ctxrag run in the Prefect UI, for the docs (needs /usr/bin/chromium).
+"""Screenshot of a ctxrag run in the Prefect UI, for the docs (needs /usr/bin/chromium and Playwright, a test extra).
 
 Starts a private ``prefect server`` on 127.0.0.1, indexes the sample corpus against it, screenshots the flow run page
-(or the index artifact's page) with headless Chromium, and stops the server::
+(or the index artifact's page) with headless Chromium once it shows the run's name, and stops the server::
 
     .venv/bin/python scripts/ui_screenshot.py [--out docs/prefect-ui.png] [--page run|artifact]
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.equipment.prefect_server import chromium, chromium_missing, running_prefect_server  # noqa: E402
+from tests.equipment.browser import browser_missing, page_text  # noqa: E402
+from tests.equipment.prefect_server import running_prefect_server  # noqa: E402
 
 
 def latest_index_run(api_url: str) -> tuple[str, str]:
@@ -39,9 +40,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "prefect-ui.png")
     parser.add_argument("--page", choices=["run", "artifact"], default="run")
     parser.add_argument("--name", default="sample", help="Index name of the sample run (its artifact: ctxrag-index-NAME).")
-    parser.add_argument("--budget-ms", type=int, default=20000, help="Chromium's virtual time budget for the page to render.")
+    parser.add_argument("--wait-seconds", type=float, default=60.0, help="How long the page may take to show the run's name.")
     args = parser.parse_args()
-    if (reason := chromium_missing()) is not None:
+    if (reason := browser_missing()) is not None:
         print(f"error: {reason}", file=sys.stderr)
         return 2
     with running_prefect_server(ui=True) as server, tempfile.TemporaryDirectory(prefix="ctxrag-screenshot-") as scratch:
@@ -58,9 +59,9 @@ def main() -> int:
         page = f"/runs/flow-run/{run_id}" if args.page == "run" else f"/artifacts/key/ctxrag-index-{args.name}".replace("_", "-")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.unlink(missing_ok=True)
-        shot = chromium(f"{server.ui_url}{page}", f"--screenshot={args.out.resolve()}", budget_ms=args.budget_ms, width=1400, height=900)
-        if not args.out.exists():
-            print(f"chromium wrote no screenshot (exit {shot.returncode}): {shot.stderr[-2000:]}", file=sys.stderr)
+        text = page_text(f"{server.ui_url}{page}", run_name, wait_seconds=args.wait_seconds, screenshot=args.out.resolve())
+        if run_name not in text:
+            print(f"the page did not show {run_name!r} within {args.wait_seconds:.0f} s (screenshot kept): {text[:1000]}", file=sys.stderr)
             return 1
     print(f"{args.out}\t{run_name}\t{page}")
     return 0

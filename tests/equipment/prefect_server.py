@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STARTUP_SECONDS = 90.0
-CHROMIUM = Path("/usr/bin/chromium")
 
 # Variables that would point a child process at another Prefect (or leak a profile) are dropped.
 _INHERITED_PREFECT = ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_PROFILE", "PREFECT_PROFILES_PATH", "PREFECT_HOME")
@@ -129,38 +128,6 @@ def running_prefect_server(ui: bool = True, startup_seconds: float = STARTUP_SEC
     finally:
         _stop(process)
         shutil.rmtree(home, ignore_errors=True)
-
-
-def chromium_missing() -> str | None:
-    """Why the headless-browser checks cannot run here, or None when /usr/bin/chromium is installed."""
-    if not CHROMIUM.exists():
-        return f"{CHROMIUM} is not installed (apt-get install -y chromium); the Prefect UI check needs a headless browser"
-    return None
-
-
-def chromium(url: str, *output: str, budget_ms: int = 15000, width: int = 1400, height: int = 900) -> subprocess.CompletedProcess[str]:
-    """Headless Chromium on URL (127.0.0.1 only: every other host fails to resolve), e.g. ``--dump-dom``."""
-    profile = tempfile.mkdtemp(prefix="ctxrag-chromium-")
-    command = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
-        "--disable-default-apps", "--hide-scrollbars", "--mute-audio", f"--user-data-dir={profile}",
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", f"--window-size={width},{height}",
-        f"--virtual-time-budget={budget_ms}", *output, url,
-    ]
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=budget_ms / 1000 + 60)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def rendered_text(url: str, budget_ms: int = 15000) -> str:
-    """The visible text of a page after its JavaScript ran (scripts and styles dropped, whitespace collapsed)."""
-    import re
-
-    dom = chromium(url, "--dump-dom", budget_ms=budget_ms).stdout
-    dom = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S | re.I)
-    return " ".join(re.sub(r"<[^>]+>", " ", dom).split())
 
 
 def _tail(log: Path, lines: int = 20) -> str:

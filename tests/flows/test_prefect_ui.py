@@ -1,4 +1,4 @@
-"""The Prefect UI (headless Chromium) shows a ctxrag run and its artifact; skipped where /usr/bin/chromium is missing.
+"""The Prefect UI (headless Chromium) shows a ctxrag run and its artifact; skipped where Chromium or Playwright is missing.
 
 Uses the session's real Prefect server. A completed ``ctxrag-index`` run with its ``ctxrag-index-<name>`` artifact is
 taken from the acceptance test when it ran first, else made here by running the flow against the server.
@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.equipment.browser import browser_missing, page_text
 from tests.helpers import REPO, SAMPLE_CORPUS
 
 if TYPE_CHECKING:
     from tests.equipment.prefect_server import PrefectServer
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (apt-get install -y chromium): the UI check needs a headless browser"
-)
+pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
 
 
 def completed_index_run(server: PrefectServer) -> tuple[str, str, str] | None:
@@ -58,19 +54,6 @@ def index_run(prefect_server: PrefectServer, tmp_path_factory: pytest.TempPathFa
         found = completed_index_run(prefect_server)
     assert found is not None
     return found
-
-
-def page_text(url: str, *expected: str) -> str:
-    """The page's rendered text, re-rendered with a longer budget while an expected string is missing (slow CI)."""
-    from tests.equipment.prefect_server import rendered_text
-
-    text = ""
-    for budget_ms in (10000, 20000, 40000):
-        text = rendered_text(url, budget_ms=budget_ms)
-        if all(item in text for item in expected):
-            break
-        time.sleep(1)
-    return text
 
 
 def test_flow_run_page_shows_the_completed_ctxrag_run(prefect_server: PrefectServer, index_run: tuple[str, str, str]) -> None:
