@@ -41,14 +41,10 @@ def models_dir() -> Path:
 
 
 def apply_offline_defaults() -> None:
-    """Set telemetry-off / offline variables, and a PREFECT_HOME under CTXRAG_HOME unless the user has a Prefect setup of their own."""
+    """Set telemetry-off / offline variables; a value the user set wins. PREFECT_HOME is Prefect's own (``~/.prefect``
+    unless set), so every ctxrag home of a user shares one local Prefect server and its run history."""
     for name, value in OFFLINE_DEFAULTS.items():
         os.environ.setdefault(name, value)
-    user_profile = Path.home() / ".prefect" / "profiles.toml"
-    if not (os.environ.get("PREFECT_HOME") or os.environ.get("PREFECT_API_URL") or user_profile.exists()):
-        prefect_home = ctxrag_home() / "prefect"
-        prefect_home.mkdir(parents=True, exist_ok=True)
-        os.environ["PREFECT_HOME"] = str(prefect_home)
 
 
 apply_offline_defaults()

@@ -1,5 +1,6 @@
 """Fixtures used across test folders: a private CTXRAG_HOME/PREFECT_HOME, telemetry off, one Prefect harness per session,
-the API simulators and the Elasticsearch emulator (test equipment in tests/equipment/).
+the API simulators and the Elasticsearch emulator (test equipment in tests/equipment/); the session fails if a Prefect
+server a test started is still running at its end.
 
 Folder-local fixtures are in that folder's conftest.py; non-fixture helpers (paths, keys, corpora) in tests/helpers.py.
 """
@@ -11,6 +12,11 @@ import tempfile
 from pathlib import Path
 
 _SESSION_HOME = Path(tempfile.mkdtemp(prefix="ctxrag-tests-"))
+# Every temporary folder of the session (pytest's tmp_path, tempfile, subprocesses) is inside the session home, so a
+# Prefect server whose PREFECT_HOME lies in it was started by this session and by no other.
+(_SESSION_HOME / "tmp").mkdir()
+os.environ["TMPDIR"] = str(_SESSION_HOME / "tmp")
+tempfile.tempdir = None  # read TMPDIR again
 os.environ["CTXRAG_HOME"] = str(_SESSION_HOME / "ctxrag")
 os.environ["PREFECT_HOME"] = str(_SESSION_HOME / "prefect")
 os.environ.pop("PREFECT_API_URL", None)
@@ -26,7 +32,24 @@ from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
+from tests.equipment.local_server import kill_group, leftover_servers  # noqa: E402
 from tests.helpers import ANTHROPIC_TEST_KEY  # noqa: E402
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite fails if a Prefect server this session started (its PREFECT_HOME in the session home) still runs;
+    it is killed, and named."""
+    leftovers = leftover_servers(_SESSION_HOME)
+    for pid in leftovers:
+        kill_group(pid)
+    if leftovers:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "Prefect servers left running by the tests (now killed): " + ", ".join(
+            f"pid {pid} (PREFECT_HOME {home})" for pid, home in sorted(leftovers.items()))
+        if reporter is not None:
+            reporter.write("\n")
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

@@ -1,17 +1,19 @@
-"""A local Prefect server that outlives one command, so ``index`` and ``evaluate`` stop paying for a temporary one.
+"""The local Prefect server that ``index`` and ``evaluate`` start once and reuse: one per user and Prefect home.
 
-With no ``PREFECT_API_URL``, Prefect starts a temporary server inside every process (start-up and database
-migrations: seconds of CPU per command). Instead, the first ``ctxrag index``/``evaluate`` starts
-``prefect server start --no-services`` detached, on a free 127.0.0.1 port, with its state under ``PREFECT_HOME``
-(``ctxrag-server.json``, log in ``ctxrag-server.log``); later commands reuse it while its process lives, it answers
-``/api/health`` and it runs the same Prefect version. ``ctxrag server stop`` stops it.
+With no ``PREFECT_API_URL``, Prefect starts a temporary server inside every process (seconds of CPU per command).
+Instead, the first ``ctxrag index``/``evaluate`` starts ``prefect server start`` in the background, where Prefect
+itself keeps its background server: in ``PREFECT_HOME`` (``~/.prefect`` unless you set it), with Prefect's pid file
+``server.pid`` (so ``prefect server stop`` stops it and ``prefect server start`` sees it), on 127.0.0.1:4200 when that
+port is free. Every ctxrag home of the user reports to it, so the UI shows their runs together. ctxrag's own notes
+(address, Prefect version, start time, the ctxrag homes seen) are in ``ctxrag-server.json`` beside the pid file,
+its log in ``ctxrag-server.log``.
 
-A new SQLite database costs ~10 s of migrations on 2 cores (~14 s to a healthy server, against ~4 s with a migrated
-one). So the first server of each Prefect version keeps a copy of its freshly migrated, still empty database under
-``storage.environment.cache_dir()``, and a server started in a new ``PREFECT_HOME`` begins from that copy.
-
-A server the user configured (``PREFECT_API_URL``, in the environment or a profile) always wins.
-``CTXRAG_PREFECT_SERVER=temporary`` keeps Prefect's temporary per-process server.
+It runs the services the UI needs to show a whole run (``server_process.SERVICES_ON``), a minimal environment
+(no API keys), and is never orphaned: it is recorded before it is waited for, and Ctrl-C, SIGTERM or an error during
+its start stops it. A recorded server is identified by its pid and start time, never by a health check: a slow
+answer is waited for, never taken for a dead server. A server of another Prefect version is left alone.
+A server the user configured (``PREFECT_API_URL``, in the environment or a profile) always wins; under CI
+(``CI=true``) or with ``CTXRAG_PREFECT_SERVER=temporary`` nothing outlives the command.
 """
 
 from __future__ import annotations
@@ -19,34 +21,36 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
-import signal
-import socket
-import sqlite3
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
-from storage.environment import cache_dir
+from ctxrag.prefect_commands.server_process import (
+    LOG_FILE, ServerDidNotStart, alive, answers, check_writable, choose_port, is_prefect_server, server_environment,
+    sigterm_raises, spawn, start_ticks, terminate, why_it_died,
+)
+from ctxrag.prefect_commands.server_template import prepare_database
+from storage.environment import ctxrag_home
 from storage.errors import UserError
 
 MODE_VARIABLE = "CTXRAG_PREFECT_SERVER"
 MODES = ("background", "temporary")
+PID_FILE = "server.pid"  # Prefect's own name: `prefect server stop` reads it
 STATE_FILE = "ctxrag-server.json"
-LOG_FILE = "ctxrag-server.log"
 STARTUP_SECONDS = 90.0
-HEALTH_TIMEOUT_SECONDS = 2.0
+BUSY_SECONDS = 90.0  # how long a recorded, live server may take to answer before the command gives up
+MAX_HOMES = 20
 
 
-class ServerDidNotStart(UserError):
-    """The local server did not answer in time; the message names its log."""
+class ServerOfAnotherVersion(UserError):
+    """The home's server runs another Prefect version; it is left alone."""
+
+
+class ServerDoesNotAnswer(UserError):
+    """The recorded server lives but does not answer; no second server is started on its database."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class LocalServer:
     pid: int
     api_url: str
     prefect_version: str
+    started_ticks: int | None = None
+    started_by: str = "ctxrag"  # or "prefect": the user's own `prefect server start --background`
+    homes: tuple[str, ...] = ()
 
     @property
     def ui_url(self) -> str:
@@ -61,17 +68,19 @@ class LocalServer:
 
 
 def server_mode() -> str:
-    """``background`` (default) or ``temporary``, from CTXRAG_PREFECT_SERVER."""
-    mode = os.environ.get(MODE_VARIABLE, "background").strip().lower() or "background"
+    """``background`` (default) or ``temporary`` (CTXRAG_PREFECT_SERVER; under CI=true the default is temporary)."""
+    default = "temporary" if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes") else "background"
+    mode = os.environ.get(MODE_VARIABLE, "").strip().lower() or default
     if mode not in MODES:
         raise UserError(f"{MODE_VARIABLE}={mode!r}: expected one of {', '.join(MODES)}")
     return mode
 
 
 def prefect_home() -> Path:
+    """Prefect's home as Prefect sees it (PREFECT_HOME, a profile, or ``~/.prefect``)."""
     from prefect.settings import get_current_settings
 
-    return Path(get_current_settings().home).expanduser()
+    return Path(get_current_settings().home).expanduser().resolve()
 
 
 def _prefect_version() -> str:
@@ -80,71 +89,23 @@ def _prefect_version() -> str:
     return str(prefect.__version__)
 
 
-def _alive(pid: int) -> bool:
+def _prefects_own_url() -> str:
+    """The address ``prefect server start --background`` serves on by default (PREFECT_SERVER_API_HOST/PORT)."""
+    from prefect.settings import get_current_settings
+
+    api = get_current_settings().server.api
+    return f"http://{api.host}:{api.port}/api"
+
+
+def _server_version(api_url: str) -> str:
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _is_prefect_server(pid: int) -> bool:
-    """Whether ``pid`` still runs ``prefect server`` (a recorded pid may have been reused by another program)."""
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return _alive(pid)  # no /proc (not Linux): trust the recorded pid
-    return b"prefect" in command and b"server" in command
-
-
-def answers(api_url: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> bool:
-    """True when ``GET {api_url}/health`` answers 200."""
-    try:
-        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def _read_state(home: Path) -> LocalServer | None:
-    try:
-        return LocalServer(**json.loads((home / STATE_FILE).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def running_server(home: Path) -> LocalServer | None:
-    """The server this PREFECT_HOME started, if its process lives and it answers; None otherwise."""
-    server = _read_state(home)
-    if server is None or not _alive(server.pid) or not answers(server.api_url):
-        return None
-    return server
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _terminate(pid: int, wait_seconds: float = 10.0) -> None:
-    """SIGTERM the server's process group (uvicorn and its children), SIGKILL after ``wait_seconds``."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + wait_seconds
-        while time.monotonic() < deadline:
-            try:
-                finished, _ = os.waitpid(pid, os.WNOHANG)  # our child: reap it
-            except ChildProcessError:
-                finished = 0 if _alive(pid) else pid
-            if finished:
-                return
-            time.sleep(0.05)
+        with opener.open(f"{api_url}/admin/version", timeout=5) as response:
+            return str(json.loads(response.read()))
+    except (OSError, ValueError):
+        return "unknown"
 
 
 def sqlite_database() -> Path | None:
@@ -159,89 +120,52 @@ def sqlite_database() -> Path | None:
     return Path(value.removeprefix(prefix)).expanduser()
 
 
-def database_template() -> Path:
-    """Where the migrated, empty database of this Prefect version is kept (one per machine)."""
-    return cache_dir() / "prefect" / f"prefect-{_prefect_version()}.db"
-
-
-def seed_database(database: Path | None, template: Path) -> bool:
-    """Copy the template to ``database`` when the database does not exist yet; True if copied. Best effort: any
-    failure leaves the database to Prefect's own migrations."""
-    if database is None or database.exists() or not template.is_file():
-        return False
-    partial = database.with_name(f"{database.name}.{os.getpid()}.partial")
+def _read_pid(home: Path) -> int | None:
     try:
-        database.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(template, partial)
-        os.replace(partial, database)
-        return True
-    except OSError:
-        partial.unlink(missing_ok=True)
-        return False
+        return int((home / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
-def keep_template(database: Path | None, template: Path) -> None:
-    """Save a consistent copy of the just-migrated database as the template (sqlite's online backup), once."""
-    if database is None or template.exists() or not database.is_file():
-        return
-    partial = template.with_name(f"{template.name}.{os.getpid()}.partial")
+def _read_state(home: Path) -> LocalServer | None:
     try:
-        template.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10)) as source, closing(sqlite3.connect(partial)) as copy:
-            source.backup(copy)
-            copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file (the server's database is in WAL mode)
-        os.replace(partial, template)
-    except (OSError, sqlite3.Error):
-        partial.unlink(missing_ok=True)
+        data = json.loads((home / STATE_FILE).read_text())
+        return LocalServer(**{**data, "homes": tuple(data.get("homes", ()))})
+    except (OSError, ValueError, TypeError):
+        return None
 
 
-def start_server(home: Path) -> LocalServer:
-    """Start ``prefect server start --no-services`` detached on a free 127.0.0.1 port; wait for /api/health.
-
-    A new database starts as a copy of this Prefect version's migrated template, when there is one."""
-    database, template = sqlite_database(), database_template()
-    seed_database(database, template)
-    port = _free_port()
-    api_url = f"http://127.0.0.1:{port}/api"
-    env = {name: value for name, value in os.environ.items() if name != "PREFECT_API_URL"}
-    env.update({"PREFECT_HOME": str(home), "PREFECT_UI_API_URL": api_url, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
-    home.mkdir(parents=True, exist_ok=True)
-    log_path = home / LOG_FILE
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-services"],
-            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C on this command does not stop the server the next command reuses
-        )
-    server = LocalServer(pid=process.pid, api_url=api_url, prefect_version=_prefect_version())
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if answers(api_url, timeout=1.0):
-            (home / STATE_FILE).write_text(json.dumps(asdict(server)))
-            keep_template(database, template)
-            return server
-        if process.poll() is not None:
-            break
-        time.sleep(0.1)
-    _terminate(process.pid)
-    raise ServerDidNotStart(
-        f"the local Prefect server did not answer at {api_url} within {STARTUP_SECONDS:.0f} s; its log: {log_path}"
-    )
+def _write_state(home: Path, server: LocalServer) -> None:
+    partial = home / f"{STATE_FILE}.{os.getpid()}.partial"
+    partial.write_text(json.dumps(asdict(server)))
+    os.chmod(partial, 0o600)
+    os.replace(partial, home / STATE_FILE)
 
 
-def stop_server(home: Path) -> LocalServer | None:
-    """Stop the server this PREFECT_HOME started (if any) and forget it; returns what was stopped."""
-    with _locked(home):
-        server = _read_state(home)
-        if server is not None and _alive(server.pid) and _is_prefect_server(server.pid):
-            _terminate(server.pid)
-        (home / STATE_FILE).unlink(missing_ok=True)
-        return server
+def _forget(home: Path) -> None:
+    (home / PID_FILE).unlink(missing_ok=True)
+    (home / STATE_FILE).unlink(missing_ok=True)
+
+
+def find_server(home: Path) -> LocalServer | None:
+    """The Prefect server recorded in ``home`` if its process lives and is that server (pid and start time);
+    stale records are removed. Never decided by a health check."""
+    pid, state = _read_pid(home), _read_state(home)
+    if state is not None and pid in (None, state.pid):
+        if alive(state.pid) and is_prefect_server(state.pid, state.started_ticks):
+            return state
+    elif pid is not None and alive(pid) and is_prefect_server(pid):
+        url = _prefects_own_url()  # started by `prefect server start --background` in this home
+        return LocalServer(pid, url, _server_version(url), start_ticks(pid), started_by="prefect")
+    if pid is not None or state is not None:
+        _forget(home)
+    return None
 
 
 @contextmanager
 def _locked(home: Path) -> Iterator[None]:
-    """One ctxrag process at a time checks or starts the server (two commands started together share one)."""
+    """One ctxrag process at a time checks, starts or stops the home's server (two commands started together
+    share one server)."""
     home.mkdir(parents=True, exist_ok=True)
     with (home / "ctxrag-server.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -251,30 +175,117 @@ def _locked(home: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _wait_until_it_answers(server: LocalServer, home: Path, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not answers(server.api_url):
+        if not alive(server.pid):
+            raise ServerDoesNotAnswer(f"the local Prefect server (pid {server.pid}) exited; run the command again")
+        if time.monotonic() > deadline:
+            raise ServerDoesNotAnswer(
+                f"the local Prefect server (pid {server.pid}, {server.ui_url}) is running but has not answered for "
+                f"{seconds:.0f} s; its log: {home / LOG_FILE}. `ctxrag server stop` stops it."
+            )
+        time.sleep(0.5)
+
+
+def _seen(home: Path, server: LocalServer) -> LocalServer:
+    """Record that the current ctxrag home uses ``server`` (``ctxrag server status`` lists the homes)."""
+    current = str(ctxrag_home())
+    if current in server.homes:
+        return server
+    server = replace(server, homes=(*server.homes, current)[-MAX_HOMES:])
+    _write_state(home, server)
+    return server
+
+
+def start_server(home: Path) -> LocalServer:
+    """Start ``prefect server start`` detached, record it (pid file and state) before waiting for /api/health, and
+    stop it again if the start fails or is interrupted (Ctrl-C, SIGTERM, any error)."""
+    from prefect.settings import get_current_settings
+
+    check_writable(home)
+    env = server_environment(home)
+    prepare_database(sqlite_database(), _prefect_version(), env)
+    port = choose_port(get_current_settings().server.api.port)
+    api_url = f"http://127.0.0.1:{port}/api"
+    try:
+        descriptor = os.open(home / PID_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        raise ServerDidNotStart(f"another Prefect server is starting in {home} ({home / PID_FILE} appeared); "
+                                "run the command again") from None
+    process = None
+    with sigterm_raises():
+        try:
+            process = spawn(home, port, env)
+            os.write(descriptor, str(process.pid).encode())
+            os.close(descriptor)
+            server = LocalServer(process.pid, api_url, _prefect_version(), start_ticks(process.pid), homes=(str(ctxrag_home()),))
+            _write_state(home, server)
+            deadline = time.monotonic() + STARTUP_SECONDS
+            while not answers(api_url, timeout=2.0):
+                if process.poll() is not None:
+                    raise ServerDidNotStart(f"the local Prefect server did not start: {why_it_died(home, port, process.returncode)}")
+                if time.monotonic() > deadline:
+                    raise ServerDidNotStart(f"the local Prefect server did not answer at {api_url} within "
+                                            f"{STARTUP_SECONDS:.0f} s and was stopped: {why_it_died(home, port, None)}")
+                time.sleep(0.1)
+            return server
+        except BaseException:
+            if process is None:
+                os.close(descriptor)
+            else:
+                terminate(process.pid)
+            _forget(home)
+            raise
+
+
 def reuse_or_start(home: Path) -> tuple[LocalServer, bool]:
-    """The running local server, or a new one (True when started now). A server of another Prefect version is replaced."""
+    """The home's running server, or a new one (True when started now). A server of another Prefect version started
+    by ctxrag is left alone: an error names both versions."""
     with _locked(home):
-        server = running_server(home)
-        if server is not None and server.prefect_version == _prefect_version():
-            return server, False
-        if server is not None and _is_prefect_server(server.pid):
-            _terminate(server.pid)
-        return start_server(home), True
+        server = find_server(home)
+        if server is None:
+            return start_server(home), True
+        if server.started_by == "ctxrag" and server.prefect_version != _prefect_version():
+            raise ServerOfAnotherVersion(
+                f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url}) runs Prefect "
+                f"{server.prefect_version}, started from another environment; this one has Prefect {_prefect_version()}. "
+                "It is left running: stop it from its own environment (`ctxrag server stop`), or set PREFECT_HOME to "
+                f"another folder, or {MODE_VARIABLE}=temporary."
+            )
+        _wait_until_it_answers(server, home, BUSY_SECONDS)
+        return _seen(home, server), False
+
+
+def stop_server(home: Path) -> LocalServer | None:
+    """Stop the Prefect server recorded in ``home`` (if any) and forget it; returns what was stopped."""
+    with _locked(home):
+        server = find_server(home)
+        if server is not None:
+            terminate(server.pid)
+        _forget(home)
+        return server
+
+
+def server_homes() -> list[Path]:
+    """Where a ctxrag server may be recorded: Prefect's home, and the per-project home earlier releases used."""
+    legacy = (ctxrag_home() / "prefect").resolve()
+    return list(dict.fromkeys([prefect_home(), *([legacy] if legacy.is_dir() else [])]))
 
 
 @contextmanager
-def local_prefect_server(announce=None) -> Iterator[LocalServer | None]:  # type: ignore[no-untyped-def]
+def local_prefect_server(announce: Callable[[LocalServer, Path], None] | None = None) -> Iterator[LocalServer | None]:
     """Point Prefect at the reused local server for the block, unless a server is configured or the mode is temporary.
 
-    ``announce(server)`` is called when a server was started by this call (to tell the user once).
-    """
+    ``announce(server, home)`` is called when this call started the server (to tell the user once)."""
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     if get_current_settings().api.url or server_mode() == "temporary":
         yield None
         return
-    server, started = reuse_or_start(prefect_home())
+    home = prefect_home()
+    server, started = reuse_or_start(home)
     if started and announce is not None:
-        announce(server)
+        announce(server, home)
     with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
         yield server

@@ -23,12 +23,13 @@ def environment_after_import(tmp_path: Path, **overrides: str) -> dict[str, str 
     return json.loads(result.stdout)
 
 
-def test_defaults_are_offline_with_prefect_home_under_ctxrag_home(tmp_path: Path) -> None:
+def test_defaults_are_offline_and_prefect_keeps_its_own_home(tmp_path: Path) -> None:
     seen = environment_after_import(tmp_path)
     assert seen["DO_NOT_TRACK"] == "1"
     assert seen["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
     assert seen["HF_HUB_OFFLINE"] == "1"
-    assert seen["PREFECT_HOME"] == str(tmp_path / "work" / "prefect")
+    assert seen["PREFECT_HOME"] is None  # Prefect's ~/.prefect: one local server per user, not one per project folder
+    assert not (tmp_path / "work").exists()  # importing ctxrag creates nothing in CTXRAG_HOME
 
 
 def test_the_users_own_settings_win(tmp_path: Path) -> None:
@@ -37,7 +38,3 @@ def test_the_users_own_settings_win(tmp_path: Path) -> None:
     assert seen["PREFECT_HOME"] == str(tmp_path / "mine")
 
 
-def test_an_existing_prefect_profile_is_left_alone(tmp_path: Path) -> None:
-    (tmp_path / ".prefect").mkdir()
-    (tmp_path / ".prefect" / "profiles.toml").write_text('active = "default"\n')
-    assert environment_after_import(tmp_path)["PREFECT_HOME"] is None

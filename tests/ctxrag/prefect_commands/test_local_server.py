@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -13,105 +14,220 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.prefect_commands import local_server
-from ctxrag.prefect_commands.local_server import STATE_FILE, LocalServer, local_prefect_server, running_server, stop_server
+from ctxrag.prefect_commands import local_server, server_process, server_template
+from ctxrag.prefect_commands.local_server import (
+    PID_FILE, STATE_FILE, LocalServer, ServerDoesNotAnswer, ServerOfAnotherVersion, find_server, local_prefect_server,
+    reuse_or_start, stop_server,
+)
 from storage.errors import UserError
-from tests.helpers import SAMPLE_CORPUS
+from tests.equipment.local_server import ctxrag_as_user, fake_server, recorded_server, stopped_afterwards, wait_for
+from tests.helpers import REPO, SAMPLE_CORPUS
 
 
-def _ctxrag(home: Path, prefect_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as a new user runs it: no PREFECT_API_URL, no profile, the default server mode."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_") and name != local_server.MODE_VARIABLE}
-    env.update({"CTXRAG_HOME": str(home), "PREFECT_HOME": str(prefect_home), "COLUMNS": "200"})
-    command = [sys.executable, "-c", "from ctxrag.cli import main; main()", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+def _post(api_url: str, path: str, body: dict) -> object:
+    request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
 
 
-def test_the_first_command_starts_a_server_the_next_reuses_and_stop_ends_it(tmp_path: Path) -> None:
-    home, prefect_home = tmp_path / "home", tmp_path / "prefect"
-    try:
-        first = _ctxrag(home, prefect_home, "index", str(SAMPLE_CORPUS), "--name", "sample")
+def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_path: Path) -> None:
+    prefect_home = tmp_path / "prefect"
+    first_home, second_home = tmp_path / "project-a", tmp_path / "project-b"
+    with stopped_afterwards(prefect_home):
+        first = ctxrag_as_user(first_home, prefect_home, "index", str(SAMPLE_CORPUS), "--name", "sample",
+                               ANTHROPIC_API_KEY="sk-ant-must-not-reach-the-daemon")
         assert first.returncode == 0, first.stderr
-        assert "started a local Prefect server at http://127.0.0.1:" in first.stderr
-        started = LocalServer(**json.loads((prefect_home / STATE_FILE).read_text()))
+        told = [line for line in first.stderr.splitlines() if "started a local Prefect server" in line]
+        assert len(told) == 1 and "UI at http://127.0.0.1:" in told[0] and "ctxrag server stop" in told[0], first.stderr
+        server = LocalServer(**{**recorded_server(prefect_home), "homes": ()})
+        assert (prefect_home / PID_FILE).read_text() == str(server.pid)  # Prefect's own pid file
 
-        second = _ctxrag(home, prefect_home, "index", str(SAMPLE_CORPUS), "--name", "sample")
+        # the daemon's environment holds no key and no client setting
+        environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
+        assert not [item for item in environ if item.startswith((b"ANTHROPIC", b"PREFECT_API_URL"))]
+
+        # a second project folder reuses it, and is told nothing
+        second = ctxrag_as_user(second_home, prefect_home, "index", str(SAMPLE_CORPUS), "--name", "other")
         assert second.returncode == 0, second.stderr
         assert "started a local Prefect server" not in second.stderr
-        assert LocalServer(**json.loads((prefect_home / STATE_FILE).read_text())) == started
+        assert recorded_server(prefect_home)["pid"] == server.pid
 
-        # both runs are recorded on that server
-        with urllib.request.urlopen(
-            urllib.request.Request(f"{started.api_url}/flow_runs/count", data=b"{}", method="POST",
-                                                headers={"Content-Type": "application/json"}), timeout=10
-        ) as response:
-            assert json.loads(response.read()) == 2
+        # the whole run is recorded: flow runs of both homes, every stage as a named task run, logs tagged with them
+        assert _post(server.api_url, "/flow_runs/count", {}) == 2
+        task_runs = _post(server.api_url, "/task_runs/filter", {})
+        names = {run["name"].rsplit("-", 1)[0] for run in task_runs}  # type: ignore[union-attr]
+        assert {"load_corpus", "compare_with_live", "publish_index"} <= names, names
+        assert all(run["state_type"] == "COMPLETED" for run in task_runs)  # type: ignore[union-attr]
+        logs = _post(server.api_url, "/logs/filter", {"logs": {"task_run_id": {"is_null_": False}}, "limit": 5})
+        assert logs, "no log line is tagged with its task run"
 
-        status = _ctxrag(home, prefect_home, "server", "status")
-        assert status.returncode == 0 and f"pid {started.pid}" in status.stdout
+        status = ctxrag_as_user(first_home, prefect_home, "server", "status")
+        assert status.returncode == 0
+        assert f"pid {server.pid}" in status.stdout and "Prefect 3." in status.stdout
+        assert str(first_home) in status.stdout and str(second_home) in status.stdout
 
-        stopped = _ctxrag(home, prefect_home, "server", "stop")
-        assert stopped.returncode == 0 and "stopped the server" in stopped.stdout
-        assert not local_server._alive(started.pid)
-        assert _ctxrag(home, prefect_home, "server", "status").returncode == 1
-
-        # the first server kept its migrated database; a server in a new PREFECT_HOME starts from that copy
-        template = Path(os.environ["CTXRAG_CACHE_DIR"]) / "prefect" / f"prefect-{local_server._prefect_version()}.db"
-        assert _alembic_version(template) == _alembic_version(prefect_home / "prefect.db")
-        with closing(sqlite3.connect(template)) as connection:  # a mark that only a copy of the template can carry
-            connection.execute("CREATE TABLE ctxrag_test_mark (seeded INTEGER)")
-        other_home, other_prefect = tmp_path / "other", tmp_path / "other-prefect"
-        third = _ctxrag(other_home, other_prefect, "index", str(SAMPLE_CORPUS), "--name", "sample")
-        assert third.returncode == 0, third.stderr
-        with closing(sqlite3.connect(other_prefect / "prefect.db")) as connection:
-            assert connection.execute("SELECT count(*) FROM sqlite_master WHERE name = 'ctxrag_test_mark'").fetchone() == (1,)
-        assert _alembic_version(other_prefect / "prefect.db") == _alembic_version(template)
-    finally:
-        stop_server(prefect_home)
-        stop_server(tmp_path / "other-prefect")
+        # Prefect's own command stops it, and ctxrag sees that
+        stop = subprocess.run([str(Path(sys.executable).with_name("prefect")), "server", "stop"], capture_output=True, text=True,
+                              env={**os.environ, "PREFECT_HOME": str(prefect_home)}, timeout=60)
+        assert stop.returncode == 0, stop.stderr
+        assert wait_for(lambda: not server_process.alive(server.pid), 30)
+        assert ctxrag_as_user(first_home, prefect_home, "server", "status").returncode == 1
 
 
-def _alembic_version(database: Path) -> str:
-    with closing(sqlite3.connect(database)) as connection:
-        return connection.execute("SELECT version_num FROM alembic_version").fetchone()[0]
-
-
-def test_a_new_database_is_seeded_from_the_template_and_an_existing_one_is_left_alone(tmp_path: Path) -> None:
-    source = tmp_path / "migrated.db"
-    with closing(sqlite3.connect(source)) as connection:
-        connection.execute("PRAGMA journal_mode=WAL")  # as the server's database
-        connection.execute("CREATE TABLE alembic_version (version_num TEXT)")
-        connection.execute("INSERT INTO alembic_version VALUES ('head')")
-        connection.commit()
-    template = tmp_path / "cache" / "prefect-x.db"
-    local_server.keep_template(source, template)
-    assert _alembic_version(template) == "head"
-    with closing(sqlite3.connect(template)) as connection:
-        assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",)  # a single file to copy
+def test_the_template_is_migrated_in_a_private_home_and_seeds_an_empty_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXRAG_CACHE_DIR", str(tmp_path / "cache"))
+    template = server_template.template_path("test")
+    assert server_template.make_template(template, server_process.server_environment(tmp_path / "unused"))
+    assert server_template.tables_with_rows(template) == []
+    assert oct(template.stat().st_mode & 0o777) == "0o600"
+    assert oct(template.parent.stat().st_mode & 0o777) == oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"
+    assert sorted(path.name for path in template.parent.iterdir()) == [template.name]  # no scratch home left
 
     fresh = tmp_path / "home" / "prefect.db"
-    assert local_server.seed_database(fresh, template) and _alembic_version(fresh) == "head"
+    assert server_template.seed_database(fresh, template)
+    assert server_template.tables_with_rows(fresh) == []
     fresh.write_bytes(b"the user's own database")
-    assert not local_server.seed_database(fresh, template)
+    assert not server_template.seed_database(fresh, template)
     assert fresh.read_bytes() == b"the user's own database"
-    assert not local_server.seed_database(None, template)  # not SQLite: Prefect migrates it itself
-    assert not local_server.seed_database(tmp_path / "new.db", tmp_path / "no-template.db")
-    assert sorted(path.name for path in template.parent.iterdir()) == ["prefect-x.db"]  # no partial file left
+    assert not server_template.seed_database(None, template)  # not SQLite: Prefect migrates it itself
 
 
-def test_a_dead_servers_state_is_not_reused(tmp_path: Path) -> None:
+def test_a_template_that_holds_data_is_never_copied(tmp_path: Path) -> None:
+    used = tmp_path / "used.db"
+    with closing(sqlite3.connect(used)) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num TEXT)")
+        connection.execute("INSERT INTO alembic_version VALUES ('head')")
+        connection.execute("CREATE TABLE block_document (name TEXT, data TEXT)")
+        connection.execute("INSERT INTO block_document VALUES ('anthropic-api-key', 'encrypted')")
+        connection.commit()
+    assert server_template.tables_with_rows(used) == ["block_document"]
+    target = tmp_path / "new" / "prefect.db"
+    assert not server_template.seed_database(target, used)
+    assert not target.exists() and not used.exists()  # refused, and the bad template removed
+
+
+def test_a_stale_record_is_cleared_and_a_reused_pid_is_not_taken_for_the_server(tmp_path: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (tmp_path / STATE_FILE).write_text(json.dumps({"pid": dead.pid, "api_url": "http://127.0.0.1:9/api", "prefect_version": "x"}))
-    assert running_server(tmp_path) is None
+    (tmp_path / PID_FILE).write_text(str(dead.pid))
+    assert find_server(tmp_path) is None and not (tmp_path / PID_FILE).exists()
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        (tmp_path / STATE_FILE).write_text(json.dumps({"pid": bystander.pid, "api_url": "http://127.0.0.1:9/api", "prefect_version": "x"}))
+        assert find_server(tmp_path) is None
+        stop_server(tmp_path)
+        assert bystander.poll() is None  # another program now has the pid: never signalled
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
-def test_a_live_process_that_does_not_answer_is_not_reused(tmp_path: Path) -> None:
-    (tmp_path / STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "api_url": "http://127.0.0.1:9/api", "prefect_version": "x"}))
-    assert running_server(tmp_path) is None
+def test_a_slow_server_is_waited_for_never_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    busy = fake_server()
+    try:
+        record = LocalServer(busy.pid, "http://127.0.0.1:9/api", local_server._prefect_version(), server_process.start_ticks(busy.pid))
+        local_server._write_state(tmp_path, record)
+        (tmp_path / PID_FILE).write_text(str(busy.pid))
+        monkeypatch.setattr(local_server, "BUSY_SECONDS", 1.0)
+        monkeypatch.setattr(local_server, "start_server", lambda home: pytest.fail("started a second server on the same database"))
+        with pytest.raises(ServerDoesNotAnswer, match=f"pid {busy.pid}.*has not answered"):
+            reuse_or_start(tmp_path)
+        assert busy.poll() is None and (tmp_path / PID_FILE).read_text() == str(busy.pid)
+    finally:
+        busy.kill()
+        busy.wait()
 
 
-def test_a_configured_server_wins_and_nothing_is_started(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_server_of_another_prefect_version_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = fake_server()
+    try:
+        local_server._write_state(tmp_path, LocalServer(other.pid, "http://127.0.0.1:9/api", "3.0.0", server_process.start_ticks(other.pid)))
+        monkeypatch.setattr(local_server, "start_server", lambda home: pytest.fail("started a second server"))
+        with pytest.raises(ServerOfAnotherVersion, match=rf"Prefect 3\.0\.0.*this one has Prefect {local_server._prefect_version()}"):
+            reuse_or_start(tmp_path)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
+    """Ctrl-C or SIGTERM while the server starts: the child is stopped and its record removed."""
+    prefect_home = tmp_path / "prefect"
+    code = "from pathlib import Path; from ctxrag.prefect_commands.local_server import reuse_or_start; reuse_or_start(Path.cwd())"
+    prefect_home.mkdir()
+    env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PYTHONPATH": str(REPO)}
+    env.pop("CTXRAG_PREFECT_SERVER")
+    command = subprocess.Popen([sys.executable, "-c", code], cwd=prefect_home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_for(lambda: (prefect_home / STATE_FILE).exists(), 120), command.communicate(timeout=5)
+        server_pid = json.loads((prefect_home / STATE_FILE).read_text())["pid"]
+        command.send_signal(sig)
+        command.wait(timeout=60)
+        assert not server_process.alive(server_pid), "the server outlived the interrupted command"
+        assert not (prefect_home / PID_FILE).exists() and not (prefect_home / STATE_FILE).exists()
+    finally:
+        command.kill()
+        stop_server(prefect_home)
+
+
+def test_a_server_that_dies_at_start_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database migrated by a newer Prefect: the error names it, the exit code and the log's last lines."""
+    prefect_home = tmp_path / "prefect"
+    prefect_home.mkdir()
+    with closing(sqlite3.connect(prefect_home / "prefect.db")) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num TEXT)")
+        connection.execute("INSERT INTO alembic_version VALUES ('ffffffffffff')")
+        connection.commit()
+    result = ctxrag_as_user(tmp_path / "home", prefect_home, "index", str(SAMPLE_CORPUS))
+    assert result.returncode == 2, result.stderr
+    assert "migrated by a newer Prefect" in result.stderr and "exit code" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr.split("the last lines of")[0]
+    assert not (prefect_home / PID_FILE).exists()
+
+
+def test_errors_name_a_taken_port_and_a_home_that_cannot_be_written(tmp_path: Path) -> None:
+    (tmp_path / "server-home").mkdir()
+    (tmp_path / "server-home" / server_process.LOG_FILE).write_text("ERROR: [Errno 98] error while attempting to bind on address "
+                                                                      "('127.0.0.1', 4200): address already in use\n")
+    assert "port 4200 on 127.0.0.1 is taken" in server_process.why_it_died(tmp_path / "server-home", 4200, 1)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(UserError, match="read-only or cannot be created"):
+        server_process.check_writable(tmp_path / "a-file" / "prefect")
+
+
+def test_the_daemon_gets_no_secrets() -> None:
+    env = server_process.server_environment(Path("/x"), {
+        "PATH": "/bin", "HOME": "/root", "ANTHROPIC_API_KEY": "k", "VOYAGE_API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "k",
+        "PREFECT_API_URL": "http://elsewhere/api", "PREFECT_API_KEY": "pnu_k", "PREFECT_SERVER_API_PORT": "4300",
+        "PREFECT_LOGGING_LEVEL": "INFO", "GITHUB_TOKEN": "t", "PREFECT_CLOUD_API_TOKEN": "t",
+    })
+    assert env["PATH"] == "/bin" and env["HOME"] == "/root" and env["PREFECT_HOME"] == "/x"
+    assert env["PREFECT_SERVER_API_PORT"] == "4300" and env["PREFECT_LOGGING_LEVEL"] == "INFO"
+    assert env["PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED"] == "true"
+    assert env["PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED"] == "false"
+    assert not {"ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "AWS_SECRET_ACCESS_KEY", "PREFECT_API_URL", "PREFECT_API_KEY",
+                "GITHUB_TOKEN", "PREFECT_CLOUD_API_TOKEN"} & set(env)
+
+
+def test_ci_and_temporary_mode_start_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    monkeypatch.setattr(local_server, "reuse_or_start", lambda home: pytest.fail("started a server"))
+    monkeypatch.delenv(local_server.MODE_VARIABLE)
+    monkeypatch.setenv("CI", "true")
+    assert local_server.server_mode() == "temporary"
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        with local_prefect_server() as server:
+            assert server is None
+    monkeypatch.setenv(local_server.MODE_VARIABLE, "background")  # said explicitly: it wins over CI
+    assert local_server.server_mode() == "background"
+
+
+def test_a_configured_server_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     monkeypatch.setenv(local_server.MODE_VARIABLE, "background")
@@ -121,29 +237,7 @@ def test_a_configured_server_wins_and_nothing_is_started(monkeypatch: pytest.Mon
             assert server is None
 
 
-def test_temporary_mode_starts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    monkeypatch.setenv(local_server.MODE_VARIABLE, "temporary")
-    monkeypatch.setattr(local_server, "reuse_or_start", lambda home: pytest.fail("started a server"))
-    with temporary_settings(restore_defaults={PREFECT_API_URL}):
-        with local_prefect_server() as server:
-            assert server is None
-
-
 def test_an_unknown_mode_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(local_server.MODE_VARIABLE, "forever")
     with pytest.raises(UserError, match="CTXRAG_PREFECT_SERVER='forever'"):
         local_server.server_mode()
-
-
-def test_stop_never_signals_a_process_that_is_not_a_prefect_server(tmp_path: Path) -> None:
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    try:
-        (tmp_path / STATE_FILE).write_text(json.dumps({"pid": bystander.pid, "api_url": "http://127.0.0.1:9/api", "prefect_version": "x"}))
-        stop_server(tmp_path)
-        assert bystander.poll() is None  # the recorded pid was reused by another program: left alone
-        assert not (tmp_path / STATE_FILE).exists()
-    finally:
-        bystander.kill()
-        bystander.wait()
