@@ -1,7 +1,8 @@
 """Screenshot of a ctxrag run in the Prefect UI, for the docs (needs /usr/bin/chromium and Playwright, a test extra).
 
-Starts a private ``prefect server`` on 127.0.0.1, indexes the sample corpus against it, screenshots the flow run page
-(or the index artifact's page) with headless Chromium once it shows the run's name, and stops the server::
+Indexes the sample corpus with ``ctxrag index`` as a new user runs it (no PREFECT_API_URL, a scratch CTXRAG_HOME and
+PREFECT_HOME), so the run lands on the local server ctxrag starts; screenshots the flow run page (or the index
+artifact's page) with headless Chromium once it shows the run's name and its task runs, and stops the server::
 
     .venv/bin/python scripts/ui_screenshot.py [--out docs/prefect-ui.png] [--page run|artifact]
 """
@@ -9,7 +10,6 @@ Starts a private ``prefect server`` on 127.0.0.1, indexes the sample corpus agai
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.equipment.browser import browser_missing, page_text  # noqa: E402
-from tests.equipment.prefect_server import running_prefect_server  # noqa: E402
+from tests.equipment.local_server import ctxrag_as_user, recorded_server, stopped_afterwards  # noqa: E402
 
 
 def latest_index_run(api_url: str) -> tuple[str, str]:
@@ -45,21 +45,20 @@ def main() -> int:
     if (reason := browser_missing()) is not None:
         print(f"error: {reason}", file=sys.stderr)
         return 2
-    with running_prefect_server(ui=True) as server, tempfile.TemporaryDirectory(prefix="ctxrag-screenshot-") as scratch:
-        print(f"prefect server at {server.ui_url}; indexing data/sample/corpus as {args.name!r}", file=sys.stderr)
-        code = f"from flows.index import index_corpus; index_corpus(source='data/sample/corpus', name={args.name!r})"
-        run = subprocess.run(
-            [sys.executable, "-c", code], cwd=REPO, env=server.env(CTXRAG_HOME=str(Path(scratch) / "home")),
-            capture_output=True, text=True, timeout=600, check=False,
-        )
+    with tempfile.TemporaryDirectory(prefix="ctxrag-screenshot-") as scratch, stopped_afterwards(Path(scratch) / "prefect") as prefect_home:
+        print(f"indexing data/sample/corpus as {args.name!r} on the local server", file=sys.stderr)
+        run = ctxrag_as_user(Path(scratch) / "home", prefect_home, "index", "data/sample/corpus", "--name", args.name, timeout=600)
         if run.returncode != 0:
             print(run.stderr[-3000:], file=sys.stderr)
             return 1
-        run_id, run_name = latest_index_run(server.api_url)
+        api_url = recorded_server(prefect_home)["api_url"]
+        run_id, run_name = latest_index_run(api_url)
         page = f"/runs/flow-run/{run_id}" if args.page == "run" else f"/artifacts/key/ctxrag-index-{args.name}".replace("_", "-")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.unlink(missing_ok=True)
-        text = page_text(f"{server.ui_url}{page}", run_name, wait_seconds=args.wait_seconds, screenshot=args.out.resolve())
+        ui_url = api_url.removesuffix("/api")
+        text = page_text(f"{ui_url}{page}", run_name, wait_seconds=args.wait_seconds, screenshot=args.out.resolve(),
+                         settle_seconds=5.0)
         if run_name not in text:
             print(f"the page did not show {run_name!r} within {args.wait_seconds:.0f} s (screenshot kept): {text[:1000]}", file=sys.stderr)
             return 1

@@ -28,11 +28,13 @@ def browser_missing() -> str | None:
 CONTAINS_ALL = "(expected) => { const text = document.body ? document.body.innerText : ''; return expected.every((item) => text.includes(item)); }"
 
 
-def page_text(url: str, *expected: str, wait_seconds: float = WAIT_SECONDS, screenshot: Path | None = None) -> str:
+def page_text(url: str, *expected: str, wait_seconds: float = WAIT_SECONDS, screenshot: Path | None = None,
+              settle_seconds: float = 0.0) -> str:
     """The visible text of URL (whitespace collapsed) once it contains every EXPECTED string, or after WAIT_SECONDS.
 
     On a timeout the text is returned as it stands, so the caller's assertion shows what the page did show. With
-    SCREENSHOT, the page is also saved there as a PNG (1400 x 900).
+    SCREENSHOT, the page is also saved there as a PNG (1400 x 900), SETTLE_SECONDS after the text appeared (the run
+    graph is drawn on a canvas after the text).
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
@@ -50,6 +52,7 @@ def page_text(url: str, *expected: str, wait_seconds: float = WAIT_SECONDS, scre
             except PlaywrightTimeout:
                 pass
             if screenshot is not None:
+                page.wait_for_timeout(settle_seconds * 1000)
                 page.screenshot(path=str(screenshot))
             return " ".join(page.inner_text("body").split())
         finally:

@@ -1,70 +1,69 @@
-"""The Prefect UI (headless Chromium) shows a ctxrag run and its artifact; skipped where Chromium or Playwright is missing.
-
-Uses the session's real Prefect server. A completed ``ctxrag-index`` run with its ``ctxrag-index-<name>`` artifact is
-taken from the acceptance test when it ran first, else made here by running the flow against the server.
-"""
+"""The Prefect UI (headless Chromium) shows a whole ``ctxrag index`` run on the local server ctxrag starts, as a new
+user sees it: the run, its task runs by name, their logs, and its artifact. Skipped where Chromium or Playwright is
+missing. The server is started by ``ctxrag index`` itself (no PREFECT_API_URL, a private PREFECT_HOME) and stopped
+afterwards."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from typing import TYPE_CHECKING
+import json
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
 from tests.equipment.browser import browser_missing, page_text
-from tests.helpers import REPO, SAMPLE_CORPUS
-
-if TYPE_CHECKING:
-    from tests.equipment.prefect_server import PrefectServer
+from tests.equipment.local_server import ctxrag_as_user, recorded_server, stopped_afterwards
+from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
 
+STAGES = ("load_corpus", "compare_with_live", "publish_index")
 
-def completed_index_run(server: PrefectServer) -> tuple[str, str, str] | None:
-    """(flow run id, flow run name, artifact key) of a completed ctxrag-index run that has its artifact."""
-    from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
-    from prefect.client.schemas.objects import StateType
 
-    with SyncPrefectClient(server.api_url) as client:
-        runs = client.read_flow_runs(
-            flow_filter=FlowFilter(name=FlowFilterName(any_=["ctxrag-index"])),
-            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.COMPLETED]))),
-        )
-        for run in runs:
-            keys = [artifact.key for artifact in client.read_artifacts() if artifact.flow_run_id == run.id and artifact.key]
-            for key in keys:
-                if key.startswith("ctxrag-index-"):
-                    return str(run.id), run.name, key
-    return None
+@dataclass(frozen=True)
+class IndexRun:
+    ui_url: str
+    api_url: str
+    run_id: str
+    run_name: str
+
+
+def _post(api_url: str, path: str, body: dict) -> list[dict]:
+    request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
 
 
 @pytest.fixture(scope="module")
-def index_run(prefect_server: PrefectServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
-    found = completed_index_run(prefect_server)
-    if found is None:
-        home = tmp_path_factory.mktemp("ui") / "home"
-        code = f"from flows.index import index_corpus; index_corpus(source={str(SAMPLE_CORPUS)!r}, name='ui')"
-        result = subprocess.run(
-            [sys.executable, "-c", code], env=prefect_server.env(CTXRAG_HOME=str(home)), cwd=REPO,
-            capture_output=True, text=True, timeout=180,
-        )
+def index_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexRun]:
+    base = tmp_path_factory.mktemp("ui")
+    with stopped_afterwards(base / "prefect") as prefect_home:
+        result = ctxrag_as_user(base / "home", prefect_home, "index", str(SAMPLE_CORPUS), "--name", "ui")
         assert result.returncode == 0, result.stderr[-3000:]
-        found = completed_index_run(prefect_server)
-    assert found is not None
-    return found
+        api_url = recorded_server(prefect_home)["api_url"]
+        (run,) = _post(api_url, "/flow_runs/filter", {"flows": {"name": {"any_": ["ctxrag-index"]}}})
+        yield IndexRun(api_url.removesuffix("/api"), api_url, run["id"], run["name"])
 
 
-def test_flow_run_page_shows_the_completed_ctxrag_run(prefect_server: PrefectServer, index_run: tuple[str, str, str]) -> None:
-    run_id, run_name, _ = index_run
-    text = page_text(f"{prefect_server.ui_url}/runs/flow-run/{run_id}", run_name, "Completed", "ctxrag-index")
-    assert run_name in text, text[:2000]
-    assert "Completed" in text and "ctxrag-index" in text, text[:2000]
+def test_the_run_has_its_task_runs_and_their_logs(index_run: IndexRun) -> None:
+    task_runs = _post(index_run.api_url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [index_run.run_id]}}})
+    names = {run["name"].rsplit("-", 1)[0] for run in task_runs}
+    assert set(STAGES) <= names, names
+    assert all(run["state_type"] == "COMPLETED" and run["total_run_time"] is not None for run in task_runs)
+    logs = _post(index_run.api_url, "/logs/filter", {"logs": {"flow_run_id": {"any_": [index_run.run_id]}}})
+    tagged = {log["task_run_id"] for log in logs} - {None}
+    assert tagged <= {run["id"] for run in task_runs} and tagged, "no log line names its task run"
 
 
-def test_artifact_page_shows_the_index_artifact_and_its_run(prefect_server: PrefectServer, index_run: tuple[str, str, str]) -> None:
-    _, run_name, key = index_run
-    text = page_text(f"{prefect_server.ui_url}/artifacts/key/{key}", key, run_name)
-    assert key in text, text[:2000]
-    assert "ctxrag index run for" in text and run_name in text, text[:2000]
+def test_flow_run_page_lists_the_task_runs(index_run: IndexRun) -> None:
+    url = f"{index_run.ui_url}/runs/flow-run/{index_run.run_id}?tab=Task%20Runs"
+    text = page_text(url, index_run.run_name, *STAGES)
+    assert index_run.run_name in text and "Completed" in text, text[:2000]
+    assert all(stage in text for stage in STAGES), text[:3000]
+
+
+def test_artifact_page_shows_the_index_artifact_and_its_run(index_run: IndexRun) -> None:
+    text = page_text(f"{index_run.ui_url}/artifacts/key/ctxrag-index-ui", "ctxrag-index-ui", index_run.run_name)
+    assert "ctxrag index run for" in text and index_run.run_name in text, text[:2000]
