@@ -7,10 +7,11 @@ Two modes, each from nothing (fresh CTXRAG_HOME, PREFECT_HOME, model and cache f
 - ``reused``: the default, the local server the first command starts and later ones reuse.
 In each: a bad input, the cookbook corpus indexed cold, re-indexed with nothing changed, evaluated (first time: its
 queries are embedded; again: stored), searched with a query seen before and with new queries, and the README's
-sample indexed and evaluated; last, the cookbook indexed and evaluated in a second CTXRAG_HOME (and PREFECT_HOME),
-as on a machine that has run ctxrag before (the query export and the migrated database exist). Each command is a subprocess; wall time and its CPU time (user + sys of the command and
-its children, from ``resource.getrusage``) are recorded; repeated commands report the median. Writes commands.json
-and commands.md. Public tools only (subprocess, resource, statistics).
+sample indexed and evaluated; last, the cookbook indexed and evaluated in a second CTXRAG_HOME of the same user (the
+query export exists; the local server is reused). Each command is a subprocess; wall time and its CPU time (user + sys
+of the command and its children, from ``resource.getrusage``, plus the local server's CPU while the command ran, from
+its pid with psutil) are recorded; repeated commands report the median. Writes commands.json and commands.md. Public
+tools only (subprocess, resource, statistics, psutil).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ctxrag_cli import server_cpu_seconds  # benchmarks/ctxrag_cli.py
 from machine import cpu_model  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,17 +43,21 @@ def _children_cpu() -> float:
 
 
 def timed(args: list[str], env: dict[str, str], expect_ok: bool = True) -> dict[str, float]:
-    """One command: wall seconds, CPU seconds (of it and its children, reaped), its exit code."""
+    """One command: wall seconds, CPU seconds (of it and its children, reaped, plus what the local server it talks to
+    spent meanwhile, read from the server's pid), its exit code."""
+    prefect_home = Path(env["PREFECT_HOME"])
+    server_before = server_cpu_seconds(prefect_home)
     cpu_before, start = _children_cpu(), time.perf_counter()
     result = subprocess.run(CTXRAG + args, env=env, capture_output=True, text=True, timeout=1800)
     wall, cpu = time.perf_counter() - start, _children_cpu() - cpu_before
+    server = server_cpu_seconds(prefect_home) - server_before
     if expect_ok and result.returncode != 0:
         raise SystemExit(f"ctxrag {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
-    return {"wall": wall, "cpu": cpu, "code": result.returncode}
+    return {"wall": wall, "cpu": cpu + server, "server_cpu": server, "code": result.returncode}
 
 
 def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu")} | {"runs": len(runs)}
+    return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu", "server_cpu")} | {"runs": len(runs)}
 
 
 def bench_mode(mode: str, shared: Path, scratch: Path, repeats: int) -> dict[str, dict[str, float]]:
@@ -62,9 +68,8 @@ def bench_mode(mode: str, shared: Path, scratch: Path, repeats: int) -> dict[str
         "CTXRAG_HOME": str(base / "home"), "PREFECT_HOME": str(base / "prefect"), "CTXRAG_MODELS_DIR": str(base / "models"),
         "CTXRAG_CACHE_DIR": str(base / "cache"), "COLUMNS": "200", **MODES[mode],
     })
-    # a second CTXRAG_HOME on the same machine: the machine-wide files (the query export, the migrated database) exist
-    again = {**env, "CTXRAG_HOME": str(base / "home-2"), "PREFECT_HOME": str(base / "prefect-2")}
-    (base / "prefect-2").mkdir()
+    # a second CTXRAG_HOME of the same user: the machine-wide files (the query export) and the local server exist
+    again = {**env, "CTXRAG_HOME": str(base / "home-2")}
     corpus, evalset = shared / "codebase" / "codebase_chunks.json", shared / "codebase" / "evaluation_set.jsonl"
     seen_query = json.loads(evalset.read_text().splitlines()[0])["query"]
     rows: dict[str, dict[str, float]] = {}
@@ -85,8 +90,7 @@ def bench_mode(mode: str, shared: Path, scratch: Path, repeats: int) -> dict[str
         rows["index cookbook, cold, a second CTXRAG_HOME"] = timed(["index", str(corpus), "--name", "codebase"], again)
         rows["evaluate 248 questions, first, a second CTXRAG_HOME"] = timed(["evaluate", str(evalset), "--name", "codebase"], again)
     finally:
-        for used in (env, again):
-            subprocess.run(CTXRAG + ["server", "stop"], env=used, capture_output=True, timeout=120)
+        subprocess.run(CTXRAG + ["server", "stop"], env=env, capture_output=True, timeout=120)
     return rows
 
 
@@ -98,7 +102,8 @@ def write(out: Path, results: dict[str, dict[str, dict[str, float]]], meta: dict
         "",
         f"`benchmarks/commands.py`, {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs ({meta['cpu']}), load average before: "
         f"{meta['load_before']}. One run of each mode, the two modes one after the other, each from nothing. Wall s / "
-        "CPU s (user + sys of the command and its children). Repeated rows: median of "
+        "CPU s (user + sys of the command and its children, plus the local server's CPU while it ran, read from its pid). "
+        "Repeated rows: median of "
         f"{meta['repeats']}. Embedder precision: {meta['precision']}.",
         "",
         "| command | temporary server (per command) | reused local server | wall ratio |",
@@ -108,9 +113,9 @@ def write(out: Path, results: dict[str, dict[str, dict[str, float]]], meta: dict
         reused = results["reused"][command]
         ratio = temporary["wall"] / reused["wall"] if reused["wall"] else float("nan")
         lines.append(f"| {command} | {temporary['wall']:.2f} / {temporary['cpu']:.2f} | {reused['wall']:.2f} / {reused['cpu']:.2f} | {ratio:.2f}x |")
-    lines += ["", "In the reused mode the first command (the cold index) also starts the server (and migrates its new database); "
-              "the rows after it reuse it. The second CTXRAG_HOME's first command starts a server of its own, from the "
-              "migrated copy of the database that the first server left."]
+    lines += ["", "In the reused mode the first command (the cold index) also starts the server (its new database is "
+              "seeded from the migrated, empty template, made first in a private scratch home); the rows after it reuse it, "
+              "the second CTXRAG_HOME too (one server per user and PREFECT_HOME)."]
     (out / "commands.md").write_text("\n".join(lines) + "\n")
 
 

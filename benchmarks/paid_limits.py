@@ -42,7 +42,7 @@ def answered(simulator: AnthropicSimulator) -> list[str]:
 
 def ctxrag(home: Path, simulator: AnthropicSimulator, *args: str) -> subprocess.Popen:
     env = {**os.environ, "CTXRAG_HOME": str(home), "ANTHROPIC_BASE_URL": simulator.url, "ANTHROPIC_API_KEY": FAKE_KEY,
-           "PREFECT_HOME": str(home / "prefect")}
+           "PREFECT_HOME": str(home / "prefect"), "CTXRAG_PREFECT_SERVER": "temporary"}  # nothing outlives the command
     env.pop("PREFECT_API_URL", None)
     return subprocess.Popen([str(REPO / ".venv" / "bin" / "ctxrag"), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 

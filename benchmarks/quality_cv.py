@@ -37,6 +37,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ctxrag_cli import private_env  # noqa: E402  (benchmarks/ctxrag_cli.py)
 from machine import machine_meta  # noqa: E402  (benchmarks/machine.py; re-exported for the other quality reports)
 from storage.index_store import IndexStore  # noqa: E402
 from storage.tokenize import tokenize  # noqa: E402
@@ -88,9 +89,7 @@ def cli_index(home: Path, source: Path, name: str) -> None:
     if IndexStore(home).live_version(name) is not None:
         print(f"reusing index {name!r} in {home}", file=sys.stderr)
         return
-    env = {**os.environ, "CTXRAG_HOME": str(home)}
-    env.pop("PREFECT_HOME", None)
-    env.pop("PREFECT_API_URL", None)
+    env = private_env(home, CTXRAG_PREFECT_SERVER="temporary")  # nothing outlives the command
     print(f"indexing {source.name} as {name!r} ...", file=sys.stderr, flush=True)
     result = subprocess.run([str(REPO / ".venv" / "bin" / "ctxrag"), "index", str(source), "--name", name, "--json"], capture_output=True, text=True, env=env)
     if result.returncode:

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import os
 import platform
 import random
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -238,13 +236,6 @@ def render(scores: dict[str, np.ndarray], meta: dict, docs: list[tuple[str, str,
     return "\n".join(lines + score_table(meta["summary_scores"]) + [""])
 
 
-def stop_server(home: Path) -> None:
-    """Stop the local Prefect server that indexing started under ``home``."""
-    env = {key: value for key, value in os.environ.items() if key not in ("PREFECT_HOME", "PREFECT_API_URL")}
-    subprocess.run([str(REPO / ".venv" / "bin" / "ctxrag"), "server", "stop"], env={**env, "CTXRAG_HOME": str(home)},
-                   capture_output=True, text=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, default=None, help="CTXRAG_HOME (default: a new temporary folder)")
@@ -252,7 +243,6 @@ def main() -> None:
     parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
     args = parser.parse_args()
     started = time.perf_counter()
-    fresh = args.home is None
     home = (args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-prose-"))).resolve()
     folder = home / "sources" / "prose"
     folder.mkdir(parents=True, exist_ok=True)
@@ -260,11 +250,7 @@ def main() -> None:
     questions, counts = build_set(docs, folder)
     counts["sampled"] = len(questions)
     clock = time.perf_counter()
-    try:
-        cv.cli_index(home, folder, "prose")
-    finally:
-        if fresh:
-            stop_server(home)
+    cv.cli_index(home, folder, "prose")
     index_seconds = time.perf_counter() - clock
     index = IndexStore(home).open("prose")
     golden = golden_rows(index, questions)
@@ -274,11 +260,7 @@ def main() -> None:
     questions, golden = [questions[i] for i in kept], [golden[i] for i in kept]
     scores = evaluate(Searcher(index, home=home), questions, golden)
     docs_home = home / "docs"  # a home of its own: nothing indexed with summaries is reused
-    try:
-        cv.cli_index(docs_home, args.shared_data / "anthropic_docs" / "anthropic_docs.json", "docs-plain")
-    finally:
-        if fresh:
-            stop_server(docs_home)
+    cv.cli_index(docs_home, args.shared_data / "anthropic_docs" / "anthropic_docs.json", "docs-plain")
     docs_index = IndexStore(docs_home).open("docs-plain")
     summary_set, summary_golden = summary_questions(args.shared_data, docs_index)
     summary_scores = evaluate(Searcher(docs_index, home=docs_home), summary_set, summary_golden)

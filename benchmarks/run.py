@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ctxrag_cli import private_env, stop_server  # benchmarks/ctxrag_cli.py
 from machine import machine_meta  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,9 +39,7 @@ PUBLISHED_DOCS = {  # k=3, all 100 questions: precision / recall / F1 / MRR
 
 
 def ctxrag(home: Path, *args: str, extra_env: dict[str, str] | None = None) -> tuple[dict, float]:
-    env = {**os.environ, "CTXRAG_HOME": str(home), **(extra_env or {})}
-    env.pop("PREFECT_HOME", None)
-    env.pop("PREFECT_API_URL", None)
+    env = private_env(home, **(extra_env or {}))
     started = time.perf_counter()
     result = subprocess.run([str(REPO / ".venv" / "bin" / "ctxrag"), *args, "--json"], capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - started
@@ -199,10 +198,8 @@ def main() -> None:
         Path(codebase["home"]), "codebase-es", data / "codebase" / "codebase_chunks.json",
         data / "codebase" / "evaluation_set.jsonl", codebase_queries,
     )
-    for run in runs:  # each fresh CTXRAG_HOME started its own local Prefect server (ctxrag server): stop it
-        subprocess.run([sys.executable, "-c", "from ctxrag.cli import main; main()", "server", "stop"],
-                       env={**{k: v for k, v in os.environ.items() if k != "PREFECT_HOME"}, "CTXRAG_HOME": run["home"]},
-                       capture_output=True, timeout=120)
+    for run in runs:  # each fresh CTXRAG_HOME (with its own PREFECT_HOME) started a local Prefect server: stop it
+        stop_server(Path(run["home"]))
     results = {"machine": machine_meta(), "runs": runs, "elasticsearch_emulator": emulator}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
