@@ -23,7 +23,6 @@ import itertools
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,11 +33,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from ctxrag_cli import private_env  # noqa: E402  (benchmarks/ctxrag_cli.py)
-from machine import machine_meta  # noqa: E402  (benchmarks/machine.py; re-exported for the other quality reports)
+from common import RESULTS, SHARED_DATA, machine_meta, private_env, provenance, run_ctxrag, write_report  # benchmarks/common.py
 from storage.index_store import IndexStore  # noqa: E402
 from storage.tokenize import tokenize  # noqa: E402
 from tasks.evalset import EvalSet, load_evalset  # noqa: E402
@@ -91,9 +86,7 @@ def cli_index(home: Path, source: Path, name: str) -> None:
         return
     env = private_env(home, CTXRAG_PREFECT_SERVER="temporary")  # nothing outlives the command
     print(f"indexing {source.name} as {name!r} ...", file=sys.stderr, flush=True)
-    result = subprocess.run([str(REPO / ".venv" / "bin" / "ctxrag"), "index", str(source), "--name", name, "--json"], capture_output=True, text=True, env=env)
-    if result.returncode:
-        raise SystemExit(f"ctxrag index {source} failed:\n{result.stderr[-3000:]}")
+    run_ctxrag(["index", str(source), "--name", name, "--json"], env)
 
 
 def document_ranks(ranks: np.ndarray, doc_of_row: np.ndarray) -> np.ndarray:
@@ -574,9 +567,9 @@ def strategy_check(code: Dataset, docs: Dataset) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
     parser.add_argument("--home", type=Path, default=None, help="CTXRAG_HOME to index into (default: a fresh temporary one)")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     data = args.shared_data
     home = args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-cv-"))
@@ -594,17 +587,6 @@ def main() -> None:
 
     meta = {**machine_meta(), "precision": "%s (%s)" % choose_precision(), "strategy_check": strategy_check(code, docs)}
     write_report(args.out / "quality_cv.md", render(results, meta))
-
-
-def provenance(meta: dict) -> str:
-    """The opening of a report: one run, on which machine, when."""
-    return f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}"
-
-
-def write_report(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    print(text)
 
 
 if __name__ == "__main__":

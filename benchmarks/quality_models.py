@@ -60,14 +60,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from common import RESULTS, SHARED_DATA, machine_meta, write_report  # noqa: E402  (benchmarks/common.py)
 import quality_cv as qcv  # noqa: E402
-from machine import machine_meta  # noqa: E402
 from tasks.embed import _unit_rows, packaged_model_path, token_sorted_batches  # noqa: E402
 from tasks.precision import choose_precision  # noqa: E402
 from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH  # noqa: E402
@@ -435,10 +432,10 @@ def render(rows: list[qcv.Result], refs: dict[str, np.ndarray], speeds: dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
     parser.add_argument("--home", type=Path, default=None, help="CTXRAG_HOME to index into (default: a fresh temporary one)")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ctxrag-quality-models", help="vectors, mpnet, fine-tuned models")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--finetune", action="store_true", help="also fine-tune MiniLM on pairs mined from each corpus")
     parser.add_argument("--only", default="", help="comma-separated embedders to run (default: all)")
     args = parser.parse_args()
@@ -530,10 +527,7 @@ def main() -> None:
             rows.append(row)
 
     meta = {**machine_meta(), "precision": "%s (%s)" % choose_precision()}  # what the torch models ran in, not the flag alone
-    text = render(rows, refs, speeds, notes, meta)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "quality_models.md").write_text(text)
-    print(text)
+    write_report(args.out / "quality_models.md", render(rows, refs, speeds, notes, meta))
 
 
 if __name__ == "__main__":

@@ -35,11 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import quality_cv as cv  # noqa: E402
+import quality_cv as cv
+from common import RESULTS, SHARED_DATA, machine_meta, provenance, site_packages, write_report  # benchmarks/common.py
 from tasks.load import load_source  # noqa: E402
 from tasks.structure import mentioned_names  # noqa: E402
 
@@ -189,7 +186,7 @@ def render(results: dict[str, dict], meta: dict) -> str:
     lines = [
         "# Real repositories, docstring questions: do the codebase set's choices hold?",
         "",
-        f"{cv.provenance(meta)}. Produced by "
+        f"{provenance(meta)}. Produced by "
         "`benchmarks/quality_repos.py`; how the questions are made is in its docstring. Offline defaults; parameters "
         "from the codebase set (each family's whole-set choice, quality_cv's grids), none tuned here. Pass@k in %; "
         "differences (points) against doc-rank and against hybrid (RRF k=60): paired bootstrap, 10,000 resamples, 95%, "
@@ -224,10 +221,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", default="rich,sqlalchemy/orm", help="folders under site-packages")
     parser.add_argument("--home", type=Path, default=None)
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    site = Path(next(path for path in sys.path if path.endswith("site-packages")))
+    site = site_packages()
     home = args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-repos-"))
     os.environ["CTXRAG_HOME"] = str(home)
     corpus = args.shared_data / "codebase" / "codebase_chunks.json"
@@ -246,7 +243,7 @@ def main() -> None:
             "scores": score(data, strategies),
             "reach": definition_reach(data),
         }
-    cv.write_report(args.out / "quality_repos.md", render(results, {**cv.machine_meta(), "strategies": strategies}))
+    write_report(args.out / "quality_repos.md", render(results, {**machine_meta(), "strategies": strategies}))
 
 
 if __name__ == "__main__":

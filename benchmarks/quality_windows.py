@@ -28,12 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import quality_cv as cv  # noqa: E402
-import quality_repos as repos  # noqa: E402
+import quality_cv as cv
+import quality_repos as repos
+from common import RESULTS, SHARED_DATA, machine_meta, provenance, site_packages, write_report  # benchmarks/common.py
 from tasks.embed import LocalEmbedder  # noqa: E402
 from tasks.embedder_spec import LOCAL_DEFINES_CHARS, EmbedderSpec  # noqa: E402
 from tasks.search import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
@@ -114,7 +111,7 @@ def render(results: dict[str, dict], meta: dict) -> str:
     lines = [
         "# Whole texts or pooled windows for the local model",
         "",
-        f"{cv.provenance(meta)}. Produced by "
+        f"{provenance(meta)}. Produced by "
         "`benchmarks/quality_windows.py` (method in its docstring). `embed s` is a rough cost: the embeddings run in "
         "one process, whole first (it pays the warm-up) and each as one big call, not as the index flow batches them; "
         "speed side by side is in `scale_windows.md`. Codebase set and repositories: Pass@5/10/20 (%); docs "
@@ -153,12 +150,12 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=None)
     parser.add_argument("--windows", default="128,256", help="window sizes in word pieces")
     parser.add_argument("--packages", default="rich,sqlalchemy/orm", help="folders under site-packages (quality_repos)")
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-windows-"))
     os.environ["CTXRAG_HOME"] = str(home)
-    data_dir, site = args.shared_data, Path(next(path for path in sys.path if path.endswith("site-packages")))
+    data_dir, site = args.shared_data, site_packages()
     sets = [("code", data_dir / "codebase" / "codebase_chunks.json", data_dir / "codebase" / "evaluation_set.jsonl"),
             ("docs", data_dir / "anthropic_docs" / "anthropic_summary_indexed_docs.json", data_dir / "anthropic_docs" / "docs_evaluation_sample.json")]
     for package in args.packages.split(","):
@@ -182,7 +179,7 @@ def main() -> None:
                 result["cv"][label] = cv.evaluate_variants(rescored, folds, folds_rr, CV_FAMILIES)
             print(f"{name} {label}: {embedding.seconds:.1f} s", file=sys.stderr, flush=True)
         results[name] = result
-    cv.write_report(args.out / "quality_windows.md", render(results, cv.machine_meta()))
+    write_report(args.out / "quality_windows.md", render(results, machine_meta()))
 
 
 if __name__ == "__main__":

@@ -13,17 +13,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from ctxrag_cli import private_env, stop_server  # benchmarks/ctxrag_cli.py
-from machine import machine_meta  # benchmarks/machine.py
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import RESULTS, SHARED_DATA, machine_meta, private_env, run_ctxrag, stop_server, write_report  # benchmarks/common.py
 
 PUBLISHED_CODEBASE = {  # Pass@5 / @10 / @20, cookbook (paid APIs: voyage-2, Claude, Cohere)
     "voyage-2 baseline": (80.92, 87.15, 90.06),
@@ -39,13 +34,9 @@ PUBLISHED_DOCS = {  # k=3, all 100 questions: precision / recall / F1 / MRR
 
 
 def ctxrag(home: Path, *args: str, extra_env: dict[str, str] | None = None) -> tuple[dict, float]:
-    env = private_env(home, **(extra_env or {}))
     started = time.perf_counter()
-    result = subprocess.run([str(REPO / ".venv" / "bin" / "ctxrag"), *args, "--json"], capture_output=True, text=True, env=env)
-    elapsed = time.perf_counter() - started
-    if result.returncode:
-        raise SystemExit(f"ctxrag {' '.join(args)} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout), elapsed
+    result = run_ctxrag([*args, "--json"], private_env(home, **(extra_env or {})))
+    return json.loads(result.stdout), time.perf_counter() - started
 
 
 def query_latency(home: Path, name: str, queries: list[str]) -> dict[str, float]:
@@ -178,8 +169,8 @@ def _fmt(name: str, value: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     data = args.shared_data
     codebase_queries = [json.loads(line)["query"] for line in (data / "codebase" / "evaluation_set.jsonl").read_text().splitlines() if line.strip()]
@@ -199,12 +190,11 @@ def main() -> None:
         data / "codebase" / "evaluation_set.jsonl", codebase_queries,
     )
     for run in runs:  # each fresh CTXRAG_HOME (with its own PREFECT_HOME) started a local Prefect server: stop it
-        stop_server(Path(run["home"]))
+        stop_server(private_env(Path(run["home"])))
     results = {"machine": machine_meta(), "runs": runs, "elasticsearch_emulator": emulator}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
-    (args.out / "results.md").write_text(render(results))
-    print(render(results))
+    write_report(args.out / "results.md", render(results))
 
 
 if __name__ == "__main__":

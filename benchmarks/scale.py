@@ -51,23 +51,18 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from machine import cpu_model  # benchmarks/machine.py
+from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git, private_env, site_packages, stop_server  # benchmarks/common.py
 
 try:
     import psutil  # comes with the [test] and [dask] extras (via distributed), not with Prefect itself
 except ImportError:  # read /proc instead (Linux)
     psutil = None
 
-REPO = Path(__file__).resolve().parents[1]
-CTXRAG = REPO / ".venv" / "bin" / "ctxrag"
-PYTHON = REPO / ".venv" / "bin" / "python"
-SHARED = REPO.parent / "shared" / "data"
 SAMPLE_PERIOD = 0.2
 TIMELINE_PERIOD = 5.0  # seconds between two points of the memory/thread timeline kept in scale.json
 STAGES = ("load", "contextualize", "embed", "publish")
@@ -292,13 +287,8 @@ def run_measured(command: list[str], env: dict[str, str], timeout: float, stdout
 
 
 def run_env(home: Path) -> dict[str, str]:
-    env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_HOME": str(home / "prefect")}
-    env.pop("PREFECT_API_URL", None)
-    env.pop("PREFECT_PROFILES_PATH", None)
-    if CODE is not None:
-        env["PYTHONPATH"] = str(CODE)
-        env["CTXRAG_SCALE_CODE"] = str(CODE)
-    return env
+    """The size's private CTXRAG_HOME and PREFECT_HOME; --code's copy first on PYTHONPATH if given."""
+    return private_env(home, **({"PYTHONPATH": str(CODE), "CTXRAG_SCALE_CODE": str(CODE)} if CODE is not None else {}))
 
 
 def _import_path() -> None:
@@ -345,7 +335,7 @@ def time_search(home: Path, name: str, runs: int = 3) -> dict[str, object]:
     walls, first = [], None
     for attempt in range(runs):
         result = run_measured(
-            [str(CTXRAG), "search", SEARCH_QUERY, "--name", name, "--json"], run_env(home), 600,
+            CTXRAG + ["search", SEARCH_QUERY, "--name", name, "--json"], run_env(home), 600,
             home / f"search-{attempt}.out", home / f"search-{attempt}.err",
         )
         if result["exit_code"] != 0:
@@ -358,7 +348,7 @@ def time_search(home: Path, name: str, runs: int = 3) -> dict[str, object]:
 def time_queries(home: Path, name: str) -> dict[str, object]:
     """In-process query latency, measured in a helper process (this script's `_latency` mode)."""
     result = subprocess.run(
-        [str(PYTHON), str(Path(__file__).resolve()), "_latency", str(home), name],
+        [sys.executable, str(Path(__file__).resolve()), "_latency", str(home), name],
         env=run_env(home), capture_output=True, text=True, cwd=CODE or REPO, timeout=1800,
     )
     if result.returncode:
@@ -379,14 +369,14 @@ def bench_size(label: str, family: str, source: Path, options: list[str], timeou
         if seed:
             print("   pre-seeding the embeddings cache (fast path) ...", flush=True)
             seeded = subprocess.run(
-                [str(PYTHON), str(Path(__file__).resolve()), "_seed", str(home), str(source), *(["contexts"] if seed_contexts else [])],
+                [sys.executable, str(Path(__file__).resolve()), "_seed", str(home), str(source), *(["contexts"] if seed_contexts else [])],
                 env=run_env(home), capture_output=True, text=True, cwd=CODE or REPO,
             )
             if seeded.returncode:
                 raise RuntimeError(f"seeding failed:\n{seeded.stderr[-3000:]}")
             record["seeded"] = json.loads(seeded.stdout.strip().splitlines()[-1])
             print(f"   seeded {record['seeded']['rows']} vectors in {record['seeded']['seconds']} s", flush=True)
-        command = [str(CTXRAG), "index", str(source), "--name", name, *options, "--json"]
+        command = CTXRAG + ["index", str(source), "--name", name, *options, "--json"]
         print(f"   ctxrag index (timeout {timeout / 60:.0f} min) ...", flush=True)
         measured = run_measured(command, run_env(home), timeout, home / "index.out", home / "index.err")
         record["index"] = measured
@@ -415,14 +405,9 @@ def bench_size(label: str, family: str, source: Path, options: list[str], timeou
               f"hybrid p50 {record['queries'].get('hybrid_p50_ms')} ms", flush=True)
         return record
     finally:
-        stop_local_server(home)
+        stop_server(run_env(home))  # the local Prefect server the size's first command started in its fresh home
         if not keep:
             shutil.rmtree(home, ignore_errors=True)
-
-
-def stop_local_server(home: Path) -> None:
-    """Stop the local Prefect server the size's first command started in its fresh home (`ctxrag server stop`)."""
-    subprocess.run([str(CTXRAG), "server", "stop"], env=run_env(home), capture_output=True, timeout=120)
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -778,15 +763,14 @@ def main() -> None:
         return seed_embeddings(Path(sys.argv[2]), Path(sys.argv[3]), contexts="contexts" in sys.argv[4:])
     if len(sys.argv) > 1 and sys.argv[1] == "_latency":
         return measure_latency(Path(sys.argv[2]), sys.argv[3])
-    site = Path(sysconfig.get_paths()["purelib"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="sample,cookbook,tree,synthetic")
-    parser.add_argument("--tree", type=Path, default=site / "torch" / "_inductor")
+    parser.add_argument("--tree", type=Path, default=site_packages() / "torch" / "_inductor")
     parser.add_argument("--synthetic-chunks", type=int, default=100_000)
     parser.add_argument("--synthetic-steps", default="20000", help="Intermediate synthetic sizes, comma-separated ('' for none).")
     parser.add_argument("--synthetic-check", type=int, default=2_000, help="Fast-path check size, run first.")
     parser.add_argument("--timeout-minutes", type=float, default=40.0, help="For the tree and synthetic runs.")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="Keep each size's CTXRAG_HOME (under the temp folder).")
     parser.add_argument("--code", type=Path, help="Run ctxrag from this copy of the source (first on PYTHONPATH).")
     parser.add_argument("--seed-contexts", action="store_true",
@@ -811,8 +795,8 @@ def main() -> None:
         "load_average_start": [round(value, 2) for value in os.getloadavg()],
         "task_workers": os.environ.get("CTXRAG_TASK_WORKERS", "4 (default)"),
         "code": str(CODE) if CODE else str(REPO),
-        "git_head": _git("rev-parse", "--short", "HEAD"),
-        "working_tree_changes": _git("status", "--short", "--untracked-files=no") or "none",
+        "git_head": git("rev-parse", "--short", "HEAD"),
+        "working_tree_changes": git("status", "--short", "--untracked-files=no") or "none",
     }
     timeout = args.timeout_minutes * 60
     records: list[dict] = []
@@ -833,7 +817,7 @@ def main() -> None:
                                   note="The README's sample corpus; structural contexts; local MiniLM embeddings."))
         finish()
     if "cookbook" in sizes:
-        add(bench_size("cookbook", "real", SHARED / "codebase" / "codebase_chunks.json", [], 1200, args.keep,
+        add(bench_size("cookbook", "real", SHARED_DATA / "codebase" / "codebase_chunks.json", [], 1200, args.keep,
                                   note="The cookbook's codebase corpus; structural contexts; local MiniLM embeddings."))
         finish()
     if "tree" in sizes:
@@ -874,11 +858,6 @@ def main() -> None:
     finish()
     print("\n" + plain_table(records))
     print(f"\nwrote {args.out / 'scale.md'} and {args.out / 'scale.json'}")
-
-
-def _git(*args: str) -> str:
-    result = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
-    return result.stdout.strip() if result.returncode == 0 else "?"
 
 
 def _short(chunks: int) -> str:
