@@ -1,5 +1,5 @@
 """What the benchmark scripts share: the project's place (importing this module puts it first on ``sys.path``), the
-machine a report ran on, and the ``ctxrag`` command as a benchmark
+machine a report ran on, paths named without the machine's own folders, and the ``ctxrag`` command as a benchmark
 runs it: a private CTXRAG_HOME with its own PREFECT_HOME, the local Prefect server those commands start stopped at the
 end (nothing a benchmark starts outlives it), and that server's CPU time, read from its pid, so a command's cost
 includes the server's work for it. Public tools only: /proc/cpuinfo, os, platform, subprocess, psutil."""
@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +24,42 @@ SHARED_DATA = REPO.parent / "shared" / "data"  # the cookbook's data sets, besid
 RESULTS = REPO / "benchmarks" / "results"
 _SCRIPT = Path(sys.executable).with_name("ctxrag")  # the console script of the interpreter's environment
 CTXRAG = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-c", "from ctxrag.cli import main; main()"]
+
+
+# --------------------------------------------------------------------------------------- paths, without the machine
+
+
+def portable_path(path: str | Path, generated: bool = False) -> str:
+    """``path`` as a result file names it, free of the machine's own folders: a generated file by what it is
+    (``generated: synthetic-2000.json``), an installed package from its site-packages (``site-packages/torch/_inductor``),
+    the rest relative to the project (``data/sample/corpus``, ``../shared/data/codebase/codebase_chunks.json``), to
+    the temporary folder (``$TMPDIR/ctxrag-head``) or to the user's home (``~/corpus``); else only its name."""
+    path = Path(os.path.abspath(path))
+    if generated:
+        return f"generated: {path.name}"
+    parts = path.parts
+    for index in range(len(parts) - 1, 0, -1):
+        if parts[index] in ("site-packages", "dist-packages"):
+            return "/".join(("site-packages", *parts[index + 1 :]))
+    if path.is_relative_to(REPO):
+        return path.relative_to(REPO).as_posix() or "."
+    temporary = Path(tempfile.gettempdir())
+    if path.is_relative_to(temporary):
+        return f"$TMPDIR/{path.relative_to(temporary).as_posix()}"
+    shared = Path(os.path.commonpath([path, REPO]))
+    if shared != Path(shared.anchor):  # a folder beside the project's, as ../shared/data is
+        return Path(os.path.relpath(path, REPO)).as_posix()
+    if path.is_relative_to(Path.home()):
+        return f"~/{path.relative_to(Path.home()).as_posix()}"
+    return f".../{path.name}"
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.~$/-])/[^\s\"'`,;:()\[\]{}<>]+")
+
+
+def portable_text(text: str) -> str:
+    """``text`` (a command line, a traceback) with every absolute path in it named by ``portable_path``."""
+    return _ABSOLUTE.sub(lambda match: portable_path(match.group()), text)
 
 
 # --------------------------------------------------------------------------------------------- the machine, a report

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import RESULTS, SHARED_DATA, machine_meta, private_env, run_ctxrag, stop_server, write_report  # benchmarks/common.py
+from common import RESULTS, SHARED_DATA, machine_meta, portable_path, private_env, run_ctxrag, stop_server, write_report  # benchmarks/common.py
 
 PUBLISHED_CODEBASE = {  # Pass@5 / @10 / @20, cookbook (paid APIs: voyage-2, Claude, Cohere)
     "voyage-2 baseline": (80.92, 87.15, 90.06),
@@ -57,7 +57,8 @@ def query_latency(home: Path, name: str, queries: list[str]) -> dict[str, float]
     return p50
 
 
-def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], extra: tuple[str, ...] = ()) -> dict:
+def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], extra: tuple[str, ...] = ()) -> tuple[dict, Path]:
+    """The run's figures, and the fresh CTXRAG_HOME it indexed into."""
     home = Path(tempfile.mkdtemp(prefix=f"ctxrag-bench-{label}-"))
     os.environ["CTXRAG_HOME"] = str(home)
     cold, cold_seconds = ctxrag(home, "index", str(corpus), "--name", label, *extra)
@@ -77,8 +78,8 @@ def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], ex
         "evaluate_seconds": round(eval_seconds, 1),
         "query_p50_ms": query_latency(home, label, queries),
         "metrics": metrics,
-        "home": str(home),
-    }
+        "home": portable_path(home),
+    }, home
 
 
 def bench_elasticsearch_emulator(home: Path, label: str, corpus: Path, evalset: Path, queries: list[str]) -> dict:
@@ -175,22 +176,23 @@ def main() -> None:
     data = args.shared_data
     codebase_queries = [json.loads(line)["query"] for line in (data / "codebase" / "evaluation_set.jsonl").read_text().splitlines() if line.strip()]
     docs_queries = [item["question"] for item in json.loads((data / "anthropic_docs" / "docs_evaluation_sample.json").read_text())]
-    runs = []
+    runs, homes = [], []
     for label, corpus, evalset, queries in [
         ("codebase", data / "codebase" / "codebase_chunks.json", data / "codebase" / "evaluation_set.jsonl", codebase_queries),
         ("docs-summaries", data / "anthropic_docs" / "anthropic_summary_indexed_docs.json", data / "anthropic_docs" / "docs_evaluation_sample.json", docs_queries),
         ("docs-plain", data / "anthropic_docs" / "anthropic_docs.json", data / "anthropic_docs" / "docs_evaluation_sample.json", docs_queries),
     ]:
         print(f"benchmarking {label} ...", file=sys.stderr, flush=True)
-        runs.append({"label": label, **bench_corpus(label, corpus, evalset, queries)})
+        record, home = bench_corpus(label, corpus, evalset, queries)
+        runs.append({"label": label, **record})
+        homes.append(home)
     print("benchmarking codebase on the Elasticsearch backend (noida-db emulator) ...", file=sys.stderr, flush=True)
-    codebase = runs[0]
     emulator = bench_elasticsearch_emulator(
-        Path(codebase["home"]), "codebase-es", data / "codebase" / "codebase_chunks.json",
+        homes[0], "codebase-es", data / "codebase" / "codebase_chunks.json",
         data / "codebase" / "evaluation_set.jsonl", codebase_queries,
     )
-    for run in runs:  # each fresh CTXRAG_HOME (with its own PREFECT_HOME) started a local Prefect server: stop it
-        stop_server(private_env(Path(run["home"])))
+    for home in homes:  # each fresh CTXRAG_HOME (with its own PREFECT_HOME) started a local Prefect server: stop it
+        stop_server(private_env(home))
     results = {"machine": machine_meta(), "runs": runs, "elasticsearch_emulator": emulator}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))

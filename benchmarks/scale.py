@@ -56,7 +56,9 @@ import threading
 import time
 from pathlib import Path
 
-from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git, private_env, site_packages, stop_server  # benchmarks/common.py
+from common import (  # benchmarks/common.py
+    CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git, portable_path, portable_text, private_env, site_packages, stop_server,
+)  # benchmarks/common.py
 
 try:
     import psutil  # comes with the [test] and [dask] extras (via distributed), not with Prefect itself
@@ -357,12 +359,12 @@ def time_queries(home: Path, name: str) -> dict[str, object]:
 
 
 def bench_size(label: str, family: str, source: Path, options: list[str], timeout: float, keep: bool,
-               seed: bool = False, note: str = "", seed_contexts: bool = False) -> dict[str, object]:
+               seed: bool = False, note: str = "", seed_contexts: bool = False, generated: bool = False) -> dict[str, object]:
     home = Path(tempfile.mkdtemp(prefix=f"ctxrag-scale-{label}-"))
     name = label.replace("_", "-")
     record: dict[str, object] = {
-        "size": label, "family": family, "source": str(source), "options": options, "note": note,
-        "home": str(home), "load_average_before": [round(value, 2) for value in os.getloadavg()],
+        "size": label, "family": family, "source": portable_path(source, generated), "options": options, "note": note,
+        "home": portable_path(home), "load_average_before": [round(value, 2) for value in os.getloadavg()],
     }
     print(f"\n== {label}: {source} {' '.join(options)} (home {home})", flush=True)
     try:
@@ -384,12 +386,12 @@ def bench_size(label: str, family: str, source: Path, options: list[str], timeou
         record["task_runs"] = count_task_runs(home)
         if measured["timed_out"]:
             record["status"] = "timeout"
-            record["stderr_tail"] = _tail(home / "index.err")
+            record["stderr_tail"] = portable_text(_tail(home / "index.err"))
             print(f"   TIMEOUT after {measured['wall_seconds']} s", flush=True)
             return record
         if measured["exit_code"] != 0:
             record["status"] = "failed"
-            record["stderr_tail"] = _tail(home / "index.err")
+            record["stderr_tail"] = portable_text(_tail(home / "index.err"))
             print(f"   FAILED (exit {measured['exit_code']}):\n{record['stderr_tail']}", flush=True)
             return record
         report = json.loads((home / "index.out").read_text().strip().splitlines()[-1])
@@ -656,7 +658,7 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
     )
     code = f"git HEAD {meta.get('git_head')}" + (
         f", run from a copy of it (`--code {meta['code']}`) because the working tree had uncommitted changes"
-        if meta.get("code") and Path(meta["code"]) != REPO else f" plus working-tree changes: {meta.get('working_tree_changes')}"
+        if meta.get("code") and meta["code"] != portable_path(REPO) else f" plus working-tree changes: {meta.get('working_tree_changes')}"
     )
     lines = [
         "# ctxrag scale benchmark",
@@ -791,10 +793,10 @@ def main() -> None:
         "cpu": cpu_model(),
         "python": platform.python_version(),
         "prefect": prefect.__version__,
-        "command": "benchmarks/scale.py " + " ".join(sys.argv[1:]),
+        "command": "benchmarks/scale.py " + portable_text(" ".join(sys.argv[1:])),
         "load_average_start": [round(value, 2) for value in os.getloadavg()],
         "task_workers": os.environ.get("CTXRAG_TASK_WORKERS", "4 (default)"),
-        "code": str(CODE) if CODE else str(REPO),
+        "code": portable_path(CODE or REPO),
         "git_head": git("rev-parse", "--short", "HEAD"),
         "working_tree_changes": git("status", "--short", "--untracked-files=no") or "none",
     }
@@ -839,7 +841,7 @@ def main() -> None:
                     check += " Contexts pre-seeded too: no contextualize task runs (the stage only looks them up)."
                 record = bench_size(
                     label, "synthetic-seeded-contexts" if args.seed_contexts else "synthetic", corpus,
-                    ["--contextualizer", "none"], timeout, args.keep, seed=True, seed_contexts=args.seed_contexts,
+                    ["--contextualizer", "none"], timeout, args.keep, seed=True, seed_contexts=args.seed_contexts, generated=True,
                     note=f"Generated ({made['documents']:,} documents x {CHUNKS_PER_DOCUMENT} chunks, "
                          f"{made['bytes'] / 2**20:.0f} MiB of JSON); `--contextualizer none`; embeddings pre-seeded (fast path)." + check,
                 )
