@@ -19,9 +19,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
+from common import RESULTS, SHARED_DATA, write_report  # benchmarks/common.py
 from storage.ledger import LedgerRow, summarize  # noqa: E402
 from tasks.claude.batches import BatchState, run_batches  # noqa: E402
 from tasks.claude.contextualizer import ClaudeContextualizer, ClaudeSettings  # noqa: E402
@@ -72,8 +70,8 @@ def render(model: str, results: dict[str, dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["claude-haiku-4-5", "claude-3-haiku-20240307"])
-    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "data" / "codebase" / "codebase_chunks.json")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--corpus", type=Path, default=SHARED_DATA / "codebase" / "codebase_chunks.json")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     corpus = load_source(args.corpus)
     results: dict[str, dict[str, dict]] = {}
@@ -87,9 +85,7 @@ def main() -> None:
                 results.setdefault(model, {})[mode] = run_mode(mode, model, corpus)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "claude_costs_simulated.json").write_text(json.dumps({"simulated": True, "models": results}, indent=2))
-    text = "\n".join(render(model, modes) for model, modes in results.items())
-    (args.out / "claude_costs_simulated.md").write_text(text)
-    print(text)
+    write_report(args.out / "claude_costs_simulated.md", "\n".join(render(model, modes) for model, modes in results.items()))
 
 
 if __name__ == "__main__":

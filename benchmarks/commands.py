@@ -23,17 +23,12 @@ import platform
 import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from ctxrag_cli import server_cpu_seconds  # benchmarks/ctxrag_cli.py
-from machine import cpu_model  # benchmarks/machine.py
+from common import REPO, RESULTS, SHARED_DATA, cpu_model, failed, git, private_env, run_ctxrag, server_cpu_seconds, stop_server  # benchmarks/common.py
 
-REPO = Path(__file__).resolve().parents[1]
-CTXRAG = [sys.executable, "-c", "from ctxrag.cli import main; main()"]
 MODES = {"temporary": {"CTXRAG_PREFECT_SERVER": "temporary"}, "reused": {"CTXRAG_PREFECT_SERVER": "background"}}
 
 
@@ -48,11 +43,11 @@ def timed(args: list[str], env: dict[str, str], expect_ok: bool = True) -> dict[
     prefect_home = Path(env["PREFECT_HOME"])
     server_before = server_cpu_seconds(prefect_home)
     cpu_before, start = _children_cpu(), time.perf_counter()
-    result = subprocess.run(CTXRAG + args, env=env, capture_output=True, text=True, timeout=1800)
+    result = run_ctxrag(args, env, check=False, timeout=1800)
     wall, cpu = time.perf_counter() - start, _children_cpu() - cpu_before
     server = server_cpu_seconds(prefect_home) - server_before
     if expect_ok and result.returncode != 0:
-        raise SystemExit(f"ctxrag {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+        raise failed(args, result.returncode, result.stderr)
     return {"wall": wall, "cpu": cpu + server, "server_cpu": server, "code": result.returncode}
 
 
@@ -62,12 +57,8 @@ def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def bench_mode(mode: str, shared: Path, scratch: Path, repeats: int) -> dict[str, dict[str, float]]:
     base = scratch / mode
-    (base / "prefect").mkdir(parents=True)  # Prefect creates PREFECT_HOME itself, but not its parents
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
-    env.update({
-        "CTXRAG_HOME": str(base / "home"), "PREFECT_HOME": str(base / "prefect"), "CTXRAG_MODELS_DIR": str(base / "models"),
-        "CTXRAG_CACHE_DIR": str(base / "cache"), "COLUMNS": "200", **MODES[mode],
-    })
+    env = private_env(base / "home", base / "prefect", CTXRAG_MODELS_DIR=str(base / "models"), CTXRAG_CACHE_DIR=str(base / "cache"),
+                      COLUMNS="200", **MODES[mode])
     # a second CTXRAG_HOME of the same user: the machine-wide files (the query export) and the local server exist
     again = {**env, "CTXRAG_HOME": str(base / "home-2")}
     corpus, evalset = shared / "codebase" / "codebase_chunks.json", shared / "codebase" / "evaluation_set.jsonl"
@@ -90,7 +81,7 @@ def bench_mode(mode: str, shared: Path, scratch: Path, repeats: int) -> dict[str
         rows["index cookbook, cold, a second CTXRAG_HOME"] = timed(["index", str(corpus), "--name", "codebase"], again)
         rows["evaluate 248 questions, first, a second CTXRAG_HOME"] = timed(["evaluate", str(evalset), "--name", "codebase"], again)
     finally:
-        subprocess.run(CTXRAG + ["server", "stop"], env=env, capture_output=True, timeout=120)
+        stop_server(env)
     return rows
 
 
@@ -121,16 +112,15 @@ def write(out: Path, results: dict[str, dict[str, dict[str, float]]], meta: dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args()
-    sys.path.insert(0, str(REPO))
     from tasks.precision import choose_precision
 
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "cpu": cpu_model(), "load_before": os.getloadavg()[0],
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip(),
+        "commit": git("rev-parse", "--short", "HEAD"),
         "repeats": options.repeats, "precision": "%s (%s)" % choose_precision(), "python": platform.python_version(),
     }
     scratch = Path(tempfile.mkdtemp(prefix="ctxrag-commands-"))

@@ -29,10 +29,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from common import RESULTS, SHARED_DATA, cpu_model  # benchmarks/common.py
 
 from storage.artifacts import RowCache  # noqa: E402
 from storage.backends.embedded import top_rows  # noqa: E402
@@ -49,7 +48,6 @@ from tasks.evalset import golden_ref, load_evalset  # noqa: E402
 from tasks.load.cookbook import load_cookbook  # noqa: E402
 from tasks.metrics import pass_at_k  # noqa: E402
 from tasks.models import indexed_text  # noqa: E402
-from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
 
 KS = (5, 10, 20)
 
@@ -126,13 +124,13 @@ def say(lines: list[str], text: str = "", table: bool = True) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--contextualizer", choices=["none", "structural"], default="none")
     parser.add_argument("--explore", action="store_true", help="also time bf16 batch sizes and torch thread counts")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own, one per core)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N chunks and queries (a quick check)")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "embedding_speed.md")
+    parser.add_argument("--out", type=Path, default=RESULTS / "embedding_speed.md")
     args = parser.parse_args()
 
     import torch

@@ -13,17 +13,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
+from common import CTXRAG, RESULTS, SHARED_DATA, failed, private_env, start_ctxrag, write_report  # benchmarks/common.py
 from tests.equipment.anthropic_simulator import AnthropicSimulator  # noqa: E402  (test equipment)
 
 LATENCY_S = 0.1
@@ -41,10 +37,9 @@ def answered(simulator: AnthropicSimulator) -> list[str]:
 
 
 def ctxrag(home: Path, simulator: AnthropicSimulator, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "CTXRAG_HOME": str(home), "ANTHROPIC_BASE_URL": simulator.url, "ANTHROPIC_API_KEY": FAKE_KEY,
-           "PREFECT_HOME": str(home / "prefect"), "CTXRAG_PREFECT_SERVER": "temporary"}  # nothing outlives the command
-    env.pop("PREFECT_API_URL", None)
-    return subprocess.Popen([str(REPO / ".venv" / "bin" / "ctxrag"), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = private_env(home, ANTHROPIC_BASE_URL=simulator.url, ANTHROPIC_API_KEY=FAKE_KEY,
+                      CTXRAG_PREFECT_SERVER="temporary")  # nothing outlives the command
+    return start_ctxrag(list(args), env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def index(home: Path, simulator: AnthropicSimulator, corpus: Path, concurrency: int) -> subprocess.Popen:
@@ -54,7 +49,7 @@ def index(home: Path, simulator: AnthropicSimulator, corpus: Path, concurrency: 
 def finish(process: subprocess.Popen) -> None:
     _, stderr = process.communicate()
     if process.returncode != 0:
-        raise SystemExit(f"ctxrag failed ({process.returncode}):\n{stderr[-3000:]}")
+        raise failed(process.args[len(CTXRAG) :], process.returncode, stderr)
 
 
 def plain_run(corpus: Path, concurrency: int) -> dict[str, object]:
@@ -94,9 +89,9 @@ def kill_run(corpus: Path, concurrency: int, chunks: int) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     corpus = args.shared_data / "codebase" / "codebase_chunks.json"
     chunks = sum(len(document["chunks"]) for document in json.loads(corpus.read_text()))
@@ -118,10 +113,7 @@ def main() -> None:
         f"{killed['calls_after_resume']} calls after, {killed['repeated_calls']} repeated (bound: {args.concurrency}), "
         f"every chunk answered: {killed['all_chunks_answered']} |",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "paid_limits_simulated.md").write_text(text)
+    write_report(args.out / "paid_limits_simulated.md", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

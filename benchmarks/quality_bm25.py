@@ -18,7 +18,6 @@ import argparse
 import itertools
 import os
 import platform
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -27,12 +26,11 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from quality_cv import (  # noqa: E402
-    ABSENT, DEPTH, KS, Dataset, cli_index, code_scores, codebase_folds, cross_validate, docs_scores, document_ranks,
-    interval, load_dataset, v_doc_rank,
-)
+from common import RESULTS, SHARED_DATA, write_report  # benchmarks/common.py
+from quality_cv_data import ABSENT, DEPTH, KS, Dataset, cli_index, codebase_folds, document_ranks, load_dataset
+from quality_cv_fusion import v_doc_rank
+from quality_cv_report import interval
+from quality_cv_select import code_scores, cross_validate, docs_scores
 from storage.tokenize import tokenize  # noqa: E402
 from tasks.models import indexed_text  # noqa: E402
 from tasks.search import DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
@@ -78,9 +76,9 @@ def with_bm25(data: Dataset, ranked: list[tuple[np.ndarray, np.ndarray, np.ndarr
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared-data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
     parser.add_argument("--home", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-bm25-"))
     os.environ["CTXRAG_HOME"] = str(home)
@@ -141,10 +139,7 @@ def main() -> None:
         "Intervals: paired bootstrap (tasks.significance, 10,000 resamples, 95%) of CV per-query Pass@k minus today's "
         "hybrid-doc, in points; `*` where it excludes 0.",
     ]
-    text = "\n".join(lines) + "\n"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "quality_bm25.md").write_text(text)
-    print(text)
+    write_report(args.out / "quality_bm25.md", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

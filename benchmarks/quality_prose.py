@@ -32,11 +32,8 @@ import json
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import quality_cv as cv  # noqa: E402
+from common import RESULTS, SHARED_DATA, machine_meta, provenance, write_report  # benchmarks/common.py
+from quality_cv_data import cli_index
 from storage.index_store import IndexStore, StoredIndex  # noqa: E402
 from tasks.load.chunking import _HEADING, _fence_after  # noqa: E402  (the chunker's own heading and fence rules)
 from tasks.metrics import hit_at_k, pass_at_k, reciprocal_rank_at_k  # noqa: E402
@@ -201,7 +198,7 @@ def render(scores: dict[str, np.ndarray], meta: dict, docs: list[tuple[str, str,
     lines = [
         "# Prose checks: hybrid-doc (tuned on code) or hybrid (untuned RRF), on package READMEs and on the docs corpus's summaries",
         "",
-        f"{cv.provenance(meta)}; {meta['platform']}. Produced by `benchmarks/quality_prose.py` in "
+        f"{provenance(meta)}; {meta['platform']}. Produced by `benchmarks/quality_prose.py` in "
         f"{meta['wall']:.0f} s (indexing {meta['index_seconds']:.0f} s).",
         "",
         f"- {len(docs)} distributions with a Markdown description of at least {MIN_DESCRIPTION:,} characters (of "
@@ -239,8 +236,8 @@ def render(scores: dict[str, np.ndarray], meta: dict, docs: list[tuple[str, str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, default=None, help="CTXRAG_HOME (default: a new temporary folder)")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "quality_prose.md")
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--out", type=Path, default=RESULTS / "quality_prose.md")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
     args = parser.parse_args()
     started = time.perf_counter()
     home = (args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-prose-"))).resolve()
@@ -250,7 +247,7 @@ def main() -> None:
     questions, counts = build_set(docs, folder)
     counts["sampled"] = len(questions)
     clock = time.perf_counter()
-    cv.cli_index(home, folder, "prose")
+    cli_index(home, folder, "prose")
     index_seconds = time.perf_counter() - clock
     index = IndexStore(home).open("prose")
     golden = golden_rows(index, questions)
@@ -260,12 +257,12 @@ def main() -> None:
     questions, golden = [questions[i] for i in kept], [golden[i] for i in kept]
     scores = evaluate(Searcher(index, home=home), questions, golden)
     docs_home = home / "docs"  # a home of its own: nothing indexed with summaries is reused
-    cv.cli_index(docs_home, args.shared_data / "anthropic_docs" / "anthropic_docs.json", "docs-plain")
+    cli_index(docs_home, args.shared_data / "anthropic_docs" / "anthropic_docs.json", "docs-plain")
     docs_index = IndexStore(docs_home).open("docs-plain")
     summary_set, summary_golden = summary_questions(args.shared_data, docs_index)
     summary_scores = evaluate(Searcher(docs_index, home=docs_home), summary_set, summary_golden)
     meta = {
-        **cv.machine_meta(),
+        **machine_meta(),
         "platform": platform.platform(),
         "installed": len({normalized(d.metadata["Name"] or "") for d in importlib.metadata.distributions()}),
         "files": len(set(index.chunks["doc_id"].to_pylist())),
@@ -277,7 +274,7 @@ def main() -> None:
         "summary_scores": summary_scores,
         "wall": time.perf_counter() - started,
     }
-    cv.write_report(args.out, render(scores, meta, docs))
+    write_report(args.out, render(scores, meta, docs))
 
 
 if __name__ == "__main__":

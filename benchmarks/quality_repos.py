@@ -35,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import quality_cv as cv  # noqa: E402
+from common import RESULTS, SHARED_DATA, machine_meta, provenance, site_packages, write_report  # benchmarks/common.py
+from quality_cv_data import KS, Dataset, cli_index, load_dataset
+from quality_cv_fusion import VARIANTS, v_rrf, v_single
+from quality_cv_report import describe, disagreement_table, interval
+from quality_cv_select import code_scores, run_variant
 from tasks.load import load_source  # noqa: E402
 from tasks.structure import mentioned_names  # noqa: E402
 
@@ -129,9 +129,9 @@ def write_evalset(copy: Path, mined: list[tuple[str, str, str]], out: Path, seed
 
 
 REFERENCES = {
-    "bm25": (cv.v_single, {"retriever": "bm25"}),
-    "vector": (cv.v_single, {"retriever": "vector"}),
-    "hybrid": (cv.v_rrf, {"kb": 60, "kv": 60, "w": 1.0}),
+    "bm25": (v_single, {"retriever": "bm25"}),
+    "vector": (v_single, {"retriever": "vector"}),
+    "hybrid": (v_rrf, {"kb": 60, "kv": 60, "w": 1.0}),
 }
 TUNED = ("doc-rank", "doc-def", "doc-position")  # quality_cv families, each at its whole-set choice
 ABOUT = {
@@ -157,23 +157,23 @@ def prepare_repository(package: Path, home: Path, name: str) -> tuple[Path, Path
     return copy, evalset
 
 
-def codebase_choices(code: cv.Dataset) -> dict[str, tuple]:
+def codebase_choices(code: Dataset) -> dict[str, tuple]:
     """Each tuned family's configuration best on the whole codebase set (quality_cv's grids and objective)."""
     chosen = dict(REFERENCES)
     for family in TUNED:
-        function, params_grid, _ = cv.VARIANTS[family]
-        scores = np.stack([cv.code_scores(code, cv.run_variant(code, function, params)) for params in params_grid])
+        function, params_grid, _ = VARIANTS[family]
+        scores = np.stack([code_scores(code, run_variant(code, function, params)) for params in params_grid])
         chosen[family] = (function, params_grid[int(np.argmax(scores.mean(axis=(1, 2))))])
     function, params = chosen["doc-def"]
     chosen["doc-def, dm=0"] = (function, {**params, "dm": 0.0})  # ablation: its fusion weights without definitions
     return chosen
 
 
-def score(data: cv.Dataset, strategies: dict[str, tuple]) -> dict[str, np.ndarray]:
-    return {name: cv.code_scores(data, cv.run_variant(data, function, params)) for name, (function, params) in strategies.items()}
+def score(data: Dataset, strategies: dict[str, tuple]) -> dict[str, np.ndarray]:
+    return {name: code_scores(data, run_variant(data, function, params)) for name, (function, params) in strategies.items()}
 
 
-def definition_reach(data: cv.Dataset) -> tuple[float, float]:
+def definition_reach(data: Dataset) -> tuple[float, float]:
     """Share of questions where some candidate defines a name the question mentions, and where the golden one does."""
     row_of = {ref: row for row, ref in enumerate(data.refs)}
     some = golden = 0
@@ -189,7 +189,7 @@ def render(results: dict[str, dict], meta: dict) -> str:
     lines = [
         "# Real repositories, docstring questions: do the codebase set's choices hold?",
         "",
-        f"{cv.provenance(meta)}. Produced by "
+        f"{provenance(meta)}. Produced by "
         "`benchmarks/quality_repos.py`; how the questions are made is in its docstring. Offline defaults; parameters "
         "from the codebase set (each family's whole-set choice, quality_cv's grids), none tuned here. Pass@k in %; "
         "differences (points) against doc-rank and against hybrid (RRF k=60): paired bootstrap, 10,000 resamples, 95%, "
@@ -208,15 +208,15 @@ def render(results: dict[str, dict], meta: dict) -> str:
             cells = []
             for base in ("doc-rank", "hybrid"):
                 same = name == base or (base == "doc-rank" and name not in ABOUT)
-                cells += ["-"] * 3 if same else [cv.interval(values[:, i], scores[base][:, i]) for i in range(len(cv.KS))]
+                cells += ["-"] * 3 if same else [interval(values[:, i], scores[base][:, i]) for i in range(len(KS))]
             label = f"{name}: {ABOUT[name]}" if name in ABOUT else name
             lines.append(f"| {label} | " + " | ".join(f"{100 * v:.2f}" for v in values.mean(axis=0)) + " | " + " | ".join(cells) + " |")
         lines += ["", "Where bm25 and vector disagree (found = Pass@k of 1; each fusion's mean Pass@k on those queries):", ""]
-        lines += cv.disagreement_table(scores, ["hybrid", "doc-def"])
+        lines += disagreement_table(scores, ["hybrid", "doc-def"])
         reach = result["reach"]
         lines += ["", f"A definition match fires for {100 * reach[0]:.0f}% of the questions (some candidate defines a name the "
                   f"question mentions); the golden chunk defines one in {100 * reach[1]:.0f}%.", ""]
-    lines += ["Parameters (chosen on the whole codebase set): " + "; ".join(f"{name}: `{cv.describe((name if name in TUNED else 'doc-def', params))}`" for name, (_, params) in meta["strategies"].items() if name in ABOUT), ""]
+    lines += ["Parameters (chosen on the whole codebase set): " + "; ".join(f"{name}: `{describe((name if name in TUNED else 'doc-def', params))}`" for name, (_, params) in meta["strategies"].items() if name in ABOUT), ""]
     return "\n".join(lines)
 
 
@@ -224,21 +224,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", default="rich,sqlalchemy/orm", help="folders under site-packages")
     parser.add_argument("--home", type=Path, default=None)
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    site = Path(next(path for path in sys.path if path.endswith("site-packages")))
+    site = site_packages()
     home = args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-repos-"))
     os.environ["CTXRAG_HOME"] = str(home)
     corpus = args.shared_data / "codebase" / "codebase_chunks.json"
-    cv.cli_index(home, corpus, "code")
-    strategies = codebase_choices(cv.load_dataset("code", home, args.shared_data / "codebase" / "evaluation_set.jsonl"))
+    cli_index(home, corpus, "code")
+    strategies = codebase_choices(load_dataset("code", home, args.shared_data / "codebase" / "evaluation_set.jsonl"))
     results: dict[str, dict] = {}
     for package in args.packages.split(","):
         name = repository_index_name(package)
         copy, evalset = prepare_repository(site / package, home, name)
-        cv.cli_index(home, copy, name)
-        data = cv.load_dataset(name, home, evalset)
+        cli_index(home, copy, name)
+        data = load_dataset(name, home, evalset)
         results[package] = {
             "chunks": len(data.refs),
             "documents": int(data.doc_of_row.max() + 1),
@@ -246,7 +246,7 @@ def main() -> None:
             "scores": score(data, strategies),
             "reach": definition_reach(data),
         }
-    cv.write_report(args.out / "quality_repos.md", render(results, {**cv.machine_meta(), "strategies": strategies}))
+    write_report(args.out / "quality_repos.md", render(results, {**machine_meta(), "strategies": strategies}))
 
 
 if __name__ == "__main__":

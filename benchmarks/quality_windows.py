@@ -28,12 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import quality_cv as cv  # noqa: E402
-import quality_repos as repos  # noqa: E402
+import quality_repos as repos
+from common import RESULTS, SHARED_DATA, machine_meta, provenance, site_packages, write_report  # benchmarks/common.py
+from quality_cv_data import (
+    ABSENT, DEPTH, Dataset, Query, cli_index, codebase_folds, document_ranks, load_dataset, round_robin_folds,
+)
+from quality_cv_fusion import v_doc_signals, v_rrf, v_single
+from quality_cv_report import describe, interval
+from quality_cv_select import code_scores, docs_scores, evaluate_variants, run_variant
 from tasks.embed import LocalEmbedder  # noqa: E402
 from tasks.embedder_spec import LOCAL_DEFINES_CHARS, EmbedderSpec  # noqa: E402
 from tasks.search import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
@@ -45,7 +47,7 @@ HYBRID_DOC = {  # the product's constants, in quality_cv's terms (BM25's own wei
     "uv": DOC_FUSION_DOCUMENT_WEIGHTS["vector"], "dm": DOC_FUSION_DEFINITION_WEIGHT,
 }
 assert DOC_FUSION_WEIGHTS["bm25"] == 1.0
-STRATEGIES = {"vector": (cv.v_single, {"retriever": "vector"}), "hybrid": (cv.v_rrf, {"kb": 60, "kv": 60, "w": 1.0}), "hybrid-doc": (cv.v_doc_signals, HYBRID_DOC)}
+STRATEGIES = {"vector": (v_single, {"retriever": "vector"}), "hybrid": (v_rrf, {"kb": 60, "kv": 60, "w": 1.0}), "hybrid-doc": (v_doc_signals, HYBRID_DOC)}
 
 
 @dataclass
@@ -59,7 +61,7 @@ class Embedding:
     pieces: int
 
 
-def embeddings(data: cv.Dataset, windows: list[int], embedder: LocalEmbedder) -> dict[str, Embedding]:
+def embeddings(data: Dataset, windows: list[int], embedder: LocalEmbedder) -> dict[str, Embedding]:
     """whole (the previous default), pooled windows of each size, and max-sim over the same windows (a probe)."""
     table = data.searcher.index.chunks
     pairs = list(zip(table["context"].to_pylist(), table["content"].to_pylist()))
@@ -84,7 +86,7 @@ def embeddings(data: cv.Dataset, windows: list[int], embedder: LocalEmbedder) ->
     return out
 
 
-def with_vectors(data: cv.Dataset, embedding: Embedding) -> cv.Dataset:
+def with_vectors(data: Dataset, embedding: Embedding) -> Dataset:
     """``data`` with its vector ranking recomputed from ``embedding`` (max-sim: a chunk scores its best window)."""
     queries_matrix = np.stack([data.searcher.query_vector(query.text) for query in data.queries])
     rows = len(data.refs)
@@ -96,25 +98,25 @@ def with_vectors(data: cv.Dataset, embedding: Embedding) -> cv.Dataset:
         similarity = best
     queries = []
     for number, query in enumerate(data.queries):
-        order = np.argsort(-similarity[number], kind="stable")[: cv.DEPTH]
-        rv = np.full(rows, cv.ABSENT)
+        order = np.argsort(-similarity[number], kind="stable")[: DEPTH]
+        rv = np.full(rows, ABSENT)
         rv[order] = np.arange(1, order.size + 1)
         sv = np.full(rows, np.nan)
         sv[order] = similarity[number, order]
-        queries.append(cv.Query(query.text, query.golden, query.rb, rv, query.sb, sv, query.db, cv.document_ranks(rv, data.doc_of_row)))
-    return cv.Dataset(data.name, data.searcher, data.evalset, data.refs, data.doc_of_row, queries, data.defines, data.chunk_index)
+        queries.append(Query(query.text, query.golden, query.rb, rv, query.sb, sv, query.db, document_ranks(rv, data.doc_of_row)))
+    return Dataset(data.name, data.searcher, data.evalset, data.refs, data.doc_of_row, queries, data.defines, data.chunk_index)
 
 
-def scores(data: cv.Dataset, docs: bool) -> dict[str, np.ndarray]:
-    metric = cv.docs_scores if docs else cv.code_scores
-    return {name: metric(data, cv.run_variant(data, function, params)) for name, (function, params) in STRATEGIES.items()}
+def scores(data: Dataset, docs: bool) -> dict[str, np.ndarray]:
+    metric = docs_scores if docs else code_scores
+    return {name: metric(data, run_variant(data, function, params)) for name, (function, params) in STRATEGIES.items()}
 
 
 def render(results: dict[str, dict], meta: dict) -> str:
     lines = [
         "# Whole texts or pooled windows for the local model",
         "",
-        f"{cv.provenance(meta)}. Produced by "
+        f"{provenance(meta)}. Produced by "
         "`benchmarks/quality_windows.py` (method in its docstring). `embed s` is a rough cost: the embeddings run in "
         "one process, whole first (it pays the warm-up) and each as one big call, not as the index flow batches them; "
         "speed side by side is in `scale_windows.md`. Codebase set and repositories: Pass@5/10/20 (%); docs "
@@ -131,7 +133,7 @@ def render(results: dict[str, dict], meta: dict) -> str:
         for embedding, table in result["scores"].items():
             cost = result["costs"][embedding]
             cells = [" / ".join(f"{value:.3f}" if docs else f"{100 * value:.2f}" for value in table[s].mean(axis=0)) for s in STRATEGIES]
-            versus = "-" if embedding == "whole" else " / ".join(cv.interval(table["hybrid-doc"][:, i], base[:, i]) for i in range(base.shape[1]))
+            versus = "-" if embedding == "whole" else " / ".join(interval(table["hybrid-doc"][:, i], base[:, i]) for i in range(base.shape[1]))
             lines.append(f"| {embedding} | {cost.texts:,} | {cost.pieces:,} | {cost.seconds:.1f} | " + " | ".join(cells) + f" | {versus} |")
         lines.append("")
         if "cv" in result:
@@ -141,9 +143,9 @@ def render(results: dict[str, dict], meta: dict) -> str:
             for embedding, families in result["cv"].items():
                 chosen = families["cv-select"]
                 families_picked = ", ".join(f"{family} {count}" for family, count in sorted({p[0]: sum(q[0] == p[0] for q in chosen.picks) for p in chosen.picks}.items()))
-                versus = "-" if embedding == "whole" else " / ".join(cv.interval(chosen.cv[:, i], whole_cv[:, i]) for i in range(3))
+                versus = "-" if embedding == "whole" else " / ".join(interval(chosen.cv[:, i], whole_cv[:, i]) for i in range(3))
                 lines.append(f"| {embedding} | " + " / ".join(f"{100 * v:.2f}" for v in chosen.cv.mean(axis=0)) + " | "
-                             + " / ".join(f"{100 * v:.2f}" for v in chosen.plain.mean(axis=0)) + f" | `{cv.describe(chosen.final)}` | {families_picked} | {versus} |")
+                             + " / ".join(f"{100 * v:.2f}" for v in chosen.plain.mean(axis=0)) + f" | `{describe(chosen.final)}` | {families_picked} | {versus} |")
             lines.append("")
     return "\n".join(lines)
 
@@ -153,12 +155,12 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=None)
     parser.add_argument("--windows", default="128,256", help="window sizes in word pieces")
     parser.add_argument("--packages", default="rich,sqlalchemy/orm", help="folders under site-packages (quality_repos)")
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="ctxrag-quality-windows-"))
     os.environ["CTXRAG_HOME"] = str(home)
-    data_dir, site = args.shared_data, Path(next(path for path in sys.path if path.endswith("site-packages")))
+    data_dir, site = args.shared_data, site_packages()
     sets = [("code", data_dir / "codebase" / "codebase_chunks.json", data_dir / "codebase" / "evaluation_set.jsonl"),
             ("docs", data_dir / "anthropic_docs" / "anthropic_summary_indexed_docs.json", data_dir / "anthropic_docs" / "docs_evaluation_sample.json")]
     for package in args.packages.split(","):
@@ -168,21 +170,21 @@ def main() -> None:
     windows = [int(size) for size in args.windows.split(",")]
     results: dict[str, dict] = {}
     for name, source, evalset in sets:
-        cv.cli_index(home, source, name)
-        data = cv.load_dataset(name, home, evalset)
+        cli_index(home, source, name)
+        data = load_dataset(name, home, evalset)
         docs = name == "docs"
         result: dict = {"chunks": len(data.refs), "queries": len(data.queries), "docs": docs, "scores": {}, "costs": {}}
         if name == "code":
-            folds, folds_rr = cv.codebase_folds(source, data), cv.round_robin_folds(source, data)
+            folds, folds_rr = codebase_folds(source, data), round_robin_folds(source, data)
             result["cv"] = {}
         for label, embedding in embeddings(data, windows, embedder).items():
             rescored = with_vectors(data, embedding)
             result["scores"][label], result["costs"][label] = scores(rescored, docs), embedding
             if name == "code":
-                result["cv"][label] = cv.evaluate_variants(rescored, folds, folds_rr, CV_FAMILIES)
+                result["cv"][label] = evaluate_variants(rescored, folds, folds_rr, CV_FAMILIES)
             print(f"{name} {label}: {embedding.seconds:.1f} s", file=sys.stderr, flush=True)
         results[name] = result
-    cv.write_report(args.out / "quality_windows.md", render(results, cv.machine_meta()))
+    write_report(args.out / "quality_windows.md", render(results, machine_meta()))
 
 
 if __name__ == "__main__":

@@ -13,17 +13,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from ctxrag_cli import private_env, stop_server  # benchmarks/ctxrag_cli.py
-from machine import machine_meta  # benchmarks/machine.py
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import RESULTS, SHARED_DATA, machine_meta, portable_path, private_env, run_ctxrag, stop_server, write_report  # benchmarks/common.py
 
 PUBLISHED_CODEBASE = {  # Pass@5 / @10 / @20, cookbook (paid APIs: voyage-2, Claude, Cohere)
     "voyage-2 baseline": (80.92, 87.15, 90.06),
@@ -39,13 +34,9 @@ PUBLISHED_DOCS = {  # k=3, all 100 questions: precision / recall / F1 / MRR
 
 
 def ctxrag(home: Path, *args: str, extra_env: dict[str, str] | None = None) -> tuple[dict, float]:
-    env = private_env(home, **(extra_env or {}))
     started = time.perf_counter()
-    result = subprocess.run([str(REPO / ".venv" / "bin" / "ctxrag"), *args, "--json"], capture_output=True, text=True, env=env)
-    elapsed = time.perf_counter() - started
-    if result.returncode:
-        raise SystemExit(f"ctxrag {' '.join(args)} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout), elapsed
+    result = run_ctxrag([*args, "--json"], private_env(home, **(extra_env or {})))
+    return json.loads(result.stdout), time.perf_counter() - started
 
 
 def query_latency(home: Path, name: str, queries: list[str]) -> dict[str, float]:
@@ -66,7 +57,8 @@ def query_latency(home: Path, name: str, queries: list[str]) -> dict[str, float]
     return p50
 
 
-def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], extra: tuple[str, ...] = ()) -> dict:
+def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], extra: tuple[str, ...] = ()) -> tuple[dict, Path]:
+    """The run's figures, and the fresh CTXRAG_HOME it indexed into."""
     home = Path(tempfile.mkdtemp(prefix=f"ctxrag-bench-{label}-"))
     os.environ["CTXRAG_HOME"] = str(home)
     cold, cold_seconds = ctxrag(home, "index", str(corpus), "--name", label, *extra)
@@ -86,8 +78,8 @@ def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], ex
         "evaluate_seconds": round(eval_seconds, 1),
         "query_p50_ms": query_latency(home, label, queries),
         "metrics": metrics,
-        "home": str(home),
-    }
+        "home": portable_path(home),
+    }, home
 
 
 def bench_elasticsearch_emulator(home: Path, label: str, corpus: Path, evalset: Path, queries: list[str]) -> dict:
@@ -178,33 +170,33 @@ def _fmt(name: str, value: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     data = args.shared_data
     codebase_queries = [json.loads(line)["query"] for line in (data / "codebase" / "evaluation_set.jsonl").read_text().splitlines() if line.strip()]
     docs_queries = [item["question"] for item in json.loads((data / "anthropic_docs" / "docs_evaluation_sample.json").read_text())]
-    runs = []
+    runs, homes = [], []
     for label, corpus, evalset, queries in [
         ("codebase", data / "codebase" / "codebase_chunks.json", data / "codebase" / "evaluation_set.jsonl", codebase_queries),
         ("docs-summaries", data / "anthropic_docs" / "anthropic_summary_indexed_docs.json", data / "anthropic_docs" / "docs_evaluation_sample.json", docs_queries),
         ("docs-plain", data / "anthropic_docs" / "anthropic_docs.json", data / "anthropic_docs" / "docs_evaluation_sample.json", docs_queries),
     ]:
         print(f"benchmarking {label} ...", file=sys.stderr, flush=True)
-        runs.append({"label": label, **bench_corpus(label, corpus, evalset, queries)})
+        record, home = bench_corpus(label, corpus, evalset, queries)
+        runs.append({"label": label, **record})
+        homes.append(home)
     print("benchmarking codebase on the Elasticsearch backend (noida-db emulator) ...", file=sys.stderr, flush=True)
-    codebase = runs[0]
     emulator = bench_elasticsearch_emulator(
-        Path(codebase["home"]), "codebase-es", data / "codebase" / "codebase_chunks.json",
+        homes[0], "codebase-es", data / "codebase" / "codebase_chunks.json",
         data / "codebase" / "evaluation_set.jsonl", codebase_queries,
     )
-    for run in runs:  # each fresh CTXRAG_HOME (with its own PREFECT_HOME) started a local Prefect server: stop it
-        stop_server(Path(run["home"]))
+    for home in homes:  # each fresh CTXRAG_HOME (with its own PREFECT_HOME) started a local Prefect server: stop it
+        stop_server(private_env(home))
     results = {"machine": machine_meta(), "runs": runs, "elasticsearch_emulator": emulator}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
-    (args.out / "results.md").write_text(render(results))
-    print(render(results))
+    write_report(args.out / "results.md", render(results))
 
 
 if __name__ == "__main__":

@@ -26,12 +26,9 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
+from common import RESULTS, cpu_model, write_report  # benchmarks/common.py
 from ctxrag.prefect_commands.server_process import SERVICES_OFF, SERVICES_ON, answers, choose_port, server_environment, terminate  # noqa: E402
 from ctxrag.prefect_commands.server_template import make_template  # noqa: E402
-from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
 
 FLOW = "from prefect import flow, task\n@task\ndef a(x): return x + 1\n@flow\ndef f():\n    return [a(i) for i in range(3)]\nf()\n"
 ALL = SERVICES_ON + SERVICES_OFF
@@ -90,7 +87,7 @@ def measure(template: Path, args: list[str], switches: dict[str, str]) -> dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="ctxrag-services-template-"))
     os.environ["CTXRAG_CACHE_DIR"] = str(scratch)
@@ -123,8 +120,7 @@ def main() -> None:
     lines += ["", f"ctxrag's services: {', '.join(name.lower() for name in SERVICES_ON)} on; off: "
               f"{', '.join(name.lower() for name in SERVICES_OFF)} (they serve deployments, workers and automations, "
               "which need a server of the user's own).", ""]
-    (args.out / "server_services.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    write_report(args.out / "server_services.md", "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,6 +25,17 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"  # the cookbook's codebase and docs corpora, beside the repository
 SAMPLE_CORPUS = REPO / "data" / "sample" / "corpus"
 SAMPLE_QUESTIONS = REPO / "data" / "sample" / "questions.jsonl"
+BENCHMARKS = REPO / "benchmarks"  # scripts, not a package: they import each other by bare name from their folder
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """``benchmarks/NAME.py`` imported as the scripts import it (their folder first on sys.path)."""
+    import importlib
+    import sys
+
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    return importlib.import_module(name)
 
 # --- keys ----------------------------------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""The package's shape, read from the code's own imports: layers only downward, no import cycle, small modules, and
-no branch on the index backend outside storage/ (adding a backend is one module in storage/backends/)."""
+"""The package's shape, read from the code's own imports: layers only downward, no import cycle, small modules (the
+benchmark scripts and their modules too), and no branch on the index backend outside storage/ (adding a backend is
+one module in storage/backends/)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 LAYERS = {"storage": 0, "tasks": 1, "flows": 2, "ctxrag": 3}  # an import may only point to the same layer or below
 MAX_LINES = 400
 BACKEND_NAMES = {"embedded", "elasticsearch"}
+BENCHMARKS = REPO / "benchmarks"  # scripts and the modules they share, outside the layers
 
 
 def modules() -> dict[str, Path]:
@@ -103,6 +105,12 @@ def test_modules_stay_small(name: str) -> None:
     assert lines <= MAX_LINES, f"{name}: {lines} lines"
 
 
+@pytest.mark.parametrize("path", sorted(BENCHMARKS.glob("*.py")), ids=lambda path: path.name)
+def test_benchmark_modules_stay_small(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"benchmarks/{path.name}: {lines} lines"
+
+
 def test_only_storage_branches_on_the_backend() -> None:
     branches = []
     for name, path in modules().items():
@@ -120,3 +128,4 @@ def test_the_checks_see_what_they_check() -> None:
     edges = graph()
     assert "storage.index_store" in edges["tasks.search"] and "tasks.search" in edges["flows.evaluate"]
     assert len(edges) > 40
+    assert len(list(BENCHMARKS.glob("*.py"))) > 10
