@@ -95,6 +95,7 @@ def main() -> None:
     if not make_template(template, server_environment(scratch)):
         raise SystemExit("could not migrate a template database")
     configs = configurations()
+    load_before = round(os.getloadavg()[0], 2)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
     for repeat in range(args.repeats):
         for name, (extra, switches) in configs.items():
@@ -104,12 +105,14 @@ def main() -> None:
     medians = {name: {key: statistics.median(run[key] for run in found) for key in found[0]} for name, found in runs.items()}
     import prefect
 
-    meta = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "cpus": os.cpu_count(), "prefect": prefect.__version__, "repeats": args.repeats}
+    meta = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "cpus": os.cpu_count(), "prefect": prefect.__version__,
+            "repeats": args.repeats, "load_before": load_before, "load_after": round(os.getloadavg()[0], 2)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "server_services.json").write_text(json.dumps({"meta": meta, "medians": medians, "runs": runs}, indent=2))
     base = medians["--no-services (the previous release)"]["start_seconds"]
     lines = ["# The local Prefect server's services: start cost and what the UI gets", "",
              f"`benchmarks/server_services.py`, {meta['date']}, Prefect {meta['prefect']}, {meta['cpus']} CPUs ({meta['cpu']}); "
+             f"load average {meta['load_before']} before, {meta['load_after']} after; "
              f"median of {args.repeats} starts each, configurations alternating. Start = seconds to a healthy /api/health on "
              "a migrated database; task runs = what the server recorded of a 3-task flow; idle CPU over 10 s; RSS of the "
              "server's processes.", "",
