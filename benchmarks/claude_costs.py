@@ -20,10 +20,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from common import RESULTS, SHARED_DATA, write_report  # benchmarks/common.py
-from storage.ledger import LedgerRow, summarize  # noqa: E402
-from tasks.claude.batches import BatchState, run_batches  # noqa: E402
-from tasks.claude.contextualizer import ClaudeContextualizer, ClaudeSettings  # noqa: E402
-from tasks.load import load_source  # noqa: E402
+from ctxrag.storage.ledger import LedgerRow, summarize  # noqa: E402
+from ctxrag.tasks.context.claude.batches import BatchState, run_batches  # noqa: E402
+from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer, ClaudeSettings  # noqa: E402
+from ctxrag.tasks.load import load_source  # noqa: E402
 from tests.equipment.anthropic_simulator import AnthropicSimulator  # noqa: E402
 
 COOKBOOK = "737 chunks, Claude 3 Haiku, per-chunk with caching: about $2.85, 61.83% of input tokens read from cache"
@@ -49,7 +49,7 @@ def render(model: str, results: dict[str, dict]) -> str:
     lines = [
         f"## {model}: tokens and cost per mode (SIMULATED)",
         "",
-        f"Model priced: `{model}` (prices in `tasks/claude/pricing.py`). Corpus: the cookbook's codebase set, 90 documents,",
+        f"Model priced: `{model}` (prices in `tasks/context/claude/pricing.py`). Corpus: the cookbook's codebase set, 90 documents,",
         "737 chunks. **Every number below comes from the local Anthropic simulator, not the API**: token counts use the",
         "simulator's rule (ceil(UTF-8 bytes / 4) per text block + 3 per message), not Claude's tokenizer. Produced by",
         "`benchmarks/claude_costs.py`.",

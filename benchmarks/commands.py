@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args()
-    from tasks.precision import choose_precision
+    from ctxrag.tasks.embedding.precision import choose_precision
 
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "cpu": cpu_model(), "load_before": os.getloadavg()[0],

@@ -33,21 +33,21 @@ import numpy as np
 
 from common import RESULTS, SHARED_DATA, cpu_model  # benchmarks/common.py
 
-from storage.artifacts import RowCache  # noqa: E402
-from storage.backends.embedded import top_rows  # noqa: E402
-from storage.vectors import VectorIndex  # noqa: E402
-from tasks.contextualize import NoContext, StructuralContextualizer  # noqa: E402
-from tasks.embed import (  # noqa: E402
+from ctxrag.storage.artifacts import RowCache  # noqa: E402
+from ctxrag.storage.backends.embedded import top_rows  # noqa: E402
+from ctxrag.storage.vectors import VectorIndex  # noqa: E402
+from ctxrag.tasks.context.contextualize import NoContext, StructuralContextualizer  # noqa: E402
+from ctxrag.tasks.embedding.embed import (  # noqa: E402
     BATCH_SIZE,
     EmbedderSpec,
     LocalEmbedder,
     embed_with_cache,
 )
-from tasks.precision import cpu_has_native_bf16, measured_bf16_speedup  # noqa: E402
-from tasks.evalset import golden_ref, load_evalset  # noqa: E402
-from tasks.load.cookbook import load_cookbook  # noqa: E402
-from tasks.metrics import pass_at_k  # noqa: E402
-from tasks.models import indexed_text  # noqa: E402
+from ctxrag.tasks.embedding.precision import cpu_has_native_bf16, measured_bf16_speedup  # noqa: E402
+from ctxrag.tasks.evaluation.evalset import golden_ref, load_evalset  # noqa: E402
+from ctxrag.tasks.load.cookbook import load_cookbook  # noqa: E402
+from ctxrag.tasks.evaluation.metrics import pass_at_k  # noqa: E402
+from ctxrag.tasks.common.models import indexed_text  # noqa: E402
 
 KS = (5, 10, 20)
 

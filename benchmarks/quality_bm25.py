@@ -4,8 +4,8 @@
 
 Indexes the codebase set and the docs sample (summaries) with the `ctxrag` CLI on offline defaults, as
 `quality_cv.py` does, and reuses its data and scoring. For every BM25 configuration (bm25s method x k1 x b) the
-keyword index is rebuilt in memory over the same indexed texts (context + chunk, `storage.tokenize`), every query is
-ranked again (150 deep), and `hybrid-doc`'s fusion (tasks.search: RRF k=1, vector weight 0.1, vector document
+keyword index is rebuilt in memory over the same indexed texts (context + chunk, `ctxrag.storage.tokenize`), every query is
+ranked again (150 deep), and `hybrid-doc`'s fusion (ctxrag.tasks.retrieval.search: RRF k=1, vector weight 0.1, vector document
 weight 0.25) is applied to it and to the unchanged vector ranking. The BM25 configuration is chosen by the same
 9-fold grouped cross-validation (objective: mean Pass@5/10/20 on the 8 training folds) and the held-out fold scored;
 "CV" pools the held-out queries. A second family re-tunes the fusion's parameters jointly with BM25's (nested in
@@ -31,9 +31,9 @@ from quality_cv_data import ABSENT, DEPTH, KS, Dataset, cli_index, codebase_fold
 from quality_cv_fusion import v_doc_rank
 from quality_cv_report import interval
 from quality_cv_select import code_scores, cross_validate, docs_scores
-from storage.tokenize import tokenize  # noqa: E402
-from tasks.models import indexed_text  # noqa: E402
-from tasks.search import DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
+from ctxrag.storage.tokenize import tokenize  # noqa: E402
+from ctxrag.tasks.common.models import indexed_text  # noqa: E402
+from ctxrag.tasks.retrieval.search import DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 K1S = (0.6, 0.9, 1.2, 1.5, 2.0, 3.0)
@@ -136,7 +136,7 @@ def main() -> None:
         f"Docs sample (summary index), hybrid-doc: Lucene defaults recall@3 {docs_default[0]:.3f} / MRR@3 {docs_default[1]:.3f}; "
         f"with the BM25 chosen on the whole codebase set {best}: {docs_best[0]:.3f} / {docs_best[1]:.3f}.",
         "",
-        "Intervals: paired bootstrap (tasks.significance, 10,000 resamples, 95%) of CV per-query Pass@k minus today's "
+        "Intervals: paired bootstrap (ctxrag.tasks.evaluation.significance, 10,000 resamples, 95%) of CV per-query Pass@k minus today's "
         "hybrid-doc, in points; `*` where it excludes 0.",
     ]
     write_report(args.out / "quality_bm25.md", "\n".join(lines) + "\n")

@@ -11,7 +11,7 @@ golden chunks lie in one document); the corpus's 90 documents, in file order, ma
 documents (in this corpus, one codebase per fold). Each variant's parameters are chosen on 8 folds (objective: mean
 of Pass@5, @10, @20 over their queries; ties: the first in grid order) and the held-out fold is scored with them; the
 "CV" figures pool the held-out queries. ``cv-select`` also chooses the family per fold (nested: family and
-parameters). Paired bootstrap (tasks.significance) of each variant's held-out per-query Pass@k against bm25 and
+parameters). Paired bootstrap (ctxrag.tasks.evaluation.significance) of each variant's held-out per-query Pass@k against bm25 and
 against today's hybrid. The docs sample (20 questions) is only a check: each variant runs with the parameters chosen
 on the whole codebase set, and recall@3 / MRR@3 are reported, never tuned on.
 
@@ -51,7 +51,7 @@ def main() -> None:
         dataset.prf = prf_stats(dataset)
     results = evaluate_variants(code, codebase_folds(corpus, code), round_robin_folds(corpus, code))
     check_docs(docs, results)
-    from tasks.precision import choose_precision
+    from ctxrag.tasks.embedding.precision import choose_precision
 
     meta = {**machine_meta(), "precision": "%s (%s)" % choose_precision(), "strategy_check": strategy_check(code, docs)}
     write_report(args.out / "quality_cv.md", render(results, meta))

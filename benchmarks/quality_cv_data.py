@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 
 from common import private_env, run_ctxrag  # benchmarks/common.py
-from storage.index_store import IndexStore
-from tasks.evalset import EvalSet, load_evalset
-from tasks.evaluate import chunk_refs
-from tasks.search import Searcher
-from tasks.structure import defined_names
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.evaluation.evalset import EvalSet, load_evalset
+from ctxrag.tasks.evaluation.evaluate import chunk_refs
+from ctxrag.tasks.retrieval.search import Searcher
+from ctxrag.tasks.context.structure import defined_names
 
-DEPTH = 150  # each retriever's ranking, as the hybrid strategies read it (storage.fusion.FUSION_DEPTH)
+DEPTH = 150  # each retriever's ranking, as the hybrid strategies read it (ctxrag.storage.fusion.FUSION_DEPTH)
 KS = (5, 10, 20)
 FOLDS = 9
 ABSENT = math.inf  # the rank of a row a retriever did not return

@@ -11,13 +11,13 @@ from typing import Callable, Iterable
 import numpy as np
 
 from quality_cv_data import ABSENT, DEPTH, KS, Dataset, Query
-from storage.tokenize import tokenize
-from tasks.models import indexed_text
-from tasks.structure import mentioned_names
+from ctxrag.storage.tokenize import tokenize
+from ctxrag.tasks.common.models import indexed_text
+from ctxrag.tasks.context.structure import mentioned_names
 
 
 def ranked(score: np.ndarray, query: Query, rv: np.ndarray | None = None, rb: np.ndarray | None = None, depth: int = max(KS)) -> list[int]:
-    """Rows some retriever returned, by score, then best single rank, then row (tasks.search's order)."""
+    """Rows some retriever returned, by score, then best single rank, then row (ctxrag.tasks.retrieval.search's order)."""
     rb = query.rb if rb is None else rb
     rv = query.rv if rv is None else rv
     rows = np.nonzero(np.isfinite(rb) | np.isfinite(rv))[0]
@@ -26,7 +26,7 @@ def ranked(score: np.ndarray, query: Query, rv: np.ndarray | None = None, rb: np
 
 
 def inverse(ranks: np.ndarray, k: float, weight: float = 1.0) -> np.ndarray:
-    """weight / (k + rank), 0 where absent (computed as tasks.search does, so ties break the same way)."""
+    """weight / (k + rank), 0 where absent (computed as ctxrag.tasks.retrieval.search does, so ties break the same way)."""
     return np.where(np.isfinite(ranks), weight / (k + ranks), 0.0)
 
 
@@ -52,7 +52,7 @@ def v_doc_rank(data: Dataset, query: Query, k: float, w: float, ub: float, uv: f
 
 
 def v_doc_signals(data: Dataset, query: Query, k: float, w: float, ub: float, uv: float, dm: float, p: float = 0.0) -> list[int]:
-    """doc-rank, plus ``dm`` for a candidate whose chunk defines a name the query mentions (tasks.structure), plus
+    """doc-rank, plus ``dm`` for a candidate whose chunk defines a name the query mentions (ctxrag.tasks.context.structure), plus
     ``p / (1 + the chunk's position in its document)`` (a lead prior: a probe of the question set's skew)."""
     score = rrf_score(query, k, k, w) + inverse(query.db, k, ub) + inverse(query.dv, k, uv)
     if dm:

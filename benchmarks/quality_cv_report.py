@@ -1,5 +1,5 @@
 """quality_cv.py's report: the variants' plain and cross-validated figures, paired bootstrap intervals, where the
-retrievers disagree, and a check that tasks.search's hybrid-doc ranks as the doc-def variant does."""
+retrievers disagree, and a check that ctxrag.tasks.retrieval.search's hybrid-doc ranks as the doc-def variant does."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from common import provenance  # benchmarks/common.py
 from quality_cv_data import KS, Dataset
 from quality_cv_fusion import REFERENCES, v_doc_signals
 from quality_cv_select import Result, code_scores, docs_scores
-from tasks.results import disagreements
-from tasks.search import Strategy
-from tasks.significance import paired_bootstrap
+from ctxrag.tasks.evaluation.results import disagreements
+from ctxrag.tasks.retrieval.search import Strategy
+from ctxrag.tasks.evaluation.significance import paired_bootstrap
 
 
 def describe(config: tuple[str, dict]) -> str:
@@ -30,7 +30,7 @@ def interval(a: np.ndarray, b: np.ndarray) -> str:
 
 
 def disagreement_table(per_query: dict[str, np.ndarray], fused: list[str]) -> list[str]:
-    """Markdown: per k, the queries bm25 and vector disagree on (tasks.results.disagreements; found = Pass@k of 1),
+    """Markdown: per k, the queries bm25 and vector disagree on (ctxrag.tasks.evaluation.results.disagreements; found = Pass@k of 1),
     and what each of ``fused`` scores on them. ``per_query``: strategy -> queries x KS Pass@k."""
     import pandas as pd
 
@@ -83,7 +83,7 @@ def render(results: dict[str, Result], meta: dict) -> str:
         )
     lines += [
         "",
-        "Paired bootstrap (tasks.significance.paired_bootstrap: 10,000 resamples of the 248 queries, seed 0, 95%) of "
+        "Paired bootstrap (ctxrag.tasks.evaluation.significance.paired_bootstrap: 10,000 resamples of the 248 queries, seed 0, 95%) of "
         "each variant's CV per-query Pass@k minus bm25's and minus hybrid's, in points; `*`: the interval excludes 0.",
         "",
         "| variant | vs bm25 @5 | vs bm25 @10 | vs bm25 @20 | vs hybrid @5 | vs hybrid @10 | vs hybrid @20 |",
@@ -129,11 +129,11 @@ def render(results: dict[str, Result], meta: dict) -> str:
 
 
 def strategy_check(code: Dataset, docs: Dataset) -> str:
-    """Does tasks.search's hybrid-doc rank as this script's doc-def (doc-rank + definitions) does? Its speed."""
+    """Does ctxrag.tasks.retrieval.search's hybrid-doc rank as this script's doc-def (doc-rank + definitions) does? Its speed."""
     strategy = next((s for s in Strategy if s.value == "hybrid-doc"), None)
     if strategy is None:
         return ""
-    from tasks.search import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS
+    from ctxrag.tasks.retrieval.search import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS
 
     params = {
         "k": DOC_FUSION_RRF_K,
@@ -159,4 +159,4 @@ def strategy_check(code: Dataset, docs: Dataset) -> str:
             f"{data.name}: {shown}, top-20 identical to doc-def{tuple(params.values())} for {same}/{len(rows)} queries; "
             f"{timings[strategy]:.2f} ms per query (hybrid {timings[Strategy.HYBRID]:.2f} ms; query vectors cached)"
         )
-    return "`Strategy.HYBRID_DOC` (tasks/search.py) through `Searcher.search` on the same indexes: " + "; ".join(lines) + "."
+    return "`Strategy.HYBRID_DOC` (tasks/retrieval/search.py) through `Searcher.search` on the same indexes: " + "; ".join(lines) + "."

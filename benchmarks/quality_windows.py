@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/quality_windows.py [--home CTXRAG_HOME] [--windows 128,256] [--out benchmarks/results]
 
-MiniLM reads at most 512 word pieces of a text and was trained on short passages. ``tasks.windows`` embeds a chunk
+MiniLM reads at most 512 word pieces of a text and was trained on short passages. ``ctxrag.tasks.embedding.windows`` embeds a chunk
 as windows (the context with runs of whole lines of at most W word pieces) and averages their vectors. Here each
 corpus's chunks are embedded three ways in one process, one after the other: whole (cut at 512, the previous
 default) and pooled windows of each W; and, as a probe of a multi-vector index ctxrag does not have, each chunk
@@ -10,9 +10,9 @@ scored by its best window (max-sim over the same window vectors). Everything els
 ranking, its query vectors, the structural contexts. The corpora are the indexes ``quality_cv.py`` and
 ``quality_repos.py`` build (codebase set, docs sample, rich, sqlalchemy/orm; built here with the CLI when missing).
 
-Scored: vector alone, hybrid (RRF 60) and hybrid-doc at the product's constants (tasks.search) on every set; on the
+Scored: vector alone, hybrid (RRF 60) and hybrid-doc at the product's constants (ctxrag.tasks.retrieval.search) on every set; on the
 codebase set also the 9-fold grouped CV of quality_cv's three fusion families (wrrf, doc-rank, doc-def) and their
-nested selection, per embedding. Paired bootstrap (tasks.significance) of each embedding against whole. The seconds
+nested selection, per embedding. Paired bootstrap (ctxrag.tasks.evaluation.significance) of each embedding against whole. The seconds
 are rough (whole runs first and pays the warm-up; one call per embedding): compare speed with ``scale.py``.
 """
 
@@ -36,10 +36,10 @@ from quality_cv_data import (
 from quality_cv_fusion import v_doc_signals, v_rrf, v_single
 from quality_cv_report import describe, interval
 from quality_cv_select import code_scores, docs_scores, evaluate_variants, run_variant
-from tasks.embed import LocalEmbedder  # noqa: E402
-from tasks.embedder_spec import LOCAL_DEFINES_CHARS, EmbedderSpec  # noqa: E402
-from tasks.search import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
-from tasks.windows import pooled_rows, split_windows  # noqa: E402
+from ctxrag.tasks.embedding.embed import LocalEmbedder  # noqa: E402
+from ctxrag.tasks.embedding.embedder_spec import LOCAL_DEFINES_CHARS, EmbedderSpec  # noqa: E402
+from ctxrag.tasks.retrieval.search import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
+from ctxrag.tasks.embedding.windows import pooled_rows, split_windows  # noqa: E402
 
 CV_FAMILIES = ("wrrf", "doc-rank", "doc-def")
 HYBRID_DOC = {  # the product's constants, in quality_cv's terms (BM25's own weight is 1 there)

@@ -41,8 +41,8 @@ def ctxrag(home: Path, *args: str, extra_env: dict[str, str] | None = None) -> t
 
 def query_latency(home: Path, name: str, queries: list[str]) -> dict[str, float]:
     """p50 in milliseconds per strategy, in process, model loaded and warmed up."""
-    from storage.index_store import IndexStore
-    from tasks.search import Searcher, Strategy
+    from ctxrag.storage.index_store import IndexStore
+    from ctxrag.tasks.retrieval.search import Searcher, Strategy
 
     searcher = Searcher(IndexStore(home).open(name))
     searcher.search("warm up", Strategy.HYBRID, 10)

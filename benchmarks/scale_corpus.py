@@ -117,9 +117,9 @@ def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
     import pyarrow as pa
 
     import_measured_code()
-    from storage.artifacts import embeddings_cache
-    from tasks.embed import EmbedderSpec, vector_rows
-    from tasks.load import load_source
+    from ctxrag.storage.artifacts import embeddings_cache
+    from ctxrag.tasks.embedding.embed import EmbedderSpec, vector_rows
+    from ctxrag.tasks.load import load_source
 
     started = time.perf_counter()
     corpus = load_source(str(source))
@@ -136,9 +136,9 @@ def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
         parts += 1
     seeded: dict[str, object] = {"rows": len(keys), "parts": parts, "dimension": DIMENSION}
     if contexts:
-        from storage.artifacts import contexts_cache
-        from tasks.contextualize import NoContext, context_key
-        from tasks.stages.contextualize import context_row
+        from ctxrag.storage.artifacts import contexts_cache
+        from ctxrag.tasks.context.contextualize import NoContext, context_key
+        from ctxrag.tasks.stages.contextualize import context_row
 
         worker, store = NoContext(), contexts_cache(home)
         documents = {document.doc_id: document for document in corpus.documents}

@@ -139,9 +139,9 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
             "",
             "**Fast path (synthetic sizes)**: embedding 100k chunks with the local model would take most of an hour on "
             "these cores, so before each synthetic run the embeddings cache was pre-seeded with random unit vectors "
-            "(dim 384, float32) for exactly the keys the run asks for (`tasks.models.indexed_text` with the empty "
+            "(dim 384, float32) for exactly the keys the run asks for (`ctxrag.tasks.common.models.indexed_text` with the empty "
             "contexts of `--contextualizer none`, `EmbedderSpec.choose(\"local\", ...).cache_key(text, \"document\")`, written "
-            "with `tasks.embed.vector_rows` to `storage.artifacts.embeddings_cache(home)` in parts of 10,000 rows). "
+            "with `ctxrag.tasks.embedding.embed.vector_rows` to `ctxrag.storage.artifacts.embeddings_cache(home)` in parts of 10,000 rows). "
             "The embed stage therefore **skipped loading the model and all inference**: it only computed the keys, "
             "read the stored vectors and stacked them (the runs report `chunks_embedded` = "
             + ", ".join(f"{record['size']}: {record.get('report', {}).get('chunks_embedded', '-')}" for record in fast)
@@ -152,8 +152,8 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
         if any((record.get("seeded") or {}).get("contexts") for record in fast):
             lines[-1] += (
                 " The `-seeded-contexts` sizes also had the empty contexts of `--contextualizer none` pre-seeded "
-                "(`tasks.contextualize.context_key` with `NoContext`, rows from `tasks.stages.contextualize.context_row`, "
-                "in `storage.artifacts.contexts_cache(home)`): their contextualize stage only looked the contexts up and ran "
+                "(`ctxrag.tasks.context.contextualize.context_key` with `NoContext`, rows from `ctxrag.tasks.stages.contextualize.context_row`, "
+                "in `ctxrag.storage.artifacts.contexts_cache(home)`): their contextualize stage only looked the contexts up and ran "
                 "no per-document task, which isolates the other stages at the same size."
             )
     if slopes:

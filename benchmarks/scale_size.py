@@ -157,8 +157,8 @@ def measure_latency(home: Path, name: str) -> None:
     (``hybrid_ranking``): the part of a query that depends on the index's size."""
     import_measured_code()
     os.environ["CTXRAG_HOME"] = str(home)
-    from storage.index_store import IndexStore
-    from tasks.search import Searcher, Strategy
+    from ctxrag.storage.index_store import IndexStore
+    from ctxrag.tasks.retrieval.search import Searcher, Strategy
 
     started = time.perf_counter()
     index = IndexStore(home).open(name)

@@ -9,7 +9,7 @@ import uuid
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-import storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -19,15 +19,15 @@ from ctxrag.prefect_commands import register as register_prefect_commands
 from ctxrag.tables import metrics_table
 from ctxrag.prefect_commands.local_server import local_prefect_server
 from ctxrag.prefect_commands.server_commands import announce_started
-from storage.environment import ctxrag_home
-from storage.errors import UserError
-from storage.index_store import IndexStore
-from storage.ledger import Ledger
-from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_WINDOW_TOKENS, EmbedderSpec
-from tasks.search import DEFAULT_STRATEGY
-from tasks.claude.contextualizer import DEFAULT_CONCURRENCY
-from tasks.load import DEFAULT_MAX_FILE_BYTES
-from storage.secrets import MissingKey, redact
+from ctxrag.storage.environment import ctxrag_home
+from ctxrag.storage.errors import UserError
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.storage.ledger import Ledger
+from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_WINDOW_TOKENS, EmbedderSpec
+from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
+from ctxrag.tasks.context.claude.contextualizer import DEFAULT_CONCURRENCY
+from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES
+from ctxrag.storage.secrets import MissingKey, redact
 
 app = typer.Typer(
     add_completion=False,
@@ -39,7 +39,7 @@ out = Console()
 err = Console(stderr=True)
 
 # Errors the user can act on: shown as one line (`error: ...`, exit code 2). Anything else is a bug in ctxrag and
-# keeps its traceback. A new user-facing error subclasses storage.errors.UserError; it is not listed here.
+# keeps its traceback. A new user-facing error subclasses ctxrag.storage.errors.UserError; it is not listed here.
 USER_ERRORS: tuple[type[BaseException], ...] = (
     UserError,
     OSError,  # permission denied, disk full, a missing file: the message names the file
@@ -83,7 +83,7 @@ def _user_message(error: BaseException) -> str | None:
         return None
     elasticsearch = tuple(kind for kind in (_loaded(*name) for name in _ELASTICSEARCH_ERRORS) if kind)
     if elasticsearch and isinstance(error, elasticsearch):
-        from storage.elasticsearch import describe_error
+        from ctxrag.storage.elasticsearch import describe_error
 
         return describe_error(error)  # type: ignore[arg-type]
     if isinstance(error, OSError) and not isinstance(error, UserError):
@@ -126,10 +126,10 @@ def _check_index_input(source: str, name: str, contextualizer: str, backend: str
     validated in full, which takes well under a second; a folder must exist)."""
     from pathlib import Path
 
-    from storage.backends import backend_for
-    from storage.names import validate_name
-    from tasks.contextualize import ContextualizerKind
-    from tasks.load import load_source
+    from ctxrag.storage.backends import backend_for
+    from ctxrag.storage.names import validate_name
+    from ctxrag.tasks.context.contextualize import ContextualizerKind
+    from ctxrag.tasks.load import load_source
 
     validate_name(name)
     backend_for(backend)
@@ -183,8 +183,8 @@ def index(
     with _user_errors():  # bad input fails here, in well under a second, before Prefect or a model is loaded
         EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension, window_tokens)  # checks them
         _check_index_input(source, name, contextualizer, backend)
-    from flows.index import index_corpus
-    from flows.runners import make_task_runner
+    from ctxrag.flows.index import index_corpus
+    from ctxrag.flows.runners import make_task_runner
 
     if task_runner:
         try:
@@ -246,8 +246,8 @@ def search(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Search an index (no Prefect run: answers in milliseconds)."""
-    from tasks.rerank import RerankSpec
-    from tasks.search import Searcher, Strategy
+    from ctxrag.tasks.retrieval.rerank import RerankSpec
+    from ctxrag.tasks.retrieval.search import Searcher, Strategy
 
     with _user_errors():
         spec = RerankSpec.from_str(rerank, rerank_model)
@@ -296,8 +296,8 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print only {strategy: {metric: value}} as JSON."),
 ) -> None:
     """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
-    from tasks.evalset import load_evalset
-    from tasks.search import Strategy
+    from ctxrag.tasks.evaluation.evalset import load_evalset
+    from ctxrag.tasks.retrieval.search import Strategy
 
     with _user_errors():  # bad input fails here, before Prefect starts; the flow loads the set again
         for warning in load_evalset(evalset).warnings:  # its warnings (skipped questions) are printed here
@@ -307,7 +307,7 @@ def evaluate(
             store.open(name)  # raises UnknownIndexError, naming the indexes there are
         for value in strategy or []:
             Strategy.from_str(value)
-    from flows.evaluate import evaluate_index
+    from ctxrag.flows.evaluate import evaluate_index
     result = _run(
         evaluate_index, evalset=evalset, name=name, ks=_parse_ks(k), strategies=strategy or None, rerank=rerank,
         rerank_model=rerank_model, end_to_end=end_to_end, answer_model=answer_model, judge_model=judge_model, subject=subject,
@@ -368,7 +368,7 @@ def gc(
     paid_older_than: Optional[float] = typer.Option(None, "--paid-older-than", min=0, help="Also remove paid results no index uses, older than DAYS."),
 ) -> None:
     """Remove stored contexts and embeddings that no kept index version references; paid ones stay unless asked."""
-    from tasks.gc import collect_garbage
+    from ctxrag.tasks.gc import collect_garbage
 
     with _user_errors():
         IndexStore(ctxrag_home()).check_manifests()  # a corrupt one fails here, named (gc would not name it)

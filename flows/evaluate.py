@@ -6,23 +6,23 @@ import time
 import uuid
 from pathlib import Path
 
-import storage.environment  # noqa: F401  (before Prefect)
+import ctxrag.storage.environment  # noqa: F401  (before Prefect)
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 
-from storage.errors import InvalidInput
-from storage.environment import ctxrag_home
-from storage.index_store import IndexStore
-from storage.ledger import Ledger, summarize
-from tasks.evalset import EvalSet, load_evalset
-from tasks.answer import EndToEnd
-from tasks.evaluate import Evaluation, evaluate
-from tasks.progress import stage_progress
-from tasks.report import chart_markdown, metrics_rows, write_chart, write_run
-from tasks.rerank import CrossEncoderReranker, RerankSpec
-from tasks.search import Searcher, Strategy
+from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.environment import ctxrag_home
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.storage.ledger import Ledger, summarize
+from ctxrag.tasks.evaluation.evalset import EvalSet, load_evalset
+from ctxrag.tasks.evaluation.answer import EndToEnd
+from ctxrag.tasks.evaluation.evaluate import Evaluation, evaluate
+from ctxrag.tasks.common.progress import stage_progress
+from ctxrag.tasks.evaluation.report import chart_markdown, metrics_rows, write_chart, write_run
+from ctxrag.tasks.retrieval.rerank import CrossEncoderReranker, RerankSpec
+from ctxrag.tasks.retrieval.search import Searcher, Strategy
 
 
 @task(cache_policy=NONE)

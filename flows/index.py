@@ -7,24 +7,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import storage.environment  # noqa: F401  (before Prefect)
+import ctxrag.storage.environment  # noqa: F401  (before Prefect)
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.transactions import transaction
 
-from flows.runners import make_task_runner, spreads_tasks
-from storage.backends import backend_for
-from storage.environment import ctxrag_home
-from storage.errors import UserError
-from storage.index_store import IndexStore
-from storage.names import validate_name
-from tasks.claude.contextualizer import ClaudeSettings
-from tasks.contextualizers import ContextualizerSpec
-from tasks.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_WINDOW_TOKENS, EmbedderSpec
-from tasks.gc import artifact_lock
-from tasks.stages.contextualize import (
+from ctxrag.flows.runners import make_task_runner, spreads_tasks
+from ctxrag.storage.backends import backend_for
+from ctxrag.storage.environment import ctxrag_home
+from ctxrag.storage.errors import UserError
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.storage.names import validate_name
+from ctxrag.tasks.context.claude.contextualizer import ClaudeSettings
+from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_WINDOW_TOKENS, EmbedderSpec
+from ctxrag.tasks.gc import artifact_lock
+from ctxrag.tasks.stages.contextualize import (
     BatchFailed,
     chunks_per_task,
     chunks_to_contextualize,
@@ -35,14 +35,14 @@ from tasks.stages.contextualize import (
     finish_contextualization,
     stored_contexts,
 )
-from tasks.stages.costs import paid_calls
-from tasks.stages.embed import embed_batch, prepare_query_encoder, read_vectors, text_batches, texts_to_embed
-from tasks.stages.gate import check_gate
-from tasks.stages.load import compare_with_live, load_corpus
-from tasks.search import DEFAULT_STRATEGY
-from tasks.stages.publish import plan_index, promote_index, publish_index
-from tasks.load import DEFAULT_MAX_FILE_BYTES
-from tasks.progress import stage_progress
+from ctxrag.tasks.stages.costs import paid_calls
+from ctxrag.tasks.stages.embed import embed_batch, prepare_query_encoder, read_vectors, text_batches, texts_to_embed
+from ctxrag.tasks.stages.gate import check_gate
+from ctxrag.tasks.stages.load import compare_with_live, load_corpus
+from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
+from ctxrag.tasks.stages.publish import plan_index, promote_index, publish_index
+from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES
+from ctxrag.tasks.common.progress import stage_progress
 
 
 SUMMARY_PARTS = {"contextualizer_calls": ("calls", "cost_usd"), "embedding_calls": ("calls", "cost_usd")}  # the rest: costs artifact

@@ -15,7 +15,7 @@ import os
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from storage.errors import InvalidInput
+from ctxrag.storage.errors import InvalidInput
 
 DEFAULT_TASK_WORKERS = 4
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from storage.errors import UserError
+from ctxrag.storage.errors import UserError
 
 KEY = "key"
 _TAIL_BLOCK = 1 << 16
@@ -190,10 +190,10 @@ def _last_per_key(table: pa.Table) -> pa.Table:
 
 
 def contexts_cache(home: Path) -> RowCache:
-    """Stored contexts, keyed by context key (tasks.contextualize.context_key)."""
+    """Stored contexts, keyed by context key (ctxrag.tasks.context.contextualize.context_key)."""
     return RowCache(home, "contexts")
 
 
 def embeddings_cache(home: Path) -> RowCache:
-    """Stored vectors, keyed by embedding key (tasks.embed.EmbedderSpec.cache_key)."""
+    """Stored vectors, keyed by embedding key (ctxrag.tasks.embedding.embed.EmbedderSpec.cache_key)."""
     return RowCache(home, "embeddings")

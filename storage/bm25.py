@@ -8,7 +8,7 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
-from storage.tokenize import tokenize
+from ctxrag.storage.tokenize import tokenize
 
 BM25_K1 = 1.2  # as Lucene and Elasticsearch default them; the Elasticsearch backend's similarity uses the same
 BM25_B = 0.75

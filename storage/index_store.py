@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.backends import Ranker, backend_for
-from storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError
-from storage.names import NAME_PATTERN, validate_name
+from ctxrag.storage.backends import Ranker, backend_for
+from ctxrag.storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError
+from ctxrag.storage.names import NAME_PATTERN, validate_name
 
 FORMAT_VERSION = 2  # 2: BM25 files carry ctxrag.json
 

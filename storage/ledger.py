@@ -10,7 +10,7 @@ from typing import Callable
 
 import pyarrow as pa
 
-from storage.artifacts import KEY, RowCache
+from ctxrag.storage.artifacts import KEY, RowCache
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from storage.errors import UserError
+from ctxrag.storage.errors import UserError
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 

@@ -6,7 +6,7 @@ import os
 import re
 import threading
 
-from storage.errors import UserError
+from ctxrag.storage.errors import UserError
 
 _KNOWN: set[str] = set()
 _lock = threading.Lock()

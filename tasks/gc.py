@@ -19,11 +19,11 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.errors import BusyError
-from storage.artifacts import KEY, RowCache
-from storage.index_store import IndexStore
-from tasks.contextualize import CONTEXT_KEY, context_key_of
-from tasks.embed import EmbedderSpec
+from ctxrag.storage.errors import BusyError
+from ctxrag.storage.artifacts import KEY, RowCache
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.context.contextualize import CONTEXT_KEY, context_key_of
+from ctxrag.tasks.embedding.embed import EmbedderSpec
 
 
 @contextmanager

@@ -78,7 +78,7 @@ def requested_chunks(simulator: AnthropicSimulator, texts: dict[str, str], since
 
 def run(corpus: Path, home: Path, **claude: Any) -> dict:
     """Index ``corpus`` as "paid" with the Claude contextualizer (batches polled every 0.05 s)."""
-    from flows.index import index_corpus
+    from ctxrag.flows.index import index_corpus
 
     return index_corpus(source=str(corpus), name="paid", home=str(home), contextualizer="claude", claude=claude, batch_poll_seconds=0.05)
 

@@ -126,6 +126,6 @@ def test_only_storage_branches_on_the_backend() -> None:
 
 def test_the_checks_see_what_they_check() -> None:
     edges = graph()
-    assert "storage.index_store" in edges["tasks.search"] and "tasks.search" in edges["flows.evaluate"]
+    assert "ctxrag.storage.index_store" in edges["ctxrag.tasks.retrieval.search"] and "ctxrag.tasks.retrieval.search" in edges["ctxrag.flows.evaluate"]
     assert len(edges) > 40
     assert len(list(BENCHMARKS.glob("*.py"))) > 10

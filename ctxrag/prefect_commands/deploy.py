@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-import storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
 from rich.markup import escape
 

@@ -27,14 +27,14 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 from ctxrag.prefect_commands.server_process import (
     LOG_FILE, ServerDidNotStart, alive, answers, check_writable, choose_port, is_prefect_server, server_environment,
     sigterm_raises, spawn, start_ticks, terminate, why_it_died,
 )
 from ctxrag.prefect_commands.server_template import prepare_database
-from storage.environment import ctxrag_home
-from storage.errors import UserError
+from ctxrag.storage.environment import ctxrag_home
+from ctxrag.storage.errors import UserError
 
 MODE_VARIABLE = "CTXRAG_PREFECT_SERVER"
 MODES = ("background", "temporary")

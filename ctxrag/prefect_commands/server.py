@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-import storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 from ctxrag.prefect_commands.errors import CommandError
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from storage.errors import UserError
+from ctxrag.storage.errors import UserError
 
 LOG_FILE = "ctxrag-server.log"
 STOP_SECONDS = 15.0

@@ -19,7 +19,7 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 
-from storage.environment import cache_dir
+from ctxrag.storage.environment import cache_dir
 
 MIGRATION_SECONDS = 300.0
 ALLOWED_ROWS = frozenset({"alembic_version"})  # the only table a migrated, never-served database has rows in

@@ -7,8 +7,8 @@ backend (OpenSearch, PostgreSQL, ...) is one module with a class of this shape, 
 
 from __future__ import annotations
 
-from storage.backends.base import IndexBackend, Ranker, Ranking
-from storage.errors import InvalidInput
+from ctxrag.storage.backends.base import IndexBackend, Ranker, Ranking
+from ctxrag.storage.errors import InvalidInput
 
 BACKENDS = ("embedded", "elasticsearch")
 
@@ -16,11 +16,11 @@ BACKENDS = ("embedded", "elasticsearch")
 def backend_for(name: str) -> IndexBackend:
     """The backend called ``name`` (an index manifest's ``config.backend``, or the ``--backend`` option)."""
     if name == "embedded":
-        from storage.backends.embedded import EmbeddedBackend
+        from ctxrag.storage.backends.embedded import EmbeddedBackend
 
         return EmbeddedBackend()
     if name == "elasticsearch":
-        from storage.backends.elasticsearch import ElasticsearchBackend
+        from ctxrag.storage.backends.elasticsearch import ElasticsearchBackend
 
         return ElasticsearchBackend()
     raise InvalidInput(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")

@@ -1,4 +1,4 @@
-"""The Elasticsearch backend: each version a physical index behind the alias (see storage.elasticsearch)."""
+"""The Elasticsearch backend: each version a physical index behind the alias (see ctxrag.storage.elasticsearch)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from storage.backends.base import Ranking, State
-from storage.elasticsearch import EsIndex, connect
+from ctxrag.storage.backends.base import Ranking, State
+from ctxrag.storage.elasticsearch import EsIndex, connect
 
 
 @dataclass

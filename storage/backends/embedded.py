@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from storage.backends.base import Ranking, State
-from storage.bm25 import Bm25Index
-from storage.vectors import VectorIndex
+from ctxrag.storage.backends.base import Ranking, State
+from ctxrag.storage.bm25 import Bm25Index
+from ctxrag.storage.vectors import VectorIndex
 
 BM25_FOLDER = "bm25"
 
@@ -40,7 +40,7 @@ class EmbeddedRanker:
         return [(row, float(scores[row])) for row in top_rows(scores, depth)]
 
     def fuse(self, query: str, vector: np.ndarray, k: int, depth: int) -> Ranking:
-        raise NotImplementedError("the embedded backend fuses in ctxrag (tasks.search), not on a server")
+        raise NotImplementedError("the embedded backend fuses in ctxrag (ctxrag.tasks.retrieval.search), not on a server")
 
 
 class EmbeddedBackend:

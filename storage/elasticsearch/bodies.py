@@ -3,7 +3,7 @@
 Documents: ``_id`` is the chunk's content key (re-sending a chunk upserts it); ``row`` is the chunk's row in ctxrag's
 chunk table, which every search returns, so hits map back to rows; ``content`` is the chunk, ``contextualized_content``
 its context (the cookbook's split), ``embedding`` its vector. Both text fields use an English analyzer rebuilt to match
-the embedded engine (storage.tokenize; see docs/decisions.md), with BM25's k1 and b from storage.bm25.
+the embedded engine (ctxrag.storage.tokenize; see docs/decisions.md), with BM25's k1 and b from ctxrag.storage.bm25.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-from storage.bm25 import BM25_B, BM25_K1
-from storage.fusion import FUSION_DEPTH, RRF_K
+from ctxrag.storage.bm25 import BM25_B, BM25_K1
+from ctxrag.storage.fusion import FUSION_DEPTH, RRF_K
 
 TEXT_FIELDS = ["content", "contextualized_content"]
 VECTOR_FIELD = "embedding"
@@ -26,7 +26,7 @@ SEARCH_ANALYZER = "ctxrag_code_english_search"
 STOPWORDS = sorted(set(STOPWORDS_EN_PLUS) | set(string.ascii_lowercase))
 ROW_COLUMNS = ("key", "chunk_id", "doc_id", "chunk_index", "content", "context")
 
-Rows: TypeAlias = "pa.Table | Sequence[Mapping[str, Any]]"  # ctxrag's chunk table (tasks.stages.publish.plan_index)
+Rows: TypeAlias = "pa.Table | Sequence[Mapping[str, Any]]"  # ctxrag's chunk table (ctxrag.tasks.stages.publish.plan_index)
 Vectors: TypeAlias = "np.ndarray | Sequence[Sequence[float]]"
 
 

@@ -1,8 +1,8 @@
 """Connecting to Elasticsearch with the official 9.x client, pinned to ``compatible-with=8`` at the HTTP node (so
 8.x servers from 8.4 and 9.x servers both accept it; see docs/decisions.md), and its errors as one redacted line.
 
-Secrets (API key, password, a password in the URL) are registered with ``storage.secrets.remember``; every message
-this package writes goes through ``storage.secrets.redact``.
+Secrets (API key, password, a password in the URL) are registered with ``ctxrag.storage.secrets.remember``; every message
+this package writes goes through ``ctxrag.storage.secrets.redact``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from elastic_transport import HttpHeaders, TransportError, Urllib3HttpNode
 from elastic_transport.client_utils import DEFAULT, DefaultType
 from elasticsearch import ApiError, Elasticsearch
 
-from storage.errors import UserError
-from storage.secrets import redact, remember
+from ctxrag.storage.errors import UserError
+from ctxrag.storage.secrets import redact, remember
 
 ENV_URL = "ELASTICSEARCH_URL"
 ENV_API_KEY = "ELASTICSEARCH_API_KEY"

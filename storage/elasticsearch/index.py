@@ -19,12 +19,12 @@ from typing import Any, TypeAlias
 from elasticsearch import ApiError, Elasticsearch, NotFoundError
 from elasticsearch.helpers import streaming_bulk
 
-from storage.elasticsearch.bodies import Rows, Vectors, _row_dicts, bm25_body, bulk_actions, index_body, knn_body, rrf_body
-from storage.elasticsearch.connection import EsError, _api_reason, _reason
-from storage.errors import UnknownIndexError
-from storage.fusion import FUSION_DEPTH
-from storage.names import validate_name
-from storage.secrets import redact
+from ctxrag.storage.elasticsearch.bodies import Rows, Vectors, _row_dicts, bm25_body, bulk_actions, index_body, knn_body, rrf_body
+from ctxrag.storage.elasticsearch.connection import EsError, _api_reason, _reason
+from ctxrag.storage.errors import UnknownIndexError
+from ctxrag.storage.fusion import FUSION_DEPTH
+from ctxrag.storage.names import validate_name
+from ctxrag.storage.secrets import redact
 
 logger = logging.getLogger(__name__)
 

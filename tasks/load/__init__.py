@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.load.chunking import (
+from ctxrag.tasks.load.chunking import (
     DEFAULT_BUDGET,
     Piece,
     chunk_content,
@@ -13,11 +13,11 @@ from tasks.load.chunking import (
     split_markdown,
     split_text,
 )
-from tasks.load.cookbook import COOKBOOK_FIELDS, load_cookbook, parse_cookbook
-from tasks.load.directory import DEFAULT_MAX_FILE_BYTES, load_directory
-from tasks.load.docs import DOCS_FIELDS, load_docs, parse_docs
-from tasks.load.jsonio import read_records, type_name
-from tasks.models import Corpus, CorpusError
+from ctxrag.tasks.load.cookbook import COOKBOOK_FIELDS, load_cookbook, parse_cookbook
+from ctxrag.tasks.load.directory import DEFAULT_MAX_FILE_BYTES, load_directory
+from ctxrag.tasks.load.docs import DOCS_FIELDS, load_docs, parse_docs
+from ctxrag.tasks.load.jsonio import read_records, type_name
+from ctxrag.tasks.common.models import Corpus, CorpusError
 
 __all__ = [
     "DEFAULT_BUDGET",

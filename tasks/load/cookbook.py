@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.load.jsonio import (
+from ctxrag.tasks.load.jsonio import (
     read_records,
     record_label,
     require_int,
@@ -19,7 +19,7 @@ from tasks.load.jsonio import (
     require_object,
     require_str,
 )
-from tasks.models import Chunk, Corpus, CorpusError, Document
+from ctxrag.tasks.common.models import Chunk, Corpus, CorpusError, Document
 
 COOKBOOK_FIELDS: tuple[str, ...] = ("doc_id", "original_uuid", "content", "chunks")
 COOKBOOK_CHUNK_FIELDS: tuple[str, ...] = ("chunk_id", "original_index", "content")

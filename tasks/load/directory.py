@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pathspec import GitIgnoreSpec
 
-from storage.errors import InvalidInput
-from tasks.load.chunking import DEFAULT_BUDGET, chunk_content
-from tasks.models import Chunk, Corpus, CorpusError, Document
+from ctxrag.storage.errors import InvalidInput
+from ctxrag.tasks.load.chunking import DEFAULT_BUDGET, chunk_content
+from ctxrag.tasks.common.models import Chunk, Corpus, CorpusError, Document
 
 SKIP_DIRS: frozenset[str] = frozenset({"__pycache__", "node_modules", "venv", "build", "dist"})  # plus hidden ones
 CODE_EXTENSIONS: frozenset[str] = frozenset(

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tasks.models import CorpusError
+from ctxrag.tasks.common.models import CorpusError
 
 
 def type_name(value: Any) -> str:

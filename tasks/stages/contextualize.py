@@ -13,13 +13,13 @@ from prefect import task
 from prefect.cache_policies import NONE
 from prefect.runtime import task_run
 
-from storage.artifacts import KEY, contexts_cache
-from storage.errors import UserError
-from storage.ledger import Ledger
-from tasks.contextualize import context_key
-from tasks.contextualizers import ContextualizerSpec
-from tasks.models import Chunk, Corpus, Document
-from tasks.retry import retry_only_io
+from ctxrag.storage.artifacts import KEY, contexts_cache
+from ctxrag.storage.errors import UserError
+from ctxrag.storage.ledger import Ledger
+from ctxrag.tasks.context.contextualize import context_key
+from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.common.models import Chunk, Corpus, Document
+from ctxrag.tasks.common.retry import retry_only_io
 
 Keyed = list[tuple[Chunk, str]]  # chunks with their context keys
 CHUNKS_PER_TASK = 512  # offline contextualizers: ~20 task runs per 10,000 chunks (one task run costs ~75 ms)
@@ -34,7 +34,7 @@ def context_keys(corpus: Corpus, spec: ContextualizerSpec) -> list[str]:
 
 
 def context_row(key: str, doc_id: str, context: str, paid: bool) -> dict[str, object]:
-    """A stored context: ``paid`` ones are never removed by gc unless the user asks (see tasks.gc)."""
+    """A stored context: ``paid`` ones are never removed by gc unless the user asks (see ctxrag.tasks.gc)."""
     return {KEY: key, "doc_id": doc_id, "context": context, "paid": paid, "created_at": time.time()}
 
 
@@ -126,8 +126,8 @@ def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: Contextua
 def contextualize_in_batches(
     corpus: Corpus, pending: dict[str, Keyed], spec: ContextualizerSpec, home: Path, run_id: str, poll_seconds: float = 30.0
 ) -> dict[str, int]:
-    """Message Batches mode: resume open batches, then submit what is still missing (see tasks.claude.batches)."""
-    from tasks.claude.batches import BatchState, run_batches
+    """Message Batches mode: resume open batches, then submit what is still missing (see ctxrag.tasks.context.claude.batches)."""
+    from ctxrag.tasks.context.claude.batches import BatchState, run_batches
 
     cache = contexts_cache(home)
     documents = {document.doc_id: document for document in corpus.documents}

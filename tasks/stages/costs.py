@@ -7,7 +7,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NONE
 
-from storage.ledger import Ledger, summarize
+from ctxrag.storage.ledger import Ledger, summarize
 
 
 @task(cache_policy=NONE)

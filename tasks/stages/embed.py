@@ -10,13 +10,13 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NONE
 
-from storage.artifacts import KEY, embeddings_cache
-from storage.environment import models_dir
-from storage.ledger import Ledger
-from tasks.embed import EmbedderSpec, embed_missing, query_model_export, stored_vectors
-from tasks.embedders import make_embedder
-from tasks.progress import stage_progress
-from tasks.retry import retry_only_io
+from ctxrag.storage.artifacts import KEY, embeddings_cache
+from ctxrag.storage.environment import models_dir
+from ctxrag.storage.ledger import Ledger
+from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_missing, query_model_export, stored_vectors
+from ctxrag.tasks.embedding.embedders import make_embedder
+from ctxrag.tasks.common.progress import stage_progress
+from ctxrag.tasks.common.retry import retry_only_io
 
 TEXTS_PER_TASK = 2048  # the local model: ~1 minute of work per task on 2 cores
 

@@ -7,12 +7,12 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NONE
 
-from storage.errors import InvalidInput, UserError
-from storage.index_store import IndexStore
-from storage.ledger import Ledger
-from tasks.evalset import EvalFormat, load_evalset
-from tasks.evaluate import evaluate
-from tasks.search import Searcher, Strategy
+from ctxrag.storage.errors import InvalidInput, UserError
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.storage.ledger import Ledger
+from ctxrag.tasks.evaluation.evalset import EvalFormat, load_evalset
+from ctxrag.tasks.evaluation.evaluate import evaluate
+from ctxrag.tasks.retrieval.search import Searcher, Strategy
 
 
 class GateRejected(UserError, RuntimeError):

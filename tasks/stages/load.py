@@ -7,10 +7,10 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from storage.index_store import IndexStore
-from tasks.load import DEFAULT_MAX_FILE_BYTES, load_source
-from tasks.models import Corpus
-from tasks.retry import retry_only_io
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES, load_source
+from ctxrag.tasks.common.models import Corpus
+from ctxrag.tasks.common.retry import retry_only_io
 
 
 @task(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=retry_only_io, cache_policy=NONE)

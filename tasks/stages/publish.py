@@ -12,16 +12,16 @@ from prefect import task
 from prefect.cache_policies import NONE
 from prefect.transactions import get_transaction
 
-from storage.backends import backend_for
-from storage.bm25 import BM25_B, BM25_K1
-from storage.index_store import IndexStore
-from tasks.contextualize import CONTEXT_KEY
-from tasks.contextualizers import ContextualizerSpec
-from tasks.embed import EmbedderSpec
-from tasks.models import Corpus, indexed_text, sha256_hex
-from tasks.retry import retry_only_io
-from tasks.search import DEFINES
-from tasks.structure import defined_names
+from ctxrag.storage.backends import backend_for
+from ctxrag.storage.bm25 import BM25_B, BM25_K1
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.context.contextualize import CONTEXT_KEY
+from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.embedding.embed import EmbedderSpec
+from ctxrag.tasks.common.models import Corpus, indexed_text, sha256_hex
+from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.retrieval.search import DEFINES
+from ctxrag.tasks.context.structure import defined_names
 
 TEXT = "text"  # the plan's column of indexed texts (context + chunk): BM25-indexed, not stored
 
@@ -55,7 +55,7 @@ def plan_index(
     backend: str = "embedded",
 ) -> IndexPlan:
     """The version's rows (with the indexed text of each chunk, derived here once, and the key of its stored context,
-    which tasks.gc keeps) and its config."""
+    which ctxrag.tasks.gc keeps) and its config."""
     backend_for(backend)  # an unknown backend fails here, before anything is embedded
     worker = contextualizer.build()
     config = {

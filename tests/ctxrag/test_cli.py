@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.index_store import IndexStore
+from ctxrag.storage.index_store import IndexStore
 from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

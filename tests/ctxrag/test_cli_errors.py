@@ -22,8 +22,8 @@ import pytest
 from typer.testing import CliRunner
 
 import ctxrag.cli as cli
-from storage.index_store import IndexStore
-from tasks.embed import EmbedderSpec
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.embedding.embed import EmbedderSpec
 
 CTXRAG = Path(sys.executable).with_name("ctxrag")
 
@@ -107,7 +107,7 @@ def test_an_unreachable_elasticsearch_is_one_line(tmp_path: Path) -> None:
 
 def test_an_injected_bug_shows_its_traceback_in_a_real_process(tmp_path: Path) -> None:
     code = (
-        "import storage.index_store as s; s.IndexStore.names = lambda self: 1 / 0; "
+        "import ctxrag.storage.index_store as s; s.IndexStore.names = lambda self: 1 / 0; "
         "from ctxrag.cli import main; main()"
     )
     environment = {**os.environ, "CTXRAG_HOME": str(tmp_path / "home")}
@@ -152,9 +152,9 @@ def test_a_zero_division_in_ctxrag_propagates_with_its_traceback(home: Path, mon
 @pytest.mark.parametrize(
     ("target", "command"),
     [
-        ("tasks.rerank.RerankSpec.from_str", ["search", "kiwi", "--rerank", "cohere"]),
-        ("storage.index_store.IndexStore.delete", ["delete", "docs"]),
-        ("tasks.gc.collect_garbage", ["gc"]),
+        ("ctxrag.tasks.retrieval.rerank.RerankSpec.from_str", ["search", "kiwi", "--rerank", "cohere"]),
+        ("ctxrag.storage.index_store.IndexStore.delete", ["delete", "docs"]),
+        ("ctxrag.tasks.gc.collect_garbage", ["gc"]),
     ],
     ids=["search", "delete", "gc"],
 )
@@ -167,7 +167,7 @@ def test_a_bare_builtin_error_is_a_bug_not_a_one_liner(
 
 
 def test_a_listed_message_raised_somewhere_else_is_still_a_bug(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tasks.rerank.RerankSpec.from_str", a_bug(ValueError("unknown reranker 'x'")))
+    monkeypatch.setattr("ctxrag.tasks.retrieval.rerank.RerankSpec.from_str", a_bug(ValueError("unknown reranker 'x'")))
     assert_bug(invoke("search", "kiwi"), ValueError, "raising")
 
 
@@ -181,7 +181,7 @@ def test_bad_input_raised_as_a_bare_value_error_is_still_one_line(home: Path) ->
 
 
 def test_a_busy_gc_is_one_line(home: Path) -> None:
-    from tasks.gc import artifact_lock
+    from ctxrag.tasks.gc import artifact_lock
 
     with artifact_lock(home, exclusive=True):
         result = invoke("gc")
@@ -197,7 +197,7 @@ def test_a_running_build_makes_delete_one_line(home: Path) -> None:
 
 def test_a_full_disk_is_one_line(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(home / "artifacts" / "contexts" / "part.parquet"))
-    monkeypatch.setattr("tasks.gc.collect_garbage", a_bug(full))
+    monkeypatch.setattr("ctxrag.tasks.gc.collect_garbage", a_bug(full))
     result = invoke("gc")
     assert result.exit_code == 2
     assert f"error: {home / 'artifacts' / 'contexts' / 'part.parquet'}: No space left on device" in result.output
@@ -218,7 +218,7 @@ def test_an_elasticsearch_api_error_is_one_line(home: Path, monkeypatch: pytest.
 def test_an_invalid_option_is_one_line_and_a_bare_value_error_is_a_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     result = invoke("gc", "--paid-older-than", "-1")
     assert result.exit_code == 2  # typer's own check
-    from tasks.search import Strategy
+    from ctxrag.tasks.retrieval.search import Strategy
 
     with pytest.raises(ValueError) as unknown:
         Strategy.from_str("nonsense")

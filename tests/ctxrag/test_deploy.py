@@ -62,8 +62,8 @@ def test_unreachable_server_is_one_line() -> None:
 
 
 def test_prefect_yaml_declares_the_two_deployments_on_the_process_pool() -> None:
-    from flows.evaluate import evaluate_index
-    from flows.index import index_corpus
+    from ctxrag.flows.evaluate import evaluate_index
+    from ctxrag.flows.index import index_corpus
 
     config = yaml.safe_load((REPO / "prefect.yaml").read_text())
     deployments = {item["name"]: item for item in config["deployments"]}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from flows.evaluate import evaluate_index
-from flows.index import index_corpus
+from ctxrag.flows.evaluate import evaluate_index
+from ctxrag.flows.index import index_corpus
 from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

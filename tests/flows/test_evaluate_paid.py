@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.evaluate import evaluate_index
-from flows.index import index_corpus
+from ctxrag.flows.evaluate import evaluate_index
+from ctxrag.flows.index import index_corpus
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.equipment.cohere_simulator import CohereSimulator
 from tests.helpers import SAMPLE_CORPUS

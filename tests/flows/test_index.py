@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from flows.index import DocumentsFailed, index_corpus
-from storage.index_store import IndexStore
-from tasks.contextualize import StructuralContextualizer
-from storage.artifacts import contexts_cache
-from tasks.models import CorpusError
+from ctxrag.flows.index import DocumentsFailed, index_corpus
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.context.contextualize import StructuralContextualizer
+from ctxrag.storage.artifacts import contexts_cache
+from ctxrag.tasks.common.models import CorpusError
 from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -123,7 +123,7 @@ def test_invalid_name_is_rejected_before_any_work(corpus_dir: Path, home: Path) 
 def test_a_run_failing_in_its_last_stage_is_retried_without_recomputing_earlier_stages(
     corpus_dir: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import storage.index_store as index_store
+    import ctxrag.storage.index_store as index_store
 
     original = index_store.IndexStore.publish
 
@@ -143,7 +143,7 @@ def test_a_run_failing_in_its_last_stage_is_retried_without_recomputing_earlier_
 
 
 def test_the_quality_gate_keeps_the_live_index_when_the_new_one_is_worse(corpus_dir: Path, home: Path) -> None:
-    from tasks.stages.gate import GateRejected
+    from ctxrag.tasks.stages.gate import GateRejected
     from tests.helpers import SAMPLE_QUESTIONS
 
     first = run(corpus_dir, home)
@@ -167,7 +167,7 @@ def test_the_quality_gate_keeps_the_live_index_when_the_new_one_is_worse(corpus_
 def test_a_run_that_embeds_locally_makes_the_query_export_and_a_run_that_embeds_nothing_does_not(
     corpus_dir: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks.onnx_queries import export_path
+    from ctxrag.tasks.embedding.onnx_queries import export_path
 
     monkeypatch.setenv("CTXRAG_MODELS_DIR", str(tmp_path / "models"))
     export = export_path(tmp_path / "models", "all-MiniLM-L6-v2")

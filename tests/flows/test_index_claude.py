@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.index import DocumentsFailed
-from storage.ledger import Ledger
-from storage.index_store import IndexStore
-from storage.artifacts import contexts_cache
+from ctxrag.flows.index import DocumentsFailed
+from ctxrag.storage.ledger import Ledger
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.storage.artifacts import contexts_cache
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.helpers import ANTHROPIC_TEST_KEY as KEY
 from tests.helpers import requested_chunks, run, write_corpus
@@ -66,7 +66,7 @@ def test_rerun_pays_nothing_and_an_edit_pays_only_for_its_document(simulator: An
 
 
 def test_batches_are_resumed_by_polling_not_resubmitted(simulator: AnthropicSimulator, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tasks.claude.batches as batches
+    import ctxrag.tasks.context.claude.batches as batches
 
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus)
@@ -114,7 +114,7 @@ def test_a_sigkilled_run_resumes_without_repeating_a_saved_call(
     assert 0 < saved_count < len(texts)
 
     if gc_between:  # the contexts no index references yet were paid for: gc keeps them
-        from tasks.gc import collect_garbage
+        from ctxrag.tasks.gc import collect_garbage
 
         assert collect_garbage(home)["contexts_kept_paid"] == saved_count
     since = len(simulator.requests)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.index import DocumentsFailed
-from storage.ledger import Ledger
+from ctxrag.flows.index import DocumentsFailed
+from ctxrag.storage.ledger import Ledger
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.helpers import run, write_corpus
 

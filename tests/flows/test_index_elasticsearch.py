@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from flows.evaluate import evaluate_index
-from flows.index import index_corpus
-from storage.elasticsearch import EsIndex, connect
-from storage.index_store import IndexStore
-from tasks.search import Searcher, Strategy
+from ctxrag.flows.evaluate import evaluate_index
+from ctxrag.flows.index import index_corpus
+from ctxrag.storage.elasticsearch import EsIndex, connect
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.retrieval.search import Searcher, Strategy
 from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -71,7 +71,7 @@ def test_server_side_rrf_is_tried_on_request(emulator: str, home: Path) -> None:
 
 
 def test_a_rejected_gate_leaves_the_alias_and_drops_the_staged_index(emulator: str, tmp_path: Path, home: Path) -> None:
-    from tasks.stages.gate import GateRejected
+    from ctxrag.tasks.stages.gate import GateRejected
 
     corpus = tmp_path / "corpus"
     shutil.copytree(SAMPLE_CORPUS, corpus)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from flows.evaluate import evaluate_index
-from flows.index import index_corpus
-from storage.index_store import IndexStore
-from storage.ledger import Ledger
-from tasks.search import Searcher, Strategy
+from ctxrag.flows.evaluate import evaluate_index
+from ctxrag.flows.index import index_corpus
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.storage.ledger import Ledger
+from ctxrag.tasks.retrieval.search import Searcher, Strategy
 from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.index import index_corpus
-from flows.runners import make_task_runner
-from storage.index_store import IndexStore
+from ctxrag.flows.index import index_corpus
+from ctxrag.flows.runners import make_task_runner
+from ctxrag.storage.index_store import IndexStore
 from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

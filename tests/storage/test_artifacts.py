@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import storage.artifacts as artifacts
-from storage.artifacts import KEY, RowCache, write_parquet_atomic
+import ctxrag.storage.artifacts as artifacts
+from ctxrag.storage.artifacts import KEY, RowCache, write_parquet_atomic
 
 
 def rows(table: pa.Table | None) -> list[dict]:

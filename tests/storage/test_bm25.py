@@ -1,4 +1,4 @@
-"""The embedded BM25 index (bm25s, Lucene variant) over storage.tokenize terms."""
+"""The embedded BM25 index (bm25s, Lucene variant) over ctxrag.storage.tokenize terms."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from storage.bm25 import Bm25Index
-from storage.tokenize import tokenize
+from ctxrag.storage.bm25 import Bm25Index
+from ctxrag.storage.tokenize import tokenize
 
 # Words that survive tokenization unchanged (no stop words, stemming leaves them as they are).
 TOY = ["lemon kiwi", "lemon lemon mango", "kiwi mango melon grape"]

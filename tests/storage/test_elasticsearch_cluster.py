@@ -1,4 +1,4 @@
-"""storage.elasticsearch against a real Elasticsearch cluster (8.x from 8.4, or 9.x): the same basics as the emulator tests.
+"""ctxrag.storage.elasticsearch against a real Elasticsearch cluster (8.x from 8.4, or 9.x): the same basics as the emulator tests.
 
 Set ``CTXRAG_TEST_ES_CLUSTER_URL`` (its own variable, so the emulator tests never reach a cluster by accident); the
 credentials come from the usual ``ELASTICSEARCH_API_KEY`` or ``ELASTICSEARCH_USERNAME``/``ELASTICSEARCH_PASSWORD``
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from elasticsearch import Elasticsearch
 
-from storage.elasticsearch import EsBulkFailed, EsIndex, ServerSideRrfUnavailable, connect
+from ctxrag.storage.elasticsearch import EsBulkFailed, EsIndex, ServerSideRrfUnavailable, connect
 from tests.helpers import CHUNKS, chunk_table, chunk_vectors, row_of
 
 CLUSTER_URL = os.environ.get("CTXRAG_TEST_ES_CLUSTER_URL", "").strip()

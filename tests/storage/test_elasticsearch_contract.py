@@ -1,4 +1,4 @@
-"""storage.elasticsearch's wire contract, without a server: the exact index body, bulk actions and search bodies,
+"""ctxrag.storage.elasticsearch's wire contract, without a server: the exact index body, bulk actions and search bodies,
 and what the client sends (headers, request order) as captured by a recording stub on 127.0.0.1."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 from elasticsearch import ApiError, BadRequestError
 
-import storage.tokenize
-from storage.elasticsearch import (
+import ctxrag.storage.tokenize
+from ctxrag.storage.elasticsearch import (
     STOPWORDS,
     EsBulkFailed,
     EsConfigError,
@@ -34,7 +34,7 @@ from storage.elasticsearch import (
     knn_body,
     rrf_body,
 )
-from storage.errors import UnknownIndexError
+from ctxrag.storage.errors import UnknownIndexError
 
 ES_ENV = [
     "ELASTICSEARCH_URL", "ELASTICSEARCH_API_KEY", "ELASTICSEARCH_USERNAME", "ELASTICSEARCH_PASSWORD", "ELASTICSEARCH_CA_CERTS",
@@ -108,7 +108,7 @@ def test_index_body_is_pinned() -> None:
 def test_stop_words_are_the_embedded_engines_plus_single_letters() -> None:
     assert STOPWORDS == sorted(set(STOPWORDS_EN_PLUS) | set(string.ascii_lowercase))
     assert len(STOPWORDS_EN_PLUS) == 179
-    assert set(storage.tokenize.STOPWORDS) <= set(STOPWORDS)
+    assert set(ctxrag.storage.tokenize.STOPWORDS) <= set(STOPWORDS)
 
 
 def rows_table() -> pa.Table:

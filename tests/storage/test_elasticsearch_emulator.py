@@ -1,4 +1,4 @@
-"""storage.elasticsearch against the noida-db Elasticsearch emulator: build, search, alias switch, failures.
+"""ctxrag.storage.elasticsearch against the noida-db Elasticsearch emulator: build, search, alias switch, failures.
 
 The emulator answers the Elasticsearch REST API with Lucene-style BM25; see tests/equipment/es_emulator.py.
 """
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from elasticsearch import Elasticsearch
 
-from storage.elasticsearch import EsBulkFailed, EsError, EsIndex, ServerSideRrfUnavailable, connect
-from storage.errors import UnknownIndexError
+from ctxrag.storage.elasticsearch import EsBulkFailed, EsError, EsIndex, ServerSideRrfUnavailable, connect
+from ctxrag.storage.errors import UnknownIndexError
 from tests.helpers import CHUNKS, DIMS, chunk_table, chunk_vectors, row_of
 
 

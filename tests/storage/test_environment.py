@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 SNAPSHOT = (
-    "import json, os, sys; import flows; import prefect; "
+    "import json, os, sys; import ctxrag.flows; import prefect; "
     "print(json.dumps({k: os.environ.get(k) for k in ['DO_NOT_TRACK', 'PREFECT_SERVER_ANALYTICS_ENABLED', "
     "'HF_HUB_OFFLINE', 'PREFECT_HOME']}))"
 )

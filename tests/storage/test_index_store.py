@@ -10,12 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import storage.index_store as index_store
-from storage.bm25 import Bm25Index
-from storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError, UserError
-from storage.index_store import FORMAT_VERSION, IndexStore, StoredIndex
-from storage.names import InvalidIndexName, validate_name
-from storage.vectors import VectorIndex
+import ctxrag.storage.index_store as index_store
+from ctxrag.storage.bm25 import Bm25Index
+from ctxrag.storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError, UserError
+from ctxrag.storage.index_store import FORMAT_VERSION, IndexStore, StoredIndex
+from ctxrag.storage.names import InvalidIndexName, validate_name
+from ctxrag.storage.vectors import VectorIndex
 
 TEXTS = ["lemon kiwi", "lemon lemon mango", "kiwi mango melon grape"]
 

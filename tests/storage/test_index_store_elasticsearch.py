@@ -15,9 +15,9 @@ import pytest
 from elasticsearch import Elasticsearch
 from typer.testing import CliRunner
 
-from storage.elasticsearch import EsConfigError, EsIndex, connect
-from storage.errors import UserError
-from storage.index_store import IndexStore
+from ctxrag.storage.elasticsearch import EsConfigError, EsIndex, connect
+from ctxrag.storage.errors import UserError
+from ctxrag.storage.index_store import IndexStore
 from tests.helpers import chunk_table, chunk_vectors
 
 

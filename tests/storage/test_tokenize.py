@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage.tokenize import identifier_parts, tokenize
+from ctxrag.storage.tokenize import identifier_parts, tokenize
 
 
 def test_empty_and_punctuation_only_text_give_no_tokens() -> None:

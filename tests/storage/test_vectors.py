@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from storage.vectors import VectorIndex, normalize_rows
+from ctxrag.storage.vectors import VectorIndex, normalize_rows
 
 
 def test_normalize_rows_unit_length_and_zero_rows_stay_zero() -> None:

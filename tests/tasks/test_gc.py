@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from flows.index import index_corpus
-from storage.index_store import IndexStore
-from tasks.gc import artifact_lock, collect_garbage
-from storage.artifacts import contexts_cache, embeddings_cache
+from ctxrag.flows.index import index_corpus
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.gc import artifact_lock, collect_garbage
+from ctxrag.storage.artifacts import contexts_cache, embeddings_cache
 from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -41,8 +41,8 @@ def test_paid_results_no_index_uses_stay_until_the_user_asks(home) -> None:  # t
 
     import numpy as np
 
-    from tasks.embed import vector_rows
-    from tasks.stages.contextualize import context_row
+    from ctxrag.tasks.embedding.embed import vector_rows
+    from ctxrag.tasks.stages.contextualize import context_row
 
     day = 86_400
     contexts_cache(home).append_rows([
@@ -67,7 +67,7 @@ def test_paid_results_no_index_uses_stay_until_the_user_asks(home) -> None:  # t
 
 
 def test_rows_of_unknown_origin_count_as_paid(home) -> None:  # type: ignore[no-untyped-def]
-    from storage.artifacts import KEY
+    from ctxrag.storage.artifacts import KEY
 
     contexts_cache(home).append_rows([{KEY: "old-row", "doc_id": "doc", "context": "written before ctxrag recorded it"}])
     assert collect_garbage(home, paid_older_than_days=0)["contexts_kept_paid"] == 1  # no age: never "old"
@@ -88,7 +88,7 @@ def test_gc_keeps_the_vectors_of_shortened_texts(home, tmp_path) -> None:  # typ
 def test_gc_keeps_the_contexts_of_a_version_built_before_rows_recorded_their_context_keys(home) -> None:  # type: ignore[no-untyped-def]
     import pyarrow.parquet as pq
 
-    from tasks.contextualize import CONTEXT_KEY
+    from ctxrag.tasks.context.contextualize import CONTEXT_KEY
 
     index_corpus(source=str(SAMPLE_CORPUS), name="old", contextualizer="none", home=str(home))
     store = IndexStore(home)

@@ -80,7 +80,7 @@ def test_schedules_and_concurrency_limits_in_their_other_forms(tmp_path: Path) -
         c.prefect_schedules()
 
 
-UNUSABLE = [None, "flows/index.py", "flows/nope.py:index_corpus", "../flows/index.py:index_corpus", "flows.index:index_corpus"]
+UNUSABLE = [None, "flows/index.py", "flows/nope.py:index_corpus", "../flows/index.py:index_corpus", "ctxrag.flows.index:index_corpus"]
 
 
 @pytest.mark.parametrize("entrypoint", UNUSABLE)

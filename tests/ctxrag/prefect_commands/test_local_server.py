@@ -19,7 +19,7 @@ from ctxrag.prefect_commands.local_server import (
     PID_FILE, STATE_FILE, LocalServer, ServerDoesNotAnswer, ServerOfAnotherVersion, find_server, local_prefect_server,
     reuse_or_start, stop_server,
 )
-from storage.errors import UserError
+from ctxrag.storage.errors import UserError
 from tests.equipment.local_server import ctxrag_as_user, fake_server, recorded_server, stopped_afterwards, wait_for
 from tests.helpers import REPO, SAMPLE_CORPUS
 

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from storage.backends import BACKENDS, backend_for
-from storage.backends.embedded import EmbeddedBackend, EmbeddedRanker, top_rows
-from storage.errors import InvalidInput
+from ctxrag.storage.backends import BACKENDS, backend_for
+from ctxrag.storage.backends.embedded import EmbeddedBackend, EmbeddedRanker, top_rows
+from ctxrag.storage.errors import InvalidInput
 
 
 def test_each_named_backend_is_found_and_an_unknown_one_is_a_clear_error() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.load.chunking import (
+from ctxrag.tasks.load.chunking import (
     Piece,
     chunk_content,
     line_windows,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tasks.load import load_cookbook, load_source
-from tasks.models import CorpusError
+from ctxrag.tasks.load import load_cookbook, load_source
+from ctxrag.tasks.common.models import CorpusError
 from tests.helpers import SHARED_DATA
 
 CODEBASE = SHARED_DATA / "codebase" / "codebase_chunks.json"  # ../shared/data beside the repository

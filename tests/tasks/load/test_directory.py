@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks.load import load_directory, load_source
-from tasks.load.chunking import split_text
-from tasks.load.directory import file_kind, iter_files
-from tasks.models import Corpus, CorpusError
+from ctxrag.tasks.load import load_directory, load_source
+from ctxrag.tasks.load.chunking import split_text
+from ctxrag.tasks.load.directory import file_kind, iter_files
+from ctxrag.tasks.common.models import Corpus, CorpusError
 
 PY = '''"""Tools."""
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from storage.artifacts import contexts_cache
-from tasks.contextualize import StructuralContextualizer
-from tasks.contextualizers import ContextualizerSpec
-from tasks.models import Chunk, Corpus, Document
-from tasks.retry import ApiCallFailed
-from tasks.stages.contextualize import (
+from ctxrag.storage.artifacts import contexts_cache
+from ctxrag.tasks.context.contextualize import StructuralContextualizer
+from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.common.models import Chunk, Corpus, Document
+from ctxrag.tasks.common.retry import ApiCallFailed
+from ctxrag.tasks.stages.contextualize import (
     BatchFailed,
     chunks_to_contextualize,
     context_keys,
@@ -85,7 +85,7 @@ def test_a_missing_context_is_named(tmp_path: Path) -> None:
 def test_a_first_attempt_reads_no_store_and_a_retry_skips_what_it_saved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from prefect import flow
 
-    import tasks.stages.contextualize as stage
+    import ctxrag.tasks.stages.contextualize as stage
 
     calls: list[str] = []
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.embed import EmbedderSpec
-from tasks.stages import embed as stage
+from ctxrag.tasks.embedding.embed import EmbedderSpec
+from ctxrag.tasks.stages import embed as stage
 
 
 class CountingEmbedder:

@@ -8,17 +8,17 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from storage.errors import InvalidInput
-from storage.index_store import IndexStore
-from tasks.contextualizers import ContextualizerSpec
-from tasks.embed import EmbedderSpec
-from tasks.models import indexed_text
-from tasks.stages.load import compare_with_live
-from tasks.search import DEFINES
-from tasks.stages.publish import TEXT, plan_index, publish_index
+from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.embedding.embed import EmbedderSpec
+from ctxrag.tasks.common.models import indexed_text
+from ctxrag.tasks.stages.load import compare_with_live
+from ctxrag.tasks.retrieval.search import DEFINES
+from ctxrag.tasks.stages.publish import TEXT, plan_index, publish_index
 from tests.tasks.stages.test_contextualize import corpus
 
-KEYS = ["k0", "k1"]  # context keys (the plan records them; tasks.gc keeps what they name)
+KEYS = ["k0", "k1"]  # context keys (the plan records them; ctxrag.tasks.gc keeps what they name)
 
 
 def test_the_plan_carries_each_chunks_indexed_text_and_a_stable_build_key() -> None:

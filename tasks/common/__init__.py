@@ -1,0 +1,1 @@
+"""Helpers shared by every group of tasks: data models, retries, rate limits, progress, memory."""

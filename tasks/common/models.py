@@ -1,0 +1,75 @@
+"""The pipeline's records: documents and chunks, with content-hash identities."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ctxrag.storage.errors import UserError
+
+
+def sha256_hex(*parts: str) -> str:
+    """sha256 over the parts, separated by NUL so ("ab", "c") != ("a", "bc")."""
+    digest = hashlib.sha256()
+    for index, part in enumerate(parts):
+        if index:
+            digest.update(b"\0")
+        digest.update(part.encode("utf-8"))
+    return digest.hexdigest()
+
+
+class CorpusError(UserError, ValueError):
+    """Bad input that stops a run; the message names the file, the record and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One source document. ``doc_id`` is the source's own id, kept so evaluation sets can refer to it."""
+
+    doc_id: str
+    title: str
+    content: str
+    kind: str  # "code" | "markdown" | "text" | "docs"
+    source: str  # the file it came from, for messages
+
+    @cached_property
+    def doc_sha(self) -> str:
+        return sha256_hex(self.doc_id, self.content)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrievable unit. ``(doc_id, chunk_index)`` and ``chunk_id`` are the source's own ids."""
+
+    chunk_id: str
+    doc_id: str
+    chunk_index: int
+    content: str
+    doc_sha: str
+    heading: str = ""  # heading path (Markdown, docs format)
+    summary: str = ""  # a summary shipped with the corpus (docs format), used for summary indexing
+
+    @cached_property
+    def chunk_sha(self) -> str:
+        return sha256_hex(self.content)
+
+    @cached_property
+    def key(self) -> str:
+        """Content identity: (document sha, chunk index, chunk sha)."""
+        return sha256_hex(self.doc_sha, str(self.chunk_index), self.chunk_sha)[:32]
+
+
+@dataclass
+class Corpus:
+    """What a loader returns: documents, their chunks in order, and the warnings it raised."""
+
+    source: str
+    documents: list[Document] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def indexed_text(context: str, content: str) -> str:
+    """What is embedded and BM25-indexed: the context in front of the chunk."""
+    return f"{context}\n\n{content}" if context else content

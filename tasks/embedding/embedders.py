@@ -1,0 +1,19 @@
+"""Which embedder a spec names: the local model or Voyage (above both modules; neither imports this one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxrag.storage.ledger import SaveLedger
+from ctxrag.tasks.embedding.embed import Embedder, EmbedderSpec, LocalEmbedder
+from ctxrag.tasks.embedding.voyage import VoyageEmbedder
+
+
+def make_embedder(
+    spec: EmbedderSpec, ledger: SaveLedger | None = None, run_id: str = "", models_dir: Path | None = None
+) -> Embedder:
+    """The embedder for a spec (Voyage's client is built lazily: no key is needed until something is embedded).
+    ``models_dir``: the local embedder's ONNX query model is kept there (ctxrag.tasks.embedding.onnx_queries)."""
+    if spec.provider == "voyage":
+        return VoyageEmbedder(spec, ledger=ledger, run_id=run_id)
+    return LocalEmbedder(spec, models_dir=models_dir)

@@ -1,0 +1,1 @@
+"""Retrieval: search strategies and their fusion over a stored index, and rerankers."""

@@ -1,0 +1,232 @@
+"""Reranking as a search stage: Cohere's reranker, Claude as a reranker, or a local cross-encoder.
+
+A reranker reorders a strategy's over-retrieved candidates and keeps the top k. Cohere and the cross-encoder get
+k x 10 candidates (the cookbook's over-retrieval); Claude gets 20 (the RAG guide's initial_k). Each candidate is
+the chunk's text with its context.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.ledger import LedgerRow, SaveLedger
+from ctxrag.tasks.context.claude.client import ClaudeClient, message_text
+from ctxrag.tasks.context.claude.pricing import Usage, charge
+from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
+from ctxrag.storage.secrets import MissingKey, redact, resolve_key
+
+COHERE_PRICE_PER_SEARCH_UNIT = 0.002  # US dollars (rerank-english-v3.0 and rerank-v3.5: $2 per 1,000 searches)
+CLAUDE_INITIAL_K = 20
+RELEVANT = re.compile(r"<relevant_indices>(.*?)(?:</relevant_indices>|$)", re.S)
+
+
+class RerankError(ApiCallFailed):
+    """A rerank call that failed for good; the message is redacted."""
+
+
+class Reranker(Protocol):
+    label: str  # "rerank-cohere", ...
+
+    def depth(self, k: int) -> int: ...
+
+    def rerank(self, query: str, documents: list[str], k: int) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class RerankSpec:
+    """``cohere``, ``claude`` or ``local:PATH`` (a cross-encoder model folder), with an optional model name."""
+
+    provider: str
+    model: str = ""
+    path: str = ""
+
+    @classmethod
+    def from_str(cls, value: str, model: str = "") -> "RerankSpec | None":
+        if value in {"", "none"}:
+            return None
+        if value.startswith("local:"):
+            return cls("local", path=value.split(":", 1)[1])
+        if value in {"cohere", "claude"}:
+            return cls(value, model)
+        raise InvalidInput(f"unknown reranker {value!r}; choose cohere, claude, local:PATH or none")
+
+    @property
+    def label(self) -> str:
+        return f"rerank-{self.provider}"
+
+    def missing_key(self) -> str | None:
+        """The variable to set when this reranker's key is not configured (None when it needs none or has one)."""
+        variable = {"cohere": "CO_API_KEY", "claude": "ANTHROPIC_API_KEY"}.get(self.provider)
+        if variable is None:
+            return None
+        try:
+            _key_for(self.provider)
+        except MissingKey:
+            return variable
+        return None
+
+    def build(self, ledger: SaveLedger | None = None, run_id: str = "") -> Reranker:
+        if self.provider == "cohere":
+            return CohereReranker(self.model or "rerank-english-v3.0", ledger, run_id)
+        if self.provider == "claude":
+            return ClaudeReranker(self.model or "claude-haiku-4-5", ledger, run_id)
+        return CrossEncoderReranker(self.path)
+
+
+def _key_for(provider: str) -> str:
+    if provider == "cohere":
+        for variable in ("CO_API_KEY", "COHERE_API_KEY"):
+            if os.environ.get(variable):
+                return resolve_key(variable, "cohere-api-key")
+        return resolve_key("CO_API_KEY", "cohere-api-key")
+    return resolve_key("ANTHROPIC_API_KEY", "anthropic-api-key")
+
+
+@dataclass
+class CohereReranker:
+    """Cohere ``/v2/rerank`` through ``cohere.ClientV2`` (``CO_API_URL`` sets the base URL; SDK retries off)."""
+
+    model: str = "rerank-english-v3.0"
+    ledger: SaveLedger | None = None
+    run_id: str = ""
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    label: str = "rerank-cohere"
+    _client: Any = None
+
+    def depth(self, k: int) -> int:
+        return k * 10
+
+    def client(self) -> Any:
+        if self._client is None:
+            import cohere
+
+            base_url = os.environ.get("CO_API_URL") or "https://api.cohere.com"  # read here: the SDK reads it at import
+            self._client = cohere.ClientV2(api_key=_key_for("cohere"), base_url=base_url, max_retries=0)
+        return self._client
+
+    def rerank(self, query: str, documents: list[str], k: int) -> list[int]:
+        if not documents:
+            return []
+        row = LedgerRow(self.run_id, "rerank", "cohere", self.model, "", "rerank", "", [], "ok")
+        started = time.perf_counter()
+        retries: list[float] = []
+        try:
+            response = self.policy.call(
+                lambda: self.client().rerank(model=self.model, query=query, documents=documents, top_n=k),
+                on_retry=lambda error, wait: retries.append(wait),
+            )
+        except Exception as error:  # noqa: BLE001
+            row.attempts = len(retries) + 1
+            row.status, row.error = "error", redact(f"{getattr(error, 'status_code', '')} {getattr(error, 'body', error)}")
+            _record(self.ledger, row, started)
+            raise RerankError(f"Cohere rerank ({self.model}): {row.error}") from None
+        row.attempts = len(retries) + 1
+        units = getattr(getattr(getattr(response, "meta", None), "billed_units", None), "search_units", None) or 1
+        row.units = int(units)
+        row.cost_usd = row.cost_without_cache_usd = row.units * COHERE_PRICE_PER_SEARCH_UNIT
+        _record(self.ledger, row, started)
+        return [result.index for result in response.results][:k]
+
+
+RERANK_PROMPT = """Query: {query}
+You are about to be given a group of documents, each preceded by its index number in square brackets. Your task is to select the only {k} most relevant documents from the list to help us answer the query.
+
+{documents}
+
+Output only the indices of {k} most relevant documents in order of relevance, separated by commas, enclosed in XML tags here:
+<relevant_indices>put the numbers of your indices here, separated by commas</relevant_indices>"""
+
+
+@dataclass
+class ClaudeReranker:
+    """The RAG guide's level 3: Claude picks the k most relevant of 20 candidates, answering indices in XML tags.
+
+    Invalid, duplicate or out-of-range indices are dropped; when fewer than k remain, the rest is filled in the
+    original order and the query is counted in ``fallbacks``.
+    """
+
+    model: str = "claude-haiku-4-5"
+    ledger: SaveLedger | None = None
+    run_id: str = ""
+    label: str = "rerank-claude"
+    fallbacks: int = 0
+    _client: ClaudeClient | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def depth(self, k: int) -> int:
+        return max(k, CLAUDE_INITIAL_K)
+
+    def rerank(self, query: str, documents: list[str], k: int) -> list[int]:
+        if not documents:
+            return []
+        listing = "\n".join(f"[{index}] {text[:2000]}" for index, text in enumerate(documents))
+        params = {
+            "model": self.model,
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": RERANK_PROMPT.format(query=query, k=k, documents=listing)}],
+        }
+        row = LedgerRow(self.run_id, "rerank", "anthropic", self.model, "rerank-v1", "rerank", "", [], "ok")
+        started = time.perf_counter()
+        if self._client is None:
+            self._client = ClaudeClient()
+        try:
+            reply = self._client.create(**params)
+        except Exception as error:  # noqa: BLE001
+            row.status, row.error, row.attempts = "error", str(error), getattr(error, "attempts", 1)
+            _record(self.ledger, row, started)
+            raise RerankError(f"Claude rerank: {error}") from None
+        row.attempts = reply.attempts
+        charge(row, self.model, Usage.from_api(reply.message.usage))
+        _record(self.ledger, row, started)
+        chosen = parse_indices(message_text(reply.message), len(documents))[:k]
+        if len(chosen) < min(k, len(documents)):
+            with self._lock:
+                self.fallbacks += 1
+            chosen += [index for index in range(len(documents)) if index not in chosen][: k - len(chosen)]
+        return chosen
+
+
+def parse_indices(text: str, count: int) -> list[int]:
+    """Valid, distinct indices from the ``<relevant_indices>`` tag (or the bare text), in the order given."""
+    match = RELEVANT.search(text)
+    body = match.group(1) if match else text
+    chosen: list[int] = []
+    for piece in body.split(","):
+        piece = piece.strip()
+        if piece.isdigit() and int(piece) < count and int(piece) not in chosen:
+            chosen.append(int(piece))
+    return chosen
+
+
+@dataclass
+class CrossEncoderReranker:
+    """A sentence-transformers cross-encoder loaded from a local folder (never downloaded)."""
+
+    path: str
+    label: str = "rerank-local"
+    _model: Any = None
+
+    def depth(self, k: int) -> int:
+        return k * 10
+
+    def rerank(self, query: str, documents: list[str], k: int) -> list[int]:
+        if not documents:
+            return []
+        if self._model is None:
+            from sentence_transformers import CrossEncoder
+
+            self._model = CrossEncoder(self.path, device="cpu", local_files_only=True)
+        scores = self._model.predict([(query, text) for text in documents], show_progress_bar=False)
+        return sorted(range(len(documents)), key=lambda index: (-float(scores[index]), index))[:k]
+
+
+def _record(ledger: SaveLedger | None, row: LedgerRow, started: float) -> None:
+    row.latency_s = time.perf_counter() - started
+    if ledger:
+        ledger([row])

@@ -1,0 +1,46 @@
+"""Windows of a long chunk for the local model: split back from the windowed text, budgeted, pooled."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ctxrag.tasks.embedding.windows import pooled_rows, split_windows, windowed_text
+
+
+def characters(texts: list[str]) -> list[int]:
+    """A stand-in word-piece counter: one piece per character."""
+    return [len(text) for text in texts]
+
+
+def test_every_window_carries_the_context_and_whole_lines_within_the_budget() -> None:
+    text = windowed_text("ctx", "aaaa\nbbbb\ncccc\ndd")
+    windows = split_windows(text, 12, characters)  # 12 - 3 for the context: 9 characters of lines per window
+    assert windows == ["ctx\n\naaaa\nbbbb", "ctx\n\ncccc\ndd"]
+
+
+def test_a_line_longer_than_the_budget_is_a_window_of_its_own() -> None:
+    windows = split_windows(windowed_text("c", "ab\n" + "x" * 40 + "\ncd"), 10, characters)
+    assert windows == ["c\n\nab", "c\n\n" + "x" * 40, "c\n\ncd"]
+
+
+def test_a_long_context_still_leaves_a_quarter_of_the_budget_to_the_lines() -> None:
+    windows = split_windows(windowed_text("c" * 50, "ab\ncd\nef"), 16, characters)  # budget max(16 - 50, 4)
+    assert windows == ["c" * 50 + "\n\nab\ncd", "c" * 50 + "\n\nef"]
+
+
+def test_without_a_context_the_windows_are_runs_of_lines_alone() -> None:
+    text = windowed_text("", "ab\ncd\nef")
+    assert text == "\n\nab\ncd\nef"
+    assert split_windows(text, 4, characters) == ["ab\ncd", "ef"]
+
+
+def test_a_context_with_blank_lines_still_splits_back_at_the_first_one() -> None:
+    text = windowed_text("page\n\n\nsummary\n", "body\n\nmore")
+    assert text == "page\nsummary\n\nbody\n\nmore"
+    assert split_windows(text, 100, characters) == ["page\nsummary\n\nbody\n\nmore"]
+
+
+def test_pooling_averages_each_texts_windows_to_unit_length() -> None:
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [3.0, 4.0]], dtype=np.float32)
+    pooled = pooled_rows(vectors, [0, 0, 1], 2)
+    assert np.allclose(pooled, [[2 ** -0.5, 2 ** -0.5], [0.6, 0.8]])

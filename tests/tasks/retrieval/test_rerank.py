@@ -1,0 +1,108 @@
+"""Rerankers: Cohere (simulator), Claude (Anthropic simulator with scripted answers), a local cross-encoder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ctxrag.storage.ledger import LedgerRow
+from ctxrag.tasks.embedding.embed import packaged_model_path
+from ctxrag.tasks.retrieval.rerank import ClaudeReranker, CohereReranker, CrossEncoderReranker, RerankError, RerankSpec, parse_indices
+from ctxrag.tasks.common.retry import RetryPolicy
+from tests.equipment.anthropic_simulator import AnthropicSimulator
+from tests.equipment.cohere_simulator import CohereSimulator
+
+DOCUMENTS = ["the cat sat", "retry with exponential backoff", "backoff and retry limits", "unrelated text"]
+
+
+@pytest.fixture
+def cohere_sim(cohere_simulator: CohereSimulator) -> CohereSimulator:
+    return cohere_simulator
+
+
+@pytest.fixture
+def claude_sim(anthropic_simulator: AnthropicSimulator) -> AnthropicSimulator:
+    return anthropic_simulator
+
+
+def test_cohere_order_is_the_providers_and_units_are_recorded(cohere_sim: CohereSimulator) -> None:
+    rows: list[LedgerRow] = []
+    order = CohereReranker(ledger=rows.extend).rerank("retry backoff", DOCUMENTS, 2)
+    request = cohere_sim.requests[0]
+    assert request.path == "/v2/rerank" and request.json["top_n"] == 2 and request.json["documents"] == DOCUMENTS
+    assert order == [1, 2]  # both share both query words; the simulator breaks the tie by index
+    assert rows[0].units == 1 and rows[0].cost_usd == pytest.approx(0.002)
+
+
+def test_cohere_429_is_retried_and_400_is_not(cohere_sim: CohereSimulator) -> None:
+    cohere_sim.fail_next(429, count=1, retry_after=0.2)
+    assert CohereReranker().rerank("retry", DOCUMENTS, 1) == [1]
+    assert [r.status for r in cohere_sim.requests] == [429, 200]
+    cohere_sim.reset()
+    with pytest.raises(RerankError, match="400"):
+        CohereReranker(model="bogus-model", policy=RetryPolicy(attempts=5)).rerank("retry", DOCUMENTS, 1)
+    assert [r.status for r in cohere_sim.requests] == [400]
+
+
+def test_claude_reranker_applies_the_indices_claude_gives(claude_sim: AnthropicSimulator) -> None:
+    claude_sim.reply_with(lambda prompt: "<relevant_indices>2, 1</relevant_indices>")
+    reranker = ClaudeReranker()
+    assert reranker.rerank("retry backoff", DOCUMENTS, 2) == [2, 1]
+    assert reranker.fallbacks == 0
+    prompt = claude_sim.requests[0].json["messages"][0]["content"]
+    assert "[0] the cat sat" in prompt and "<relevant_indices>" in prompt
+
+
+@pytest.mark.parametrize("answer", ["I cannot decide.", "<relevant_indices>9, x, 9</relevant_indices>", "<relevant_indices>3</relevant_indices>"])
+def test_claude_reranker_falls_back_to_the_original_order_and_counts_it(claude_sim: AnthropicSimulator, answer: str) -> None:
+    claude_sim.reply_with(lambda prompt: answer)
+    reranker = ClaudeReranker()
+    order = reranker.rerank("q", DOCUMENTS, 2)
+    assert reranker.fallbacks == 1
+    assert order == ([3, 0] if "3" in answer else [0, 1])  # valid picks first, then the original order
+
+
+def test_parse_indices() -> None:
+    assert parse_indices("<relevant_indices>4, 0, 4, 12, -1, a</relevant_indices>", 10) == [4, 0]
+    assert parse_indices("1,2", 3) == [1, 2]
+    assert parse_indices("", 3) == []
+
+
+def test_specs_from_the_command_line() -> None:
+    assert RerankSpec.from_str("none") is None
+    assert RerankSpec.from_str("local:/models/ce") == RerankSpec("local", path="/models/ce")
+    assert RerankSpec.from_str("cohere").label == "rerank-cohere"
+    with pytest.raises(ValueError, match="cohere, claude, local:PATH or none"):
+        RerankSpec.from_str("bing")
+
+
+def test_missing_keys_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY", "PREFECT_API_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    assert RerankSpec("cohere").missing_key() == "CO_API_KEY"
+    assert RerankSpec("claude").missing_key() == "ANTHROPIC_API_KEY"
+    assert RerankSpec("local", path="x").missing_key() is None
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small, randomly initialised BERT cross-encoder built here (no download), with MiniLM's tokenizer files."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    folder = tmp_path_factory.mktemp("cross-encoder")
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(packaged_model_path() / name, folder / name)
+    return folder
+
+
+def test_local_cross_encoder_orders_by_its_own_scores(tiny_cross_encoder: Path) -> None:
+    from sentence_transformers import CrossEncoder
+
+    reranker = CrossEncoderReranker(str(tiny_cross_encoder))
+    order = reranker.rerank("retry backoff", DOCUMENTS, 3)
+    scores = CrossEncoder(str(tiny_cross_encoder), device="cpu").predict([("retry backoff", d) for d in DOCUMENTS])
+    assert order == sorted(range(4), key=lambda i: (-float(scores[i]), i))[:3]

@@ -1,0 +1,449 @@
+"""Search strategies and fusion, on a hand-built index with fixed vector scores (no embedding model)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from ctxrag.storage.backends.embedded import EmbeddedRanker, top_rows
+from ctxrag.storage.bm25 import Bm25Index
+from ctxrag.storage.index_store import StoredIndex
+from ctxrag.storage.vectors import VectorIndex
+from ctxrag.tasks.retrieval.search import (
+    DEFINES,
+    DOC_FUSION_DEFINITION_WEIGHT,
+    DOC_FUSION_DOCUMENT_WEIGHTS,
+    DOC_FUSION_RRF_K,
+    DOC_FUSION_WEIGHTS,
+    RRF_K,
+    WEIGHTED_BM25_WEIGHT,
+    WEIGHTED_VECTOR_WEIGHT,
+    Hit,
+    Searcher,
+    Strategy,
+    document_fusion,
+    reciprocal_rank_fusion,
+    weighted_fusion,
+)
+
+WEIGHTS = {"vector": 0.8, "bm25": 0.2}
+
+
+def rows_of(hits: list[Hit]) -> list[int]:
+    return [hit.row for hit in hits]
+
+
+# --- fusion ------------------------------------------------------------------------------------------------------
+
+RANKINGS = {"vector": [2, 0, 1], "bm25": [0, 3]}  # row 1 and row 2: vector only; row 3: bm25 only
+
+
+def test_rrf_exact_scores_and_order() -> None:
+    assert RRF_K == 60
+    hits = reciprocal_rank_fusion(RANKINGS, k=10)
+    # row 0: vector rank 2, bm25 rank 1 -> 1/62 + 1/61 = 0.032520...
+    # row 2: vector rank 1             -> 1/61        = 0.016393...
+    # row 3: bm25 rank 2               -> 1/62        = 0.016129...
+    # row 1: vector rank 3             -> 1/63        = 0.015873...
+    assert rows_of(hits) == [0, 2, 3, 1]
+    expected = [1 / 62 + 1 / 61, 1 / 61, 1 / 62, 1 / 63]
+    assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
+    assert [hit.ranks for hit in hits] == [{"vector": 2, "bm25": 1}, {"vector": 1}, {"bm25": 2}, {"vector": 3}]
+
+
+def test_rrf_with_another_constant() -> None:
+    # rrf_k = 0: row 0 -> 1/2 + 1/1 = 1.5; row 2 -> 1; row 3 -> 1/2; row 1 -> 1/3
+    hits = reciprocal_rank_fusion(RANKINGS, k=10, rrf_k=0)
+    assert rows_of(hits) == [0, 2, 3, 1]
+    assert [hit.score for hit in hits] == pytest.approx([1.5, 1.0, 0.5, 1 / 3])
+
+
+def test_rrf_truncates_to_k() -> None:
+    assert rows_of(reciprocal_rank_fusion(RANKINGS, k=2)) == [0, 2]
+    assert reciprocal_rank_fusion(RANKINGS, k=0) == []
+
+
+def test_weighted_fusion_exact_scores_and_order() -> None:
+    hits = weighted_fusion(RANKINGS, WEIGHTS, k=10)
+    # row 2: 0.8 / 1           = 0.8
+    # row 0: 0.8 / 2 + 0.2 / 1 = 0.6
+    # row 1: 0.8 / 3           = 0.2667
+    # row 3: 0.2 / 2           = 0.1
+    assert rows_of(hits) == [2, 0, 1, 3]
+    assert [hit.score for hit in hits] == pytest.approx([0.8, 0.6, 0.8 / 3, 0.1], rel=1e-12)
+    assert hits[3].found_by == ["bm25"]
+
+
+def test_weighted_fusion_constants_are_the_cookbooks() -> None:
+    assert (WEIGHTED_VECTOR_WEIGHT, WEIGHTED_BM25_WEIGHT) == (0.8, 0.2)
+
+
+def test_fusion_of_empty_rankings() -> None:
+    assert reciprocal_rank_fusion({}, k=5) == []
+    assert reciprocal_rank_fusion({"vector": [], "bm25": []}, k=5) == []
+    assert weighted_fusion({"vector": [], "bm25": []}, WEIGHTS, k=5) == []
+
+
+def test_fusion_of_a_single_retriever_keeps_its_order() -> None:
+    hits = reciprocal_rank_fusion({"bm25": [4, 1, 7]}, k=10)
+    assert rows_of(hits) == [4, 1, 7]
+    assert [hit.found_by for hit in hits] == [["bm25"]] * 3
+
+
+@pytest.mark.parametrize("rankings", [{"vector": [0, 1], "bm25": [1, 0]}, {"vector": [1, 0], "bm25": [0, 1]}])
+def test_rrf_equal_scores_and_equal_best_rank_are_ordered_by_row(rankings: dict[str, list[int]]) -> None:
+    # both rows: 1/61 + 1/62, best single rank 1 -> row order
+    hits = reciprocal_rank_fusion(rankings, k=10)
+    assert hits[0].score == hits[1].score == pytest.approx(1 / 61 + 1 / 62)
+    assert rows_of(hits) == [0, 1]
+
+
+def test_equal_scores_are_ordered_by_best_single_rank_before_row() -> None:
+    # row 1: vector rank 4 -> 0.8 / 4 = 0.2; row 9: bm25 rank 1 -> 0.2 / 1 = 0.2 (exactly equal floats)
+    assert 0.8 / 4 == 0.2 / 1
+    hits = weighted_fusion({"vector": [5, 6, 7, 1], "bm25": [9]}, WEIGHTS, k=10)
+    # 5: 0.8, 6: 0.4, 7: 0.2667, then the tie: row 9 (best rank 1) before row 1 (best rank 4)
+    assert rows_of(hits) == [5, 6, 7, 9, 1]
+
+
+def test_hit_found_by_is_sorted_names() -> None:
+    assert Hit(0, 1.0, {"vector": 2, "bm25": 1}).found_by == ["bm25", "vector"]
+    assert Hit(0, 1.0, {"vector": 1}).found_by == ["vector"]
+    assert Hit(0, 1.0).found_by == []
+
+
+# --- Strategy ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_strategy_from_str_round_trip(strategy: Strategy) -> None:
+    assert Strategy.from_str(strategy.value) is strategy
+
+
+def test_strategy_values() -> None:
+    assert [strategy.value for strategy in Strategy] == ["vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc"]
+
+
+@pytest.mark.parametrize("value", ["Hybrid", "rrf", "", "hybrid_weighted"])
+def test_strategy_from_str_error_lists_the_choices(value: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        Strategy.from_str(value)
+    assert str(raised.value) == f"unknown strategy {value!r}; choose one of: vector, bm25, hybrid, hybrid-weighted, hybrid-doc"
+
+
+# --- Searcher ----------------------------------------------------------------------------------------------------
+
+TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape"]
+VECTOR = np.array([0.1, 0.9, 0.3, 0.9], dtype=np.float32)  # vector ranking: 1, 3 (tie -> row order), 2, 0
+
+
+def stored_index(texts: list[str], ranker: type[EmbeddedRanker] = EmbeddedRanker, doc_ids: list[str] | None = None) -> StoredIndex:
+    """``doc_ids``: each row's document (default: every row its own, ``d0``, ``d1``, ...)."""
+    doc_ids = doc_ids if doc_ids is not None else [f"d{i}" for i in range(len(texts))]
+    chunks = pa.table({"chunk_id": [f"c{i}" for i in range(len(texts))], "doc_id": doc_ids, "content": texts})
+    matrix = np.eye(len(texts), max(len(texts), 1), dtype=np.float32) if texts else np.zeros((0, 4), np.float32)
+    manifest = {"config": {"embedder": {"provider": "local", "model": "m", "max_seq_length": 8}}}
+    return StoredIndex(manifest, chunks, ranker(Bm25Index.build(texts), VectorIndex(matrix)))
+
+
+class FixedVectorRanker(EmbeddedRanker):
+    """The embedded ranker with fixed vector scores (no embedder, no model)."""
+
+    fixed: np.ndarray = VECTOR
+
+    def rank_vector(self, vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
+        return [(row, float(self.fixed[row])) for row in top_rows(self.fixed, depth)]
+
+
+class FixedSearcher(Searcher):
+    """A Searcher that records which queries it was asked to embed."""
+
+    vector_queries: list[str]
+
+    def query_vector(self, query: str) -> np.ndarray:
+        self.vector_queries.append(query)
+        return np.zeros(1, dtype=np.float32)
+
+
+def make_searcher(
+    texts: list[str] = TEXTS, vector: np.ndarray = VECTOR, candidates: int = 150, doc_ids: list[str] | None = None
+) -> FixedSearcher:
+    searcher = FixedSearcher.__new__(FixedSearcher)
+    searcher.index = stored_index(texts, FixedVectorRanker, doc_ids)
+    searcher.index.ranker.fixed = vector
+    searcher.embedder = None
+    searcher.candidates = candidates
+    searcher.server_rrf = False
+    searcher._defined_by_row = {}
+    searcher.vector_queries = []
+    return searcher
+
+
+def test_fake_index_bm25_scores_by_hand() -> None:
+    # N = 4, lengths 2, 2, 3, 1 -> avgdl = 2; "lemon" in rows 0, 2: idf = ln(1 + 2.5 / 2.5) = ln 2
+    # row 0: tf 1, dl 2 -> 1 / (1 + 1.2 * (0.25 + 0.75 * 1))   = 1 / 2.2
+    # row 2: tf 2, dl 3 -> 2 / (2 + 1.2 * (0.25 + 0.75 * 1.5)) = 2 / 3.65
+    scores = stored_index(TEXTS).ranker.bm25.scores("lemon")
+    np.testing.assert_allclose(scores, [math.log(2) / 2.2, 0, math.log(2) * 2 / 3.65, 0], rtol=1e-6)
+
+
+def test_search_bm25_returns_only_matching_rows() -> None:
+    searcher = make_searcher()
+    hits = searcher.search("lemon", Strategy.BM25, k=10)
+    assert rows_of(hits) == [2, 0]  # rows 1 and 3 score 0 and are left out
+    assert [hit.score for hit in hits] == pytest.approx([math.log(2) * 2 / 3.65, math.log(2) / 2.2], rel=1e-6)
+    assert [hit.ranks for hit in hits] == [{"bm25": 1}, {"bm25": 2}]
+    assert searcher.vector_queries == []  # BM25 alone does not embed the query
+    assert searcher.search("zeppelin", Strategy.BM25, k=10) == []
+
+
+def test_search_vector_keeps_every_row_up_to_k() -> None:
+    searcher = make_searcher()
+    hits = searcher.search("lemon", Strategy.VECTOR, k=3)
+    assert rows_of(hits) == [1, 3, 2]  # 0.9, 0.9 (tie: row order), 0.3
+    assert [hit.score for hit in hits] == pytest.approx([0.9, 0.9, 0.3])
+    assert [hit.ranks for hit in hits] == [{"vector": 1}, {"vector": 2}, {"vector": 3}]
+    assert searcher.vector_queries == ["lemon"]
+    assert rows_of(searcher.search("zeppelin", Strategy.VECTOR, k=10)) == [1, 3, 2, 0]
+
+
+def test_search_hybrid_is_rrf_of_both_rankings() -> None:
+    hits = make_searcher().search("lemon", Strategy.HYBRID, k=10)
+    # vector ranking 1, 3, 2, 0; bm25 ranking 2, 0
+    # row 2: 1/63 + 1/61 = 0.032266   row 0: 1/64 + 1/62 = 0.031754
+    # row 1: 1/61        = 0.016393   row 3: 1/62        = 0.016129
+    assert rows_of(hits) == [2, 0, 1, 3]
+    assert [hit.score for hit in hits] == pytest.approx([1 / 63 + 1 / 61, 1 / 64 + 1 / 62, 1 / 61, 1 / 62])
+    assert [hit.found_by for hit in hits] == [["bm25", "vector"], ["bm25", "vector"], ["vector"], ["vector"]]
+
+
+def test_search_hybrid_weighted_is_the_cookbook_fusion() -> None:
+    hits = make_searcher().search("lemon", Strategy.HYBRID_WEIGHTED, k=10)
+    # row 1: 0.8 / 1 = 0.8            row 2: 0.8 / 3 + 0.2 / 1 = 0.4667
+    # row 3: 0.8 / 2 = 0.4            row 0: 0.8 / 4 + 0.2 / 2 = 0.3
+    assert rows_of(hits) == [1, 2, 3, 0]
+    assert [hit.score for hit in hits] == pytest.approx([0.8, 0.8 / 3 + 0.2, 0.4, 0.3])
+
+
+WIDE_TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape", "melon", "kiwi"]
+WIDE_VECTOR = np.array([0.1, 0.9, 0.0, 0.8, 0.7, 0.2], dtype=np.float32)  # vector ranking: 1, 3, 4, 5, 0, 2
+
+
+def test_hybrid_includes_rows_found_by_only_one_retriever() -> None:
+    # candidates 3, k 3 -> depth 3: vector 1, 3, 4; bm25 ("lemon") 2, 0
+    hits = make_searcher(WIDE_TEXTS, WIDE_VECTOR, candidates=3).search("lemon", Strategy.HYBRID, k=3)
+    # row 1: 1/61 and row 2: 1/61 (tie, best rank 1 both -> row 1 first); row 3: 1/62 and row 0: 1/62 (-> row 0 first)
+    assert rows_of(hits) == [1, 2, 0]
+    assert [hit.found_by for hit in hits] == [["vector"], ["bm25"], ["bm25"]]
+    assert [hit.score for hit in hits] == pytest.approx([1 / 61, 1 / 61, 1 / 62])
+
+
+def test_hybrid_weighted_includes_rows_found_by_only_one_retriever() -> None:
+    # candidates 3, k 5 -> depth 5: vector 1, 3, 4, 5, 0; bm25 2, 0 (row 2 is only found by BM25)
+    hits = make_searcher(WIDE_TEXTS, WIDE_VECTOR, candidates=3).search("lemon", Strategy.HYBRID_WEIGHTED, k=5)
+    # row 1: 0.8/1 = 0.8; row 3: 0.8/2 = 0.4; row 4: 0.8/3 = 0.267; row 0: 0.8/5 + 0.2/2 = 0.26;
+    # row 2: 0.2/1 = 0.2 and row 5: 0.8/4 = 0.2 tie -> row 2 (best single rank 1) first, row 5 cut by k
+    assert rows_of(hits) == [1, 3, 4, 0, 2]
+    assert [hit.score for hit in hits] == pytest.approx([0.8, 0.4, 0.8 / 3, 0.8 / 5 + 0.1, 0.2])
+    assert hits[4].found_by == ["bm25"] and hits[3].found_by == ["bm25", "vector"]
+
+
+def test_hybrid_depth_is_at_least_k() -> None:
+    # candidates 1 but k 4: both retrievers are read 4 deep, so all rows appear
+    hits = make_searcher(candidates=1).search("lemon", Strategy.HYBRID, k=4)
+    assert sorted(rows_of(hits)) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_every_strategy_returns_distinct_rows_best_first_at_most_k(strategy: Strategy) -> None:
+    searcher = make_searcher()
+    for k in (1, 2, 3, 10):
+        hits = searcher.search("lemon mango", strategy, k)
+        assert len(hits) <= k
+        assert len(set(rows_of(hits))) == len(hits)
+        assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+        assert all(isinstance(hit.score, float) for hit in hits)
+        assert hits == searcher.search("lemon mango", strategy, k)  # deterministic
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_every_strategy_with_k_zero_returns_nothing(strategy: Strategy) -> None:
+    assert make_searcher().search("lemon", strategy, k=0) == []
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_every_strategy_on_an_empty_index_returns_nothing(strategy: Strategy) -> None:
+    searcher = make_searcher(texts=[], vector=np.zeros(0, dtype=np.float32))
+    assert searcher.search("lemon", strategy, k=5) == []
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_every_strategy_orders_duplicate_chunks_by_row(strategy: Strategy) -> None:
+    # rows 0 and 2 are the same chunk (same text, same vector score)
+    searcher = make_searcher(texts=["lemon kiwi", "mango", "lemon kiwi"], vector=np.array([0.7, 0.1, 0.7]))
+    rows = rows_of(searcher.search("lemon", strategy, k=3))
+    assert rows.index(0) < rows.index(2)
+    assert rows[:2] == [0, 2]
+
+
+def test_vector_scores_embeds_the_query_with_the_query_input_type() -> None:
+    calls = []
+
+    class FakeEmbedder:
+        def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
+            calls.append((texts, input_type))
+            return np.array([[0.0, 1.0, 0.0, 0.0]], dtype=np.float32)
+
+    searcher = Searcher.__new__(Searcher)
+    searcher.index = stored_index(TEXTS)  # identity vectors: row i is the unit vector e_i
+    searcher.embedder = FakeEmbedder()
+    searcher.candidates = 150
+    searcher._query_store, searcher._query_vectors = None, {}  # no home: nothing stored
+    assert searcher.rank_vector("what?", 2) == [(1, 1.0), (0, 0.0)]
+    assert searcher.rank_vector("what?", 2) == [(1, 1.0), (0, 0.0)]
+    assert calls == [(["what?"], "query")]  # embedded once, however often it is searched
+    assert rows_of(searcher.search("lemon", Strategy.VECTOR, k=1)) == [1]
+
+
+def test_local_query_vectors_are_stored_so_a_later_searcher_loads_no_model(tmp_path, monkeypatch) -> None:
+    import ctxrag.tasks.retrieval.search
+
+    calls: list[list[str]] = []
+
+    class CountingEmbedder:
+        def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
+            calls.append(texts)
+            return np.array([[0.0, 1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
+
+    monkeypatch.setattr(ctxrag.tasks.retrieval.search, "make_embedder", lambda spec, ledger, run_id, models_dir=None: CountingEmbedder())
+    first = Searcher(stored_index(TEXTS), home=tmp_path)
+    first.prefetch(["what?", "which?"])
+    assert sorted(calls[0]) == ["what?", "which?"] and len(calls) == 1
+
+    later = Searcher(stored_index(TEXTS), home=tmp_path)  # a later command, same CTXRAG_HOME
+    assert later.rank_vector("which?", 1) == [(1, 1.0)]
+    assert later.rank_vector("new?", 1) == [(1, 1.0)]
+    assert calls[1:] == [["new?"]]  # only the unseen query was embedded
+
+
+# --- document evidence (hybrid-doc) -------------------------------------------------------------------------------
+
+DOC_OF_ROW = {0: "a", 1: "a", 2: "b", 3: "c"}
+
+
+def test_document_fusion_exact_scores_and_order() -> None:
+    # vector ranking 2, 0, 1 -> documents ranked b (row 2) = 1, a (row 0) = 2; row 1's "a" is already ranked
+    hits = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {"vector": 0.25}, k=10, rrf_k=1)
+    # row 0: bm25 1/(1+1) + vector 0.5/(1+2) + document a 0.25/(1+2) = 1/2 + 1/6 + 1/12 = 3/4
+    # row 2: vector 0.5/(1+1) + document b 0.25/(1+1)                 = 1/4 + 1/8        = 3/8
+    # row 3: bm25 1/(1+2); document c not in the vector ranking        = 1/3
+    # row 1: vector 0.5/(1+3) + document a 0.25/(1+2)                  = 1/8 + 1/12       = 5/24
+    assert rows_of(hits) == [0, 2, 3, 1]
+    assert [hit.score for hit in hits] == pytest.approx([3 / 4, 3 / 8, 1 / 3, 5 / 24], rel=1e-12)
+    assert [hit.ranks for hit in hits] == [{"vector": 2, "bm25": 1}, {"vector": 1}, {"bm25": 2}, {"vector": 3}]
+    # without the document term row 3 (1/3) is ahead of row 2 (1/4)
+    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, rrf_k=1)) == [0, 3, 2, 1]
+
+
+def test_document_fusion_ranks_a_document_by_its_best_chunk() -> None:
+    # bm25 ranking 0, 1, 3 -> documents a = 1 (rows 0 and 1 alike), c = 2
+    hits = document_fusion({"bm25": [0, 1, 3]}, DOC_OF_ROW, {"bm25": 1.0}, {"bm25": 1.0}, k=10, rrf_k=0)
+    # row 0: 1/1 + 1/1 = 2; row 1: 1/2 + 1/1 = 1.5; row 3: 1/3 + 1/2 = 5/6
+    assert rows_of(hits) == [0, 1, 3]
+    assert [hit.score for hit in hits] == pytest.approx([2.0, 1.5, 5 / 6], rel=1e-12)
+
+
+def test_document_fusion_adds_no_chunk_that_no_retriever_found() -> None:
+    # row 1 shares document "a" with row 0 but is in no ranking
+    hits = document_fusion({"bm25": [0], "vector": [2]}, DOC_OF_ROW, {"bm25": 1.0, "vector": 1.0}, {"bm25": 1.0}, k=10)
+    assert rows_of(hits) == [0, 2]
+
+
+def test_document_fusion_without_document_weights_is_rrf() -> None:
+    plain = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 1.0}, {}, k=10, rrf_k=RRF_K)
+    assert plain == reciprocal_rank_fusion(RANKINGS, k=10)
+
+
+def test_document_fusion_ties_best_single_rank_then_row() -> None:
+    # rows 5 and 6: bm25 rank 1 / vector rank 1, weights equal, documents unranked -> same score 1/2, same best
+    # rank 1 -> row order; row 4: vector rank 2 -> 1/3
+    hits = document_fusion({"vector": [6, 4], "bm25": [5]}, {4: "x", 5: "y", 6: "z"}, {"bm25": 1.0, "vector": 1.0}, {}, k=10, rrf_k=1)
+    assert rows_of(hits) == [5, 6, 4]
+    assert document_fusion({}, {}, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=5) == []
+    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=2)) == [0, 3]
+
+
+def test_document_fusion_constants_are_the_cross_validated_ones() -> None:
+    assert (DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS) == (2, {"bm25": 1.0, "vector": 0.3}, {"vector": 0.25})
+    assert DOC_FUSION_DEFINITION_WEIGHT == 0.125
+
+
+def test_search_hybrid_doc_uses_the_chunks_documents() -> None:
+    # vector ranking 1, 3, 2, 0 (documents y, y, x, x -> y = 1, x = 2); bm25 ("lemon") 2, 0; rrf_k 2
+    hits = make_searcher(doc_ids=["x", "y", "x", "y"]).search("lemon", Strategy.HYBRID_DOC, k=10)
+    # row 2: bm25 1/3 + vector 0.3/5 + document x 0.25/4 = 1/3 + 3/50 + 1/16
+    # row 0: bm25 1/4 + vector 0.3/6 + document x 0.25/4 = 1/4 + 1/20 + 1/16
+    # row 1: vector 0.3/3 + document y 0.25/3            = 1/10 + 1/12
+    # row 3: vector 0.3/4 + document y 0.25/3            = 3/40 + 1/12
+    assert rows_of(hits) == [2, 0, 1, 3]
+    expected = [1 / 3 + 3 / 50 + 1 / 16, 1 / 4 + 1 / 20 + 1 / 16, 1 / 10 + 1 / 12, 3 / 40 + 1 / 12]
+    assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
+    assert [hit.found_by for hit in hits] == [["bm25", "vector"], ["bm25", "vector"], ["vector"], ["vector"]]
+
+
+def test_search_hybrid_doc_lifts_a_chunk_of_the_vector_rankings_top_document() -> None:
+    # bm25 ("melon kiwi"): 4, 5 (equal scores), 0, 1 (equal scores); vector: 1, 3, 4, 5, 0, 2
+    # documents q, p, q, r, s, t -> vector document ranks p = 1 (row 1), r = 2, s = 3, t = 4, q = 5 (row 0)
+    searcher = make_searcher(WIDE_TEXTS, WIDE_VECTOR, doc_ids=["q", "p", "q", "r", "s", "t"])
+    hits = searcher.search("melon kiwi", Strategy.HYBRID_DOC, k=10)
+    # row 4: 1/3 + 0.3/5 + 0.25/5 = 0.443333    row 1: 1/6 + 0.3/3 + 0.25/3 = 0.35
+    # row 5: 1/4 + 0.3/6 + 0.25/6 = 0.341667    row 0: 1/5 + 0.3/7 + 0.25/7 = 0.278571
+    # row 3: 0.3/4 + 0.25/4 = 0.1375            row 2: 0.3/8 + 0.25/7 = 0.073214
+    assert rows_of(hits) == [4, 1, 5, 0, 3, 2]
+    expected = [1 / 3 + 3 / 50 + 1 / 20, 1 / 6 + 1 / 10 + 1 / 12, 1 / 4 + 1 / 20 + 1 / 24, 1 / 5 + 3 / 70 + 1 / 28, 3 / 40 + 1 / 16, 3 / 80 + 1 / 28]
+    assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
+    # without the document term row 5 (1/4 + 1/20) stays ahead of row 1 (1/6 + 1/10)
+    rankings = {"vector": [1, 3, 4, 5, 0, 2], "bm25": [4, 5, 0, 1]}
+    assert rows_of(document_fusion(rankings, {}, DOC_FUSION_WEIGHTS, {}, k=10)) == [4, 5, 1, 0, 3, 2]
+
+
+# --- definition evidence (hybrid-doc) -----------------------------------------------------------------------------
+
+
+def test_document_fusion_adds_the_definition_weight_to_defining_rows() -> None:
+    plain = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, rrf_k=1)
+    lifted = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, defining={1}, rrf_k=1, definition_weight=0.3)
+    # row 1: vector 0.5/(1+3) = 1/8, + 0.3 -> 17/40, past row 3 (bm25 1/3) and row 2 (vector 1/4)
+    assert rows_of(plain) == [0, 3, 2, 1]
+    assert rows_of(lifted) == [0, 1, 3, 2]
+    assert lifted[1].score == pytest.approx(1 / 8 + 0.3, rel=1e-12)
+    assert lifted[1].ranks == {"vector": 3}
+
+
+DEFINING_TEXTS = ["def parse_header(line): return line.split(':')", "parse the header line of a request", "header = parse_header(raw)"]
+
+
+def test_search_hybrid_doc_adds_the_weight_to_the_chunk_that_defines_a_name_the_query_mentions() -> None:
+    searcher = make_searcher(DEFINING_TEXTS, np.array([0.1, 0.9, 0.5], dtype=np.float32))  # vector ranking 1, 2, 0
+    query = "where is parse_header"
+    bm25 = [row for row, _ in searcher.rank_bm25(query, 10)]
+    assert sorted(bm25) == [0, 1, 2]  # "parse", "header" match row 1 too; only row 0 defines parse_header
+    hits = {hit.row: hit.score for hit in searcher.search(query, Strategy.HYBRID_DOC, k=3)}
+    documents = {row: f"d{row}" for row in range(3)}
+    without = document_fusion({"vector": [1, 2, 0], "bm25": bm25}, documents, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=3)
+    expected = {hit.row: hit.score + (DOC_FUSION_DEFINITION_WEIGHT if hit.row == 0 else 0.0) for hit in without}
+    assert hits == pytest.approx(expected, rel=1e-12)
+    assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == {0}
+
+
+def test_rows_defining_reads_the_defines_column_when_the_index_has_one() -> None:
+    searcher = make_searcher(DEFINING_TEXTS)
+    assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == {0}  # from the chunks' text
+    searcher.index.chunks = searcher.index.chunks.append_column(DEFINES, pa.array([[], ["header"], []], pa.list_(pa.string())))
+    assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == set()  # the column, not the text
+    assert searcher.rows_defining({"header"}, [0, 1, 2]) == {1}
+    assert searcher.rows_defining(set(), [0, 1, 2]) == set()
+    assert searcher.rows_defining({"header"}, []) == set()
