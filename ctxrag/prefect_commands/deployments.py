@@ -64,7 +64,8 @@ class Deployment:
         return ConcurrencyLimitConfig.model_validate(self.concurrency_limit)
 
     def load_flow(self, folder: Path) -> Flow[Any, Any]:
-        """The flow of the entrypoint ``FILE.py:FUNCTION``, imported as a module (FILE relative to FOLDER)."""
+        """The flow of the entrypoint ``FILE.py:FUNCTION``, imported as a module (FILE relative to FOLDER; ctxrag's
+        own flows by their ``ctxrag.flows`` name, so the flow is the one the rest of ctxrag imports)."""
         from prefect.exceptions import MissingFlowError
         from prefect.flows import load_flow_from_entrypoint
 
@@ -76,9 +77,24 @@ class Deployment:
                 f"expected FILE.py:FLOW with FILE a module in {folder}"
             )
         try:
-            return load_flow_from_entrypoint(f"{'.'.join(file.with_suffix('').parts)}:{function}", use_placeholder_flow=False)
+            return load_flow_from_entrypoint(f"{module_name(folder, file)}:{function}", use_placeholder_flow=False)
         except MissingFlowError as error:
             raise CommandError(f"prefect.yaml: deployment {self.name!r}: {error}") from None
+
+
+def module_name(folder: Path, file: Path) -> str:
+    """The module FILE (relative to FOLDER) imports as: a file of ctxrag's (``flows/index.py`` in a checkout, or in
+    the installed package) by its ctxrag name, ``ctxrag.flows.index``; any other by its dotted path."""
+    import ctxrag.flows
+    import ctxrag.storage
+    import ctxrag.tasks
+
+    resolved = (folder / file).resolve()
+    for package in (ctxrag.flows, ctxrag.tasks, ctxrag.storage, ctxrag):
+        base = Path(package.__path__[0]).resolve()
+        if resolved.is_relative_to(base):
+            return ".".join([package.__name__, *resolved.relative_to(base).with_suffix("").parts])
+    return ".".join(file.with_suffix("").parts)
 
 
 def project_dir(given: Optional[Path] = None) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ctxrag.prefect_commands.deployments import Deployment, read_deployments
+from ctxrag.prefect_commands.deployments import Deployment, module_name, read_deployments
 from ctxrag.prefect_commands.errors import CommandError
 from ctxrag.prefect_commands.serve import PATH_PARAMETERS, build, load
 from tests.helpers import REPO
@@ -87,6 +87,21 @@ UNUSABLE = [None, "flows/index.py", "flows/nope.py:index_corpus", "../flows/inde
 def test_an_entrypoint_serve_cannot_import_is_one_line(entrypoint: str | None) -> None:
     with pytest.raises(CommandError, match="expected FILE.py:FLOW"):
         Deployment(name="x", entrypoint=entrypoint).load_flow(REPO)
+
+
+def test_ctxrag_entrypoints_load_the_flows_the_rest_of_ctxrag_imports() -> None:
+    from ctxrag.flows.evaluate import evaluate_index
+    from ctxrag.flows.index import index_corpus
+
+    reindex, evaluate = read_deployments(REPO / "prefect.yaml")
+    assert reindex.load_flow(REPO) is index_corpus and evaluate.load_flow(REPO) is evaluate_index
+
+
+def test_module_names_of_entrypoint_files(tmp_path: Path) -> None:
+    assert module_name(REPO, Path("flows/index.py")) == "ctxrag.flows.index"
+    assert module_name(REPO / "flows", Path("runners.py")) == "ctxrag.flows.runners"
+    assert module_name(REPO, Path("tasks/stages/load.py")) == "ctxrag.tasks.stages.load"
+    assert module_name(tmp_path, Path("pipelines/nightly.py")) == "pipelines.nightly"  # a user's own flow
 
 
 def test_an_entrypoint_naming_no_flow_is_one_line() -> None:
