@@ -1,6 +1,7 @@
-"""The package's shape, read from the code's own imports: layers only downward, no import cycle, small modules (the
-benchmark scripts and their modules too), and no branch on the index backend outside storage/ (adding a backend is
-one module in storage/backends/)."""
+"""The package's shape, read from the code's own imports: layers only downward (and, inside tasks/, groups only
+downward), no import cycle, small modules (the benchmark scripts and their modules too), and no branch on the index
+backend outside storage/ (adding a backend is one module in storage/backends/). The layers are top-level folders
+that install as ctxrag.<layer>."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = {"storage": 0, "tasks": 1, "flows": 2, "ctxrag": 3}  # an import may only point to the same layer or below
+FOLDERS = {"ctxrag": "ctxrag", "ctxrag.flows": "flows", "ctxrag.tasks": "tasks", "ctxrag.storage": "storage"}  # package -> folder
+# tasks/ by concern: a group may import its own modules and lower groups only (load and context: neither the other)
+TASK_GROUPS = {"common": 0, "load": 1, "context": 1, "embedding": 2, "retrieval": 3, "gc": 3, "evaluation": 4, "stages": 5}
 MAX_LINES = 400
 BACKEND_NAMES = {"embedded", "elasticsearch"}
 BENCHMARKS = REPO / "benchmarks"  # scripts and the modules they share, outside the layers
@@ -18,11 +22,23 @@ BENCHMARKS = REPO / "benchmarks"  # scripts and the modules they share, outside 
 
 def modules() -> dict[str, Path]:
     found = {}
-    for package in LAYERS:
-        for path in sorted((REPO / package).rglob("*.py")):
-            parts = list(path.relative_to(REPO).with_suffix("").parts)
+    for package, folder in FOLDERS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = [package, *path.relative_to(REPO / folder).with_suffix("").parts]
             found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
+
+
+def layer_of(module: str) -> str:
+    """``ctxrag.tasks.retrieval.search`` -> ``tasks``; ``ctxrag.cli`` -> ``ctxrag``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "ctxrag"
+
+
+def task_group(module: str) -> str | None:
+    """``ctxrag.tasks.retrieval.search`` -> ``retrieval``; None for the ``ctxrag.tasks`` package itself."""
+    parts = module.split(".")
+    return parts[2] if layer_of(module) == "tasks" and len(parts) > 2 else None
 
 
 def _type_checking_only(node: ast.AST) -> bool:
@@ -60,7 +76,23 @@ def test_imports_only_point_down_the_layers() -> None:
         f"{importer} -> {imported}"
         for importer, targets in graph().items()
         for imported in targets
-        if LAYERS[imported.split(".")[0]] > LAYERS[importer.split(".")[0]]
+        if LAYERS[layer_of(imported)] > LAYERS[layer_of(importer)]
+    ]
+    assert upward == []
+
+
+def test_every_task_module_is_in_a_group() -> None:
+    loose = [name for name in modules() if layer_of(name) == "tasks" and name != "ctxrag.tasks" and task_group(name) not in TASK_GROUPS]
+    assert loose == []
+
+
+def test_task_groups_import_only_lower_groups() -> None:
+    upward = [
+        f"{importer} -> {imported}"
+        for importer, targets in graph().items()
+        for imported in targets
+        if (source := task_group(importer)) and (target := task_group(imported)) and source != target
+        and TASK_GROUPS[target] >= TASK_GROUPS[source]
     ]
     assert upward == []
 
@@ -114,7 +146,7 @@ def test_benchmark_modules_stay_small(path: Path) -> None:
 def test_only_storage_branches_on_the_backend() -> None:
     branches = []
     for name, path in modules().items():
-        if name.startswith("storage"):
+        if layer_of(name) == "storage":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Compare, ast.MatchValue)):
@@ -129,3 +161,6 @@ def test_the_checks_see_what_they_check() -> None:
     assert "ctxrag.storage.index_store" in edges["ctxrag.tasks.retrieval.search"] and "ctxrag.tasks.retrieval.search" in edges["ctxrag.flows.evaluate"]
     assert len(edges) > 40
     assert len(list(BENCHMARKS.glob("*.py"))) > 10
+    assert layer_of("ctxrag.storage.index_store") == "storage" and layer_of("ctxrag.prefect_commands.serve") == "ctxrag"
+    assert "ctxrag.tasks.common.models" in edges["ctxrag.tasks.load.cookbook"]  # a group's import of a lower one
+    assert {task_group(name) for name in edges} - {None} == set(TASK_GROUPS)
