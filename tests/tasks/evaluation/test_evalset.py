@@ -9,6 +9,7 @@ import pytest
 
 from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet, golden_ref, load_evalset
 from ctxrag.tasks.common.models import CorpusError
+from tests.helpers import SAMPLE_QUESTIONS
 
 
 def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
@@ -77,8 +78,7 @@ def test_jsonl_accepts_a_str_path(tmp_path: Path) -> None:
 
 
 def test_sample_questions_load() -> None:
-    path = Path(__file__).resolve().parents[2] / "data" / "sample" / "questions.jsonl"
-    evalset = load_evalset(path)
+    evalset = load_evalset(SAMPLE_QUESTIONS)
     assert evalset.format is EvalFormat.PASS_AT_K
     assert evalset.queries and all(query.golden for query in evalset.queries)
     assert all("#" in ref for query in evalset.queries for ref in query.golden)
