@@ -12,6 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 
+from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.index_store import IndexStore
@@ -23,6 +24,9 @@ from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.evaluation.report import chart_markdown, metrics_rows, write_chart, write_run
 from ctxrag.tasks.retrieval.rerank import CrossEncoderReranker, RerankSpec
 from ctxrag.tasks.retrieval.search import Searcher, Strategy
+
+
+DEFAULTS = EvaluateOptions()
 
 
 @task(cache_policy=NONE)
@@ -61,17 +65,17 @@ def save_evaluation(run_dir: Path, config: dict[str, object], result: Evaluation
 @flow(name="ctxrag-evaluate")
 def evaluate_index(
     evalset: str,
-    name: str = "default",
+    name: str = DEFAULT_NAME,
     ks: list[int] | None = None,
     strategies: list[str] | None = None,
     home: str | None = None,
-    rerank: str = "none",
-    rerank_model: str = "",
-    end_to_end: bool = False,
-    answer_model: str = "claude-haiku-4-5",
-    judge_model: str = "claude-sonnet-4-5",
-    subject: str = "the indexed documents",
-    server_rrf: bool = False,
+    rerank: str = DEFAULTS.rerank,
+    rerank_model: str = DEFAULTS.rerank_model,
+    end_to_end: bool = DEFAULTS.end_to_end,
+    answer_model: str = DEFAULTS.answer_model,
+    judge_model: str = DEFAULTS.judge_model,
+    subject: str = DEFAULTS.subject,
+    server_rrf: bool = DEFAULTS.server_rrf,
 ) -> dict[str, object]:
     """Score every strategy (or the given ones) of index NAME on EVALSET; returns metrics and where results went.
 

@@ -14,6 +14,7 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.transactions import transaction
 
+from ctxrag.flows.options import DEFAULT_NAME, IndexOptions
 from ctxrag.flows.runners import make_task_runner, spreads_tasks
 from ctxrag.storage.backends import backend_for
 from ctxrag.storage.environment import ctxrag_home
@@ -22,7 +23,7 @@ from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.names import validate_name
 from ctxrag.tasks.context.claude.contextualizer import ClaudeSettings
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
-from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_WINDOW_TOKENS, EmbedderSpec
+from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.gc import artifact_lock
 from ctxrag.tasks.stages.contextualize import (
     BatchFailed,
@@ -39,12 +40,11 @@ from ctxrag.tasks.stages.costs import paid_calls
 from ctxrag.tasks.stages.embed import embed_batch, prepare_query_encoder, read_vectors, text_batches, texts_to_embed
 from ctxrag.tasks.stages.gate import check_gate
 from ctxrag.tasks.stages.load import compare_with_live, load_corpus
-from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
 from ctxrag.tasks.stages.publish import plan_index, promote_index, publish_index
-from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES
 from ctxrag.tasks.common.progress import stage_progress
 
 
+DEFAULTS = IndexOptions()
 SUMMARY_PARTS = {"contextualizer_calls": ("calls", "cost_usd"), "embedding_calls": ("calls", "cost_usd")}  # the rest: costs artifact
 
 
@@ -69,24 +69,24 @@ class DocumentsFailed(UserError, RuntimeError):
 @flow(name="ctxrag-index", task_runner=make_task_runner())
 def index_corpus(
     source: str,
-    name: str = "default",
-    contextualizer: str = "structural",
-    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
-    window_tokens: int = LOCAL_WINDOW_TOKENS,
+    name: str = DEFAULT_NAME,
+    contextualizer: str = DEFAULTS.contextualizer,
+    max_seq_length: int = DEFAULTS.max_seq_length,
+    window_tokens: int = DEFAULTS.window_tokens,
     home: str | None = None,
     claude: dict[str, Any] | None = None,
     batch_poll_seconds: float = 30.0,
-    embedder: str = "local",
-    embedding_model: str | None = None,
-    output_dimension: int | None = None,
-    backend: str = "embedded",
-    gate_evalset: str | None = None,
-    gate_strategy: str = DEFAULT_STRATEGY,
-    gate_metric: str | None = None,
-    gate_max_drop: float = 0.02,
-    include: list[str] | None = None,
-    exclude: list[str] | None = None,
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    embedder: str = DEFAULTS.embedder,
+    embedding_model: str | None = DEFAULTS.embedding_model,
+    output_dimension: int | None = DEFAULTS.output_dimension,
+    backend: str = DEFAULTS.backend,
+    gate_evalset: str | None = DEFAULTS.gate,
+    gate_strategy: str = DEFAULTS.gate_strategy,
+    gate_metric: str | None = DEFAULTS.gate_metric,
+    gate_max_drop: float = DEFAULTS.gate_max_drop,
+    include: list[str] | None = DEFAULTS.include,
+    exclude: list[str] | None = DEFAULTS.exclude,
+    max_file_bytes: int = DEFAULTS.max_file_bytes,
 ) -> dict[str, object]:
     """Index SOURCE (a JSON corpus or a folder) under NAME; returns a report of what was done and reused.
 
