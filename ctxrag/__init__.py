@@ -1,9 +1,37 @@
-"""ctxrag: Contextual Retrieval as a Prefect workflow."""
+"""ctxrag: Contextual Retrieval as a Prefect workflow.
+
+The Python API (``ctxrag.api``), the ``ctxrag`` command's work as functions::
+
+    import ctxrag
+
+    ctxrag.index("data/sample/corpus", name="sample")     # runs the index flow, as `ctxrag index`
+    hits = ctxrag.search("retry backoff", name="sample")   # [Hit(rank, chunk_id, doc_id, score, ranks, content, ...)]
+    sample = ctxrag.open("sample")                         # an Index: loaded once, for many sample.search(...)
+    result = ctxrag.evaluate("data/sample/questions.jsonl", name="sample")  # {"metrics": ..., "run_dir": ...}
+
+Everything else (``ctxrag.flows``, ``ctxrag.tasks``, ``ctxrag.storage``, ``ctxrag.cli``) is internal.
+"""
 
 from pathlib import Path as _Path
+from typing import TYPE_CHECKING, Any
 
 from ctxrag.checkout import find_layers_in_checkout as _find_layers_in_checkout
 
 __version__ = "0.1.0"
 
 _find_layers_in_checkout(_Path(__file__).resolve().parent)
+
+if TYPE_CHECKING:
+    from ctxrag.api import Hit, Index, UserError, evaluate, index, open, search  # noqa: A004
+
+_API = ("Hit", "Index", "UserError", "evaluate", "index", "open", "search")
+__all__ = [name for name in _API if name != "open"]  # a star import must not shadow the builtin open
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, imported on first use: ``import ctxrag`` stays cheap for the command and for workers."""
+    if name in _API:
+        from ctxrag import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'ctxrag' has no attribute {name!r}")

@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ctxrag.cli as cli
+from ctxrag.runs import user_message
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 
@@ -222,8 +223,8 @@ def test_an_invalid_option_is_one_line_and_a_bare_value_error_is_a_bug(monkeypat
 
     with pytest.raises(ValueError) as unknown:
         Strategy.from_str("nonsense")
-    assert cli._user_message(unknown.value) == "unknown strategy 'nonsense'; choose one of: " + ", ".join(s.value for s in Strategy)
-    assert cli._user_message(ValueError("an internal invariant broke")) is None
+    assert user_message(unknown.value) == "unknown strategy 'nonsense'; choose one of: " + ", ".join(s.value for s in Strategy)
+    assert user_message(ValueError("an internal invariant broke")) is None
     monkeypatch.setattr(IndexStore, "delete", a_bug(ValueError("an internal invariant broke")))
     result = invoke("delete", "docs")
     assert isinstance(result.exception, ValueError) and result.exit_code == 1

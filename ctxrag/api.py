@@ -1,0 +1,155 @@
+"""ctxrag's Python API: ``index``, ``search``, ``evaluate`` and ``open``, the ``ctxrag`` command's work as functions.
+
+Options and defaults are the command's (``ctxrag.flows.options``): ``ctxrag.index("docs/", contextualizer="none")``
+is ``ctxrag index docs/ --contextualizer none``. ``index`` and ``evaluate`` run the same Prefect flows the command
+runs, against the same local Prefect server (or ``PREFECT_API_URL``); indexes live under ``$CTXRAG_HOME``. Errors
+are raised: one the user can fix is a ``UserError`` (``str(error)`` is the whole story), anything else is a bug.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, options_of
+from ctxrag.runs import run_evaluate, run_index
+from ctxrag.storage.errors import UserError
+
+if TYPE_CHECKING:
+    from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
+
+__all__ = ["Hit", "Index", "UserError", "evaluate", "index", "open", "search"]
+
+_SEARCH = SearchOptions()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the chunk, its document, its score under the strategy, and the rank (1-based) each
+    retriever gave it (``vector``, ``bm25``; ``rerank`` when reranked; ``rrf-server`` when the cluster fused)."""
+
+    rank: int
+    chunk_id: str
+    doc_id: str
+    chunk_index: int
+    score: float
+    content: str
+    context: str
+    ranks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def found_by(self) -> list[str]:
+        """The retrievers that found the chunk."""
+        return sorted(self.ranks)
+
+
+class Index:
+    """An open index for many searches in one process (``ctxrag.open(name)``): its version, embedder and the query
+    vectors already computed stay loaded between searches. Paid calls (Voyage queries, reranks) are written to the
+    ledger under one run id per open index."""
+
+    def __init__(self, name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> None:
+        from ctxrag.storage.environment import ctxrag_home
+        from ctxrag.storage.index_store import IndexStore
+        from ctxrag.storage.ledger import Ledger
+        from ctxrag.tasks.retrieval.search import Searcher
+
+        home = ctxrag_home()
+        self.name = name
+        self.run_id = f"search-{uuid.uuid4().hex[:12]}"
+        self._ledger = Ledger(home).append
+        self._searcher = Searcher(
+            IndexStore(home).open(name), server_rrf=server_rrf, home=home, ledger=self._ledger, run_id=self.run_id
+        )
+        self._rerankers: dict[tuple[str, str], Reranker] = {}
+
+    @property
+    def version(self) -> str:
+        """The index version this object searches (a later ``index`` run does not change it)."""
+        return str(self._searcher.index.manifest["version"])
+
+    def search(
+        self,
+        query: str,
+        k: int = _SEARCH.k,
+        strategy: str | None = None,
+        rerank: str = _SEARCH.rerank,
+        rerank_model: str = _SEARCH.rerank_model,
+    ) -> list[Hit]:
+        """The top ``k`` chunks for ``query`` by ``strategy`` (None: the default, hybrid-doc), reordered by a
+        reranker if one is named (cohere, claude, local:PATH)."""
+        from ctxrag.storage.errors import InvalidInput
+        from ctxrag.tasks.retrieval.search import Strategy
+
+        if k < 1:
+            raise InvalidInput(f"k must be at least 1, got {k}")
+        chosen = Strategy.from_str(strategy or _SEARCH.strategy)
+        hits = self._searcher.search(query, chosen, k, self._reranker(rerank, rerank_model))
+        chunks = self._searcher.index.chunks
+        return [
+            Hit(
+                rank=rank,
+                chunk_id=chunks["chunk_id"][hit.row].as_py(),
+                doc_id=chunks["doc_id"][hit.row].as_py(),
+                chunk_index=chunks["chunk_index"][hit.row].as_py(),
+                score=hit.score,
+                content=chunks["content"][hit.row].as_py(),
+                context=chunks["context"][hit.row].as_py(),
+                ranks=dict(hit.ranks),
+            )
+            for rank, hit in enumerate(hits, start=1)
+        ]
+
+    def _reranker(self, rerank: str, model: str) -> Reranker | None:
+        if (rerank, model) not in self._rerankers:
+            spec = rerank_spec(rerank, model)
+            if spec is None:
+                return None
+            self._rerankers[(rerank, model)] = spec.build(self._ledger, self.run_id)
+        return self._rerankers[(rerank, model)]
+
+    def __repr__(self) -> str:
+        return f"<ctxrag.Index {self.name!r} version {self.version}>"
+
+
+def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
+    """The reranker named (None for ``none``); an unknown one, or one whose key is not set, is a ``UserError``."""
+    from ctxrag.storage.secrets import MissingKey
+    from ctxrag.tasks.retrieval.rerank import RerankSpec
+
+    spec = RerankSpec.from_str(rerank, model)
+    if spec and (variable := spec.missing_key()):
+        raise MissingKey(f"rerank {rerank} needs {variable}")
+    return spec
+
+
+def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> Index:  # noqa: A001  (ctxrag.open)
+    """Open index NAME for many searches (``server_rrf``: an Elasticsearch index's hybrid fused by the cluster)."""
+    return Index(name, server_rrf=server_rrf)
+
+
+def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: str | None = None, **options: Any) -> list[Hit]:
+    """One search of index NAME, as ``ctxrag search``; ``options``: ``rerank``, ``rerank_model``, ``server_rrf``.
+    For many searches, ``open`` the index once."""
+    chosen = options_of(SearchOptions, {"k": k, "strategy": strategy or _SEARCH.strategy, **options}, "ctxrag.search")
+    rerank_spec(chosen.rerank, chosen.rerank_model)  # a bad reranker fails before the index is loaded
+    return Index(name, server_rrf=chosen.server_rrf).search(query, chosen.k, chosen.strategy, chosen.rerank, chosen.rerank_model)
+
+
+def index(source: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: Any) -> dict[str, Any]:
+    """Load, contextualize, embed and index SOURCE (a JSON corpus or a folder) under NAME, as ``ctxrag index``; the
+    new version goes live only when complete. ``options``: ``IndexOptions``' fields. Returns the run's report
+    (``status``, ``version``, counts, costs, ``warnings``)."""
+    return run_index(os.fspath(source), name, options_of(IndexOptions, options, "ctxrag.index"))
+
+
+def evaluate(evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: Any) -> dict[str, Any]:
+    """Score index NAME's strategies on EVALSET, as ``ctxrag evaluate``. ``options``: ``EvaluateOptions``' fields
+    (``k`` and ``strategy`` take one value or a list). Returns ``metrics`` ({strategy: {metric: value}}), ``run_dir``,
+    ``chart``, ``unavailable`` rows and the run's paid calls; the set's warnings are issued as ``UserWarning``s."""
+    chosen = options_of(EvaluateOptions, options, "ctxrag.evaluate")
+    return run_evaluate(os.fspath(evalset), name, chosen, lambda message: warnings.warn(message, UserWarning, stacklevel=3))

@@ -1,0 +1,133 @@
+"""Runs of the index and evaluate flows, made the same way by ``ctxrag index``/``evaluate`` and by ``ctxrag.index``/
+``ctxrag.evaluate``: the input is checked first (well under a second, before Prefect or a model is loaded), then the
+flow runs against the reused local Prefect server (or the configured one). Errors are raised; ``user_message`` says
+which are the user's to fix (the command shows those as one line, exit code 2).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+from ctxrag.flows.options import EvaluateOptions, IndexOptions
+from ctxrag.storage.environment import ctxrag_home
+from ctxrag.storage.errors import UserError
+from ctxrag.storage.secrets import redact
+
+# Errors the user can act on: shown as one line. Anything else is a bug in ctxrag and keeps its traceback. A new
+# user-facing error subclasses ctxrag.storage.errors.UserError; it is not listed here.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    UserError,
+    OSError,  # permission denied, disk full, a missing file: the message names the file
+)
+_ELASTICSEARCH_ERRORS = (("elastic_transport", "ApiError"), ("elastic_transport", "TransportError"))
+
+
+def _loaded(module: str, name: str) -> type[BaseException] | None:
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
+def user_message(error: BaseException) -> str | None:
+    """The one line to show for an error the user can act on; None for a bug in ctxrag (it keeps its traceback)."""
+    elasticsearch = tuple(kind for kind in (_loaded(*name) for name in _ELASTICSEARCH_ERRORS) if kind)
+    if elasticsearch and isinstance(error, elasticsearch):
+        from ctxrag.storage.elasticsearch import describe_error
+
+        return describe_error(error)  # type: ignore[arg-type]
+    if isinstance(error, OSError) and not isinstance(error, UserError):
+        if error.filename is None:
+            return redact(str(error) or type(error).__name__)
+        where = str(error.filename) + (f" -> {error.filename2}" if error.filename2 is not None else "")
+        return redact(f"{where}: {error.strerror or error}")
+    if isinstance(error, USER_ERRORS):
+        return redact(str(error) or type(error).__name__)
+    return None
+
+
+class _NoTracebackForUserErrors(logging.Filter):
+    """Prefect logs a failed task's traceback; for bad input the one-line message is the whole story."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None and user_message(record.exc_info[1]) is not None:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def quiet_tracebacks() -> None:
+    """Configure Prefect's logging now (later runs only update it) and filter its console handlers."""
+    from prefect.logging.configuration import setup_logging
+
+    setup_logging()
+    loggers = [logging.getLogger()] + [
+        logger for name, logger in logging.Logger.manager.loggerDict.items()
+        if name.startswith("prefect") and isinstance(logger, logging.Logger)
+    ]
+    for handler in {handler for logger in loggers for handler in logger.handlers}:
+        if not any(isinstance(existing, _NoTracebackForUserErrors) for existing in handler.filters):
+            handler.addFilter(_NoTracebackForUserErrors())
+
+
+def run_flow(flow: Callable[..., Any], **parameters: Any) -> Any:
+    """Run a flow against the reused local Prefect server (or the configured one); its errors are raised."""
+    from ctxrag.prefect_commands.local_server import local_prefect_server
+    from ctxrag.prefect_commands.server_commands import announce_started
+
+    quiet_tracebacks()
+    with local_prefect_server(announce=announce_started):
+        return flow(**parameters)
+
+
+def check_index_input(source: str, name: str, options: IndexOptions) -> None:
+    """What ``index`` can check without Prefect: the name, the choices, and the source (a JSON corpus is read and
+    validated in full, which takes well under a second; a folder must exist)."""
+    from ctxrag.storage.backends import backend_for
+    from ctxrag.storage.names import validate_name
+    from ctxrag.tasks.context.contextualize import ContextualizerKind
+    from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+    from ctxrag.tasks.load import load_source
+
+    EmbedderSpec.choose(options.embedder, options.embedding_model, options.max_seq_length, options.output_dimension, options.window_tokens)
+    validate_name(name)
+    backend_for(options.backend)
+    ContextualizerKind.from_str(options.contextualizer)
+    if not Path(source).is_dir():
+        load_source(source)  # reads a JSON corpus in full; for a missing path, names what is missing, as the flow would
+
+
+def run_index(source: str, name: str, options: IndexOptions) -> dict[str, Any]:
+    """Check, then run the index flow; returns its report."""
+    check_index_input(source, name, options)
+    from ctxrag.flows.index import index_corpus
+    from ctxrag.flows.runners import make_task_runner
+
+    flow = index_corpus.with_options(task_runner=make_task_runner(options.task_runner)) if options.task_runner else index_corpus
+    return run_flow(flow, **options.flow_parameters(source, name))
+
+
+def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> None:
+    """What ``evaluate`` can check before Prefect starts: the set (its warnings, e.g. skipped questions, go to
+    ``warn``; the flow loads it again), the index and the strategies."""
+    from ctxrag.storage.index_store import IndexStore
+    from ctxrag.tasks.evaluation.evalset import load_evalset
+    from ctxrag.tasks.retrieval.search import Strategy
+
+    for warning in load_evalset(evalset).warnings:
+        warn(warning)
+    store = IndexStore(ctxrag_home())
+    if store.live_version(name) is None:
+        store.open(name)  # raises UnknownIndexError, naming the indexes there are
+    for value in options.strategies() or []:
+        Strategy.from_str(value)
+
+
+def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> dict[str, Any]:
+    """Check, then run the evaluate flow; returns its result (metrics, where the run's files went, ...)."""
+    check_evaluate_input(evalset, name, options, warn)
+    from ctxrag.flows.evaluate import evaluate_index
+
+    return run_flow(evaluate_index, **options.flow_parameters(evalset, name))

@@ -1,0 +1,181 @@
+"""The Python API: ``ctxrag.index``, ``search``, ``evaluate`` and ``open`` do the command's work, with its options and
+defaults, and raise errors instead of exiting. Flows run in-process against the session's Prefect test harness."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxrag
+from ctxrag.flows.options import IndexOptions
+from ctxrag.storage.errors import InvalidInput, UnknownIndexError, UserError
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.storage.secrets import MissingKey
+from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
+from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+
+QUERY = "retry backoff delay"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
+    home = tmp_path_factory.mktemp("api") / "home"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CTXRAG_HOME", str(home))
+        report = ctxrag.index(SAMPLE_CORPUS, name="sample")  # a Path is fine
+    assert report["status"] == "published" and report["chunks"] > 0 and report["index"] == "sample"
+    return home
+
+
+@pytest.fixture
+def home(indexed: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CTXRAG_HOME", str(indexed))
+    for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    return indexed
+
+
+def test_search_returns_hits_with_text_document_score_and_each_retriever_s_rank(home: Path) -> None:
+    hits = ctxrag.search(QUERY, name="sample", k=3)
+    assert [hit.rank for hit in hits] == [1, 2, 3]
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+    chunks = IndexStore(home).open("sample").chunks.to_pylist()
+    by_id = {row["chunk_id"]: row for row in chunks}
+    for hit in hits:
+        row = by_id[hit.chunk_id]
+        assert (hit.doc_id, hit.chunk_index, hit.content, hit.context) == (row["doc_id"], row["chunk_index"], row["content"], row["context"])
+        assert hit.ranks and set(hit.ranks) <= {"vector", "bm25"} and all(rank >= 1 for rank in hit.ranks.values())
+        assert hit.found_by == sorted(hit.ranks)
+    bm25 = ctxrag.search(QUERY, name="sample", k=3, strategy="bm25")
+    assert [hit.ranks for hit in bm25] == [{"bm25": 1}, {"bm25": 2}, {"bm25": 3}]
+
+
+def test_search_gives_what_the_command_prints(home: Path) -> None:
+    command = [sys.executable, "-c", "from ctxrag.cli import main; main()", "search", QUERY, "--name", "sample", "-k", "4", "--json"]
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "CTXRAG_HOME": str(home)}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    hits = ctxrag.search(QUERY, name="sample", k=4)
+    assert [(row["chunk_id"], row["score"], row["found_by"], row["content"]) for row in printed] == [
+        (hit.chunk_id, round(hit.score, 6), hit.found_by, hit.content) for hit in hits
+    ]
+
+
+def test_strategy_none_is_the_command_s_default(home: Path) -> None:
+    assert ctxrag.search(QUERY, name="sample") == ctxrag.search(QUERY, name="sample", strategy=DEFAULT_STRATEGY, k=10)
+
+
+def test_an_open_index_is_loaded_once_for_many_searches(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    real_open = IndexStore.open
+
+    def counting_open(self: IndexStore, name: str) -> Any:
+        opened.append(name)
+        return real_open(self, name)
+
+    monkeypatch.setattr(IndexStore, "open", counting_open)
+    index = ctxrag.open("sample")
+    results = [index.search(query, k=3, strategy=strategy) for query in (QUERY, "priority queue") for strategy in ("hybrid", "vector")]
+    assert opened == ["sample"] and all(len(hits) == 3 for hits in results)
+    assert index.search(QUERY, k=3, strategy="hybrid") == ctxrag.search(QUERY, name="sample", k=3, strategy="hybrid")
+    assert index.version == IndexStore(home).manifest("sample")["version"] and "sample" in repr(index)
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "message"),
+    [
+        (lambda: ctxrag.search(QUERY, name="missing"), UnknownIndexError, "no index named 'missing'"),
+        (lambda: ctxrag.open("missing"), UnknownIndexError, "no index named 'missing'"),
+        (lambda: ctxrag.search(QUERY, name="sample", strategy="nonsense"), InvalidInput, "unknown strategy 'nonsense'"),
+        (lambda: ctxrag.search(QUERY, name="sample", rerank="bogus"), InvalidInput, "unknown reranker 'bogus'"),
+        (lambda: ctxrag.search(QUERY, name="sample", rerank="cohere"), MissingKey, "rerank cohere needs CO_API_KEY"),
+        (lambda: ctxrag.search(QUERY, name="sample", rerank_modell="x"), InvalidInput, "unknown option 'rerank_modell'"),
+        (lambda: ctxrag.open("sample").search(QUERY, k=0), InvalidInput, "k must be at least 1"),
+        (lambda: ctxrag.evaluate(SAMPLE_QUESTIONS, name="missing"), UnknownIndexError, "no index named 'missing'"),
+        (lambda: ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", strategy="nonsense"), InvalidInput, "unknown strategy"),
+    ],
+    ids=["search-missing", "open-missing", "strategy", "reranker", "key", "option", "k", "evaluate-missing", "evaluate-strategy"],
+)
+def test_errors_are_raised_as_user_errors(home: Path, call: Any, kind: type[Exception], message: str) -> None:
+    with pytest.raises(kind, match=message) as raised:
+        call()
+    assert isinstance(raised.value, ctxrag.UserError)
+
+
+@pytest.mark.parametrize(
+    ("source", "options", "message"),
+    [
+        (SAMPLE_CORPUS, {"name": "Bad Name"}, "invalid index name"),
+        (SAMPLE_CORPUS, {"contextualiser": "none"}, "unknown option 'contextualiser'"),
+        (SAMPLE_CORPUS, {"backend": "nope"}, "nope"),
+        (SAMPLE_CORPUS, {"contextualizer": "nope"}, "nope"),
+        (SAMPLE_CORPUS, {"embedder": "nope"}, "unknown embedder 'nope'"),
+        (SAMPLE_CORPUS.parent / "missing", {}, "missing"),
+    ],
+    ids=["name", "option", "backend", "contextualizer", "embedder", "source"],
+)
+def test_bad_index_input_is_raised_before_any_flow_runs(
+    home: Path, monkeypatch: pytest.MonkeyPatch, source: Path, options: dict[str, Any], message: str
+) -> None:
+    monkeypatch.setattr("ctxrag.runs.run_flow", lambda *args, **kwargs: pytest.fail("a flow ran"))
+    with pytest.raises((UserError, OSError), match=message):
+        ctxrag.index(source, **options)
+
+
+def test_index_runs_the_command_s_flow_with_its_parameters(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxrag.flows.index import index_corpus
+
+    runs: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr("ctxrag.runs.run_flow", lambda flow, **parameters: runs.append((flow, parameters)) or {"status": "ran"})
+    assert ctxrag.index(str(SAMPLE_CORPUS), name="other", contextualizer="none", gate=str(SAMPLE_QUESTIONS)) == {"status": "ran"}
+    assert ctxrag.index(SAMPLE_CORPUS, task_runner="threads") == {"status": "ran"}
+    (flow, parameters), (with_runner, defaults) = runs
+    assert flow is index_corpus and with_runner is not index_corpus and with_runner.name == index_corpus.name
+    expected = IndexOptions(contextualizer="none", gate=str(SAMPLE_QUESTIONS)).flow_parameters(str(SAMPLE_CORPUS), "other")
+    assert parameters == expected and parameters["gate_evalset"] == str(SAMPLE_QUESTIONS)
+    assert defaults == IndexOptions().flow_parameters(str(SAMPLE_CORPUS), "default")
+
+
+def test_index_again_reuses_everything(home: Path) -> None:
+    report = ctxrag.index(SAMPLE_CORPUS, name="sample")
+    assert report["status"] == "unchanged" and report["chunks_embedded"] == 0
+
+
+def test_evaluate_scores_the_chosen_strategies_at_the_chosen_cut_offs(home: Path) -> None:
+    result = ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", k=5, strategy=["bm25", "hybrid"])
+    assert set(result["metrics"]) == {"bm25", "hybrid"}
+    assert set(result["metrics"]["bm25"]) == {"pass@5", "hit@5", "ndcg@5"}
+    assert 0 < result["metrics"]["hybrid"]["pass@5"] <= 1 and Path(result["run_dir"]).is_dir() and Path(result["chart"]).is_file()
+
+
+def test_evaluate_issues_the_set_s_warnings(home: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "docs.json"
+    questions.write_text(json.dumps([
+        {"question": "How long before a retry?", "correct_chunks": ["tinyq/retry.py#1"]},
+        {"question": "Nobody knows", "correct_chunks": []},
+    ]))
+    with pytest.warns(UserWarning, match="'correct_chunks' is empty; question skipped"):
+        result = ctxrag.evaluate(questions, name="sample", strategy="bm25")
+    assert result["queries"] == 1
+
+
+def test_import_ctxrag_loads_the_api_on_first_use() -> None:
+    code = (
+        "import json, sys, ctxrag; before = {m: m in sys.modules for m in ('ctxrag.api', 'prefect')}; "
+        "search = ctxrag.search; namespace = {}; exec('from ctxrag import *', namespace); "
+        "print(json.dumps({'before': before, 'api': 'ctxrag.api' in sys.modules, 'star': sorted(n for n in namespace if n != '__builtins__'),"
+        " 'same': search is sys.modules['ctxrag.api'].search}))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["before"] == {"ctxrag.api": False, "prefect": False} and seen["api"] and seen["same"]
+    assert seen["star"] == ["Hit", "Index", "UserError", "evaluate", "index", "search"]  # not open: the builtin stays
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        ctxrag.nope  # noqa: B018
