@@ -37,6 +37,24 @@ def benchmark_module(name: str) -> ModuleType:
         sys.path.insert(0, str(BENCHMARKS))
     return importlib.import_module(name)
 
+# --- a user's folder with its own tasks, storage and flows (tests/test_packaging.py, test_prefect_server.py) -------
+
+SHADOWING_MODULES = ("tasks.py", "storage/__init__.py", "flows/__init__.py")
+
+
+def shadowing_folder(path: Path) -> Path:
+    """A user's project at ``path``: its own ``tasks.py``, ``storage/`` and ``flows/`` (each raising on import, so
+    ctxrag importing a generic top-level name shows at once) and a copy of the sample data (``data/sample``)."""
+    import shutil
+
+    for name in SHADOWING_MODULES:
+        module = path / name
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text(f"raise RuntimeError(\"the user's own {name} was imported\")\n")
+    shutil.copytree(REPO / "data" / "sample", path / "data" / "sample")
+    return path
+
+
 # --- keys ----------------------------------------------------------------------------------------------------------
 
 ANTHROPIC_TEST_KEY = "sk-ant-test-DO-NOT-LEAK-0123456789"  # set by the ``anthropic_simulator`` fixture; never real

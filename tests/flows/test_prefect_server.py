@@ -21,7 +21,7 @@ from uuid import UUID
 import pytest
 from prefect.exceptions import ObjectNotFound
 
-from tests.helpers import REPO
+from tests.helpers import REPO, shadowing_folder
 
 if TYPE_CHECKING:
     from tests.equipment.prefect_server import PrefectServer
@@ -29,9 +29,11 @@ if TYPE_CHECKING:
 POOL = "ctxrag-process"
 
 
-def ctxrag(server: PrefectServer, home: Path, *args: str, timeout: float = 120, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+def ctxrag(
+    server: PrefectServer, home: Path, *args: str, timeout: float = 120, cwd: Path = REPO, **env_extra: str
+) -> subprocess.CompletedProcess[str]:
     """The ``ctxrag`` command as a user runs it, pointed at the test server."""
-    env = server.env(CTXRAG_HOME=str(home), COLUMNS="200")
+    env = server.env(CTXRAG_HOME=str(home), COLUMNS="200", **env_extra)
     command = [sys.executable, "-c", "from ctxrag.cli import main; main()", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
 
@@ -96,6 +98,17 @@ def test_deploy_creates_the_process_pool_and_both_deployments(prefect_server: Pr
     assert set(reindex.parameters) == {"source", "name", "contextualizer", "embedder", "backend"}
     assert reindex.parameters["source"] == "data/sample/corpus"
     assert evaluation.parameters == {"evalset": "data/sample/questions.jsonl", "name": "default"}
+
+
+def test_deploy_works_from_a_folder_with_its_own_tasks_storage_and_flows(
+    prefect_server: PrefectServer, home: Path, deployed: dict[str, str], tmp_path: Path
+) -> None:
+    user = shadowing_folder(tmp_path / "user")  # first on sys.path here, as a user's project folder is
+    result = ctxrag(prefect_server, home, "deploy", cwd=user, PYTHONPATH=str(user))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert dict(line.split("\t") for line in result.stdout.splitlines()) == deployed  # the same deployments, updated
+    with api(prefect_server) as client:
+        assert client.read_deployment(UUID(deployed["ctxrag-index/reindex"])).entrypoint == "flows/index.py:index_corpus"
 
 
 def test_trigger_reindex_runs_on_the_worker_and_publishes_its_artifact(prefect_server: PrefectServer, home: Path, worker: Path) -> None:
