@@ -19,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # the scripts import the project's packages (tasks, storage, ...) from here
+    sys.path.insert(0, str(REPO))  # the scripts import ctxrag (and its layers, ctxrag.tasks, ...) from this checkout
 SHARED_DATA = REPO.parent / "shared" / "data"  # the cookbook's data sets, beside the project
 RESULTS = REPO / "benchmarks" / "results"
 _SCRIPT = Path(sys.executable).with_name("ctxrag")  # the console script of the interpreter's environment

@@ -39,5 +39,5 @@ def test_text_has_every_absolute_path_named_so() -> None:
     temporary = Path(tempfile.gettempdir())
     command = f"--code {temporary / 'head'} --out={temporary / 'out'} --sizes tree"
     assert common.portable_text(command) == "--code $TMPDIR/head --out=$TMPDIR/out --sizes tree"
-    trace = f'File "{REPO / "tasks" / "embed.py"}", line 3; ../shared/data and site-packages/torch stay; 5 MB/s'
+    trace = f'File "{REPO / "tasks" / "embedding" / "embed.py"}", line 3; ../shared/data and site-packages/torch stay; 5 MB/s'
     assert common.portable_text(trace) == 'File "tasks/embedding/embed.py", line 3; ../shared/data and site-packages/torch stay; 5 MB/s'
