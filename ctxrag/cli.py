@@ -121,19 +121,24 @@ def _run(flow, **parameters):  # type: ignore[no-untyped-def]
         return flow(**parameters)
 
 
-def _check_index_input(source: str, name: str, contextualizer: str, backend: str) -> None:
-    """What ``index`` can check without Prefect: the name, the choices, and the source (a JSON corpus is read and
-    validated in full, which takes well under a second; a folder must exist)."""
+def _check_index_input(
+    source: str, name: str, contextualizer: str, backend: str, include: list[str] | None = None, exclude: list[str] | None = None
+) -> None:
+    """What ``index`` can check without Prefect: the name, the choices, the ``--include``/``--exclude`` patterns, and
+    the source (a JSON corpus is read and validated in full, which takes well under a second; a folder must exist)."""
     from pathlib import Path
 
     from storage.backends import backend_for
     from storage.names import validate_name
     from tasks.contextualize import ContextualizerKind
     from tasks.load import load_source
+    from tasks.load.directory import filter_spec
 
     validate_name(name)
     backend_for(backend)
     ContextualizerKind.from_str(contextualizer)
+    filter_spec(include, "--include")  # a pattern pathspec cannot compile is named here, not after Prefect started
+    filter_spec(exclude, "--exclude")
     path = Path(source)
     if path.is_file():
         load_source(source)
@@ -182,7 +187,7 @@ def index(
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
     with _user_errors():  # bad input fails here, in well under a second, before Prefect or a model is loaded
         EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension, window_tokens)  # checks them
-        _check_index_input(source, name, contextualizer, backend)
+        _check_index_input(source, name, contextualizer, backend, include, exclude)
     from flows.index import index_corpus
     from flows.runners import make_task_runner
 
