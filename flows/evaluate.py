@@ -18,7 +18,7 @@ from storage.index_store import IndexStore
 from storage.ledger import Ledger, summarize
 from tasks.evalset import EvalSet, load_evalset
 from tasks.answer import EndToEnd
-from tasks.evaluate import Evaluation, evaluate
+from tasks.evaluate import Evaluation, evaluate, require_golden_chunks
 from tasks.progress import stage_progress
 from tasks.report import chart_markdown, metrics_rows, write_chart, write_run
 from tasks.rerank import CrossEncoderReranker, RerankSpec
@@ -44,6 +44,7 @@ def run_evaluation(
 ) -> Evaluation:
     ledger = Ledger(home).append
     searcher = Searcher(IndexStore(home).open(name), server_rrf=server_rrf, home=home, ledger=ledger, run_id=run_id)
+    require_golden_chunks(searcher, evalset, name)  # before any query is embedded (paid with Voyage) or result saved
     searcher.prefetch([question.query for question in evalset.queries])
     rerankers = [rerank.build(ledger, run_id)] if rerank else []
     judge = EndToEnd(ledger=ledger, run_id=run_id, **end_to_end) if end_to_end is not None else None
