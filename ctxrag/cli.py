@@ -82,7 +82,7 @@ def index(
     cache_ttl: str = typer.Option(INDEX.cache_ttl, help="Prompt-cache TTL: 5m or 1h."),
     concurrency: int = typer.Option(INDEX.concurrency, min=1, help="Claude requests open at once in the whole run (all documents; per process under Dask)."),
     rpm: Optional[float] = typer.Option(INDEX.rpm, help="Client-side limit: Claude requests per minute."),
-    tpm: Optional[float] = typer.Option(INDEX.tpm, help="Client-side limit: Claude input tokens per minute (estimated)."),
+    tpm: Optional[float] = typer.Option(INDEX.tpm, help="Client-side limit: Claude input tokens per minute (estimated; as in the API's limit, cache reads do not count)."),
     corpus_description: str = typer.Option(INDEX.corpus_description, help="What the corpus is (summary prompt)."),
     task_runner: Optional[str] = typer.Option(INDEX.task_runner, help="threads (default) or dask (a local cluster, or CTXRAG_DASK_ADDRESS)."),
     gate: Optional[str] = typer.Option(INDEX.gate, "--gate", help="Evaluation set: refuse a new version scoring worse than the live one."),

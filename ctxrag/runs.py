@@ -83,18 +83,21 @@ def run_flow(flow: Callable[..., Any], **parameters: Any) -> Any:
 
 
 def check_index_input(source: str, name: str, options: IndexOptions) -> None:
-    """What ``index`` can check without Prefect: the name, the choices, and the source (a JSON corpus is read and
-    validated in full, which takes well under a second; a folder must exist)."""
+    """What ``index`` can check without Prefect: the name, the choices, the ``--include``/``--exclude`` patterns, and
+    the source (a JSON corpus is read and validated in full, which takes well under a second; a folder must exist)."""
     from ctxrag.storage.backends import backend_for
     from ctxrag.storage.names import validate_name
     from ctxrag.tasks.context.contextualize import ContextualizerKind
     from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
     from ctxrag.tasks.load import load_source
+    from ctxrag.tasks.load.directory import filter_spec
 
     EmbedderSpec.choose(options.embedder, options.embedding_model, options.max_seq_length, options.output_dimension, options.window_tokens)
     validate_name(name)
     backend_for(options.backend)
     ContextualizerKind.from_str(options.contextualizer)
+    filter_spec(options.include, "--include")  # a pattern pathspec cannot compile is named here, not after Prefect started
+    filter_spec(options.exclude, "--exclude")
     if not Path(source).is_dir():
         load_source(source)  # reads a JSON corpus in full; for a missing path, names what is missing, as the flow would
 

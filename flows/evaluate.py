@@ -12,21 +12,17 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 
-from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.ledger import Ledger, summarize
 from ctxrag.tasks.evaluation.evalset import EvalSet, load_evalset
 from ctxrag.tasks.evaluation.answer import EndToEnd
-from ctxrag.tasks.evaluation.evaluate import Evaluation, evaluate
+from ctxrag.tasks.evaluation.evaluate import Evaluation, evaluate, require_golden_chunks
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.evaluation.report import chart_markdown, metrics_rows, write_chart, write_run
 from ctxrag.tasks.retrieval.rerank import CrossEncoderReranker, RerankSpec
 from ctxrag.tasks.retrieval.search import Searcher, Strategy
-
-
-DEFAULTS = EvaluateOptions()
 
 
 @task(cache_policy=NONE)
@@ -48,6 +44,7 @@ def run_evaluation(
 ) -> Evaluation:
     ledger = Ledger(home).append
     searcher = Searcher(IndexStore(home).open(name), server_rrf=server_rrf, home=home, ledger=ledger, run_id=run_id)
+    require_golden_chunks(searcher, evalset, name)  # before any query is embedded (paid with Voyage) or result saved
     searcher.prefetch([question.query for question in evalset.queries])
     rerankers = [rerank.build(ledger, run_id)] if rerank else []
     judge = EndToEnd(ledger=ledger, run_id=run_id, **end_to_end) if end_to_end is not None else None

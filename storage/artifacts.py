@@ -33,14 +33,27 @@ class CorruptJournalError(UserError, ValueError):
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` so that readers see either nothing or the whole file."""
+    """Write ``table`` to ``path`` so that readers see either nothing or the whole file, durably: the file and then its
+    folder are fsynced, so once this returns the file survives a power loss (compaction relies on it before it
+    truncates the journal)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         pq.write_table(table, temporary)
+        _fsync(temporary)
         os.replace(temporary, path)
+        _fsync(path.parent)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's data, or a folder's entries (a rename), to the disk."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 class RowCache:
@@ -140,7 +153,7 @@ class RowCache:
                 return
             table = transform(self.read())
             if table is not None and table.num_rows:
-                self.append(table)  # newest part, holding every row
+                self.append(table)  # newest part, holding every row, fsynced with its folder before the journal goes
             for part in parts:
                 part.unlink(missing_ok=True)
             os.truncate(self.journal, 0)

@@ -14,10 +14,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import pyarrow as pa
 
+from ctxrag.storage.errors import UserError
 from ctxrag.tasks.evaluation.answer import EndToEnd
 from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet, golden_ref
 from ctxrag.tasks.evaluation.metrics import (
@@ -46,12 +48,34 @@ class Evaluation:
     rerank_fallbacks: dict[str, int] = field(default_factory=dict)
 
 
+class NoGoldenChunksInIndex(UserError, LookupError):
+    """The index holds none of the evaluation set's golden chunks: every score would be zero (the wrong ``--name``, or
+    a set made for another corpus)."""
+
+
 def chunk_refs(searcher: Searcher, evalset: EvalSet) -> list[str]:
     """How each index row is named in the evaluation set's golden lists."""
     chunks = searcher.index.chunks
     if evalset.format is EvalFormat.DOCS:
         return chunks["chunk_id"].to_pylist()
     return [golden_ref(doc, index) for doc, index in zip(chunks["doc_id"].to_pylist(), chunks["chunk_index"].to_pylist())]
+
+
+def missing_golden(refs: list[str], evalset: EvalSet) -> list[str]:
+    """The golden chunk references of ``evalset`` that are not among the index's ``refs``, sorted, once each."""
+    known = set(refs)
+    return sorted({ref for query in evalset.queries for ref in query.golden if ref not in known})
+
+
+def require_golden_chunks(searcher: Searcher, evalset: EvalSet, index_name: str) -> None:
+    """Raise ``NoGoldenChunksInIndex`` when the index holds none of the set's golden chunks (a partial overlap is
+    scored: the missing ones count as misses, and ``evaluate`` lists them)."""
+    golden = {ref for query in evalset.queries for ref in query.golden}
+    if golden and len(missing_golden(chunk_refs(searcher, evalset), evalset)) == len(golden):
+        raise NoGoldenChunksInIndex(
+            f"index {index_name!r} holds none of the {len(evalset.queries)} questions' {len(golden)} golden chunks of "
+            f"{Path(evalset.path).name}: is --name right, or is the evaluation set for another corpus?"
+        )
 
 
 def evaluate(
@@ -66,8 +90,7 @@ def evaluate(
 ) -> Evaluation:
     started = time.perf_counter()
     refs = chunk_refs(searcher, evalset)
-    known = set(refs)
-    missing = sorted({ref for query in evalset.queries for ref in query.golden if ref not in known})
+    missing = missing_golden(refs, evalset)
     variants: list[tuple[str, Strategy, Reranker | None]] = [
         (name, strategy, reranker)
         for strategy in strategies

@@ -118,6 +118,23 @@ def test_a_docs_question_without_correct_chunks_is_skipped_with_a_warning(home: 
     assert "error: questions.json: no evaluation queries (1 skipped: their 'correct_chunks' is empty)" in failed.stderr
 
 
+def test_an_evaluation_set_for_another_corpus_is_one_error_line_and_saves_no_run(home: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "evaluation_set.jsonl"
+    records = [
+        {"query": "What is the purpose of the DiffExecutor struct?", "golden_chunk_uuids": [["5e4c01057a10", 0]]},
+        {"query": "How does the scheduler pick a corpus entry?", "golden_chunk_uuids": [["9f2ab7c3d410", 2], ["5e4c01057a10", 0]]},
+    ]
+    questions.write_text("".join(json.dumps(record) + "\n" for record in records))
+    runs = sorted((home / "runs").glob("*"))
+    failed = ctxrag(home, "evaluate", str(questions), "--name", "sample")
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr and failed.stdout == "", failed.stderr
+    assert [line for line in failed.stderr.splitlines() if line.startswith("error")] == [
+        "error: index 'sample' holds none of the 2 questions' 2 golden chunks of evaluation_set.jsonl: "
+        "is --name right, or is the evaluation set for another corpus?"
+    ]
+    assert sorted((home / "runs").glob("*")) == runs
+
+
 def test_a_corrupt_index_fails_evaluate_and_index_with_one_line_naming_the_file(home: Path, tmp_path: Path) -> None:
     scratch = tmp_path / "home"
     shutil.copytree(home, scratch)

@@ -61,6 +61,12 @@ def publish(home: Path, name: str = "docs", backend: str = "embedded") -> Path:
     return folder
 
 
+def dead_port() -> int:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 # --- the user's view: real subprocesses --------------------------------------------------------------------------
 
 
@@ -93,17 +99,27 @@ def test_an_os_error_is_one_line_naming_the_path(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_elasticsearch_is_one_line(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     home = tmp_path / "home"
     publish(home, "on-es", backend="elasticsearch")
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{dead_port()}"
     line = one_error_line(ctxrag(home, "search", "kiwi", "--name", "on-es", "--strategy", "bm25", ELASTICSEARCH_URL=url))
     assert line.startswith("error: Elasticsearch request failed:")
     line = one_error_line(ctxrag(home, "delete", "on-es", ELASTICSEARCH_URL=url))
     assert line.startswith("error: Elasticsearch request failed:")
     assert IndexStore(home).names() == ["on-es"]  # kept: the delete can be run again once the cluster answers
+
+
+@pytest.mark.parametrize("option", ["--include", "--exclude"])
+def test_a_bad_folder_pattern_is_one_line_before_prefect_starts(tmp_path: Path, option: str) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.py").write_text("x = 1\n")
+    home = tmp_path / "home"
+    # A Prefect API nobody answers: a command that got as far as Prefect would fail there, with another message.
+    dead_api = f"http://127.0.0.1:{dead_port()}/api"
+    line = one_error_line(ctxrag(home, "index", str(corpus), option, "*.py", option, "a\\", PREFECT_API_URL=dead_api))
+    assert line == f"error: {option}: not a valid gitignore-style pattern: 'a\\\\'"
+    assert not home.exists()  # nothing was started or written
 
 
 def test_an_injected_bug_shows_its_traceback_in_a_real_process(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from ctxrag.flows.evaluate import evaluate_index
 from ctxrag.flows.index import index_corpus
-from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+from ctxrag.tasks.evaluation.evaluate import NoGoldenChunksInIndex
+from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS, SHARED_DATA
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -55,6 +56,42 @@ def test_golden_chunks_missing_from_the_index_are_reported(indexed_home: Path, t
     result = evaluate_index(evalset=str(questions), name="sample", ks=[20], strategies=["hybrid"], home=str(indexed_home))
     assert result["missing_golden"] == ["gone.py#4"]
     assert result["metrics"]["hybrid"]["pass@20"] <= 0.5  # the missing one counts as a miss
+
+
+def another_corpus_evalset(tmp_path: Path) -> Path:
+    """The cookbook codebase corpus's evaluation set (its first 20 questions), or, where shared/ is not beside the
+    repository, questions in its form: golden chunks in documents named by content hashes, none of them in the sample."""
+    path = tmp_path / "evaluation_set.jsonl"
+    codebase = SHARED_DATA / "codebase" / "evaluation_set.jsonl"
+    if codebase.is_file():
+        path.write_text("".join(codebase.read_text().splitlines(keepends=True)[:20]))
+    else:
+        records = [{"query": f"What does function {i} do?", "golden_chunk_uuids": [[f"{i:064x}", 0], [f"{i:064x}", 1]]} for i in range(20)]
+        path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return path
+
+
+def metrics_artifacts(name: str) -> int:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        return len(client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[f"ctxrag-metrics-{name}"]))))
+
+
+def test_an_evaluation_set_for_another_corpus_is_an_error_and_saves_nothing(indexed_home: Path, tmp_path: Path) -> None:
+    evalset = another_corpus_evalset(tmp_path)
+    golden = {tuple(pair) for line in evalset.read_text().splitlines() for pair in json.loads(line)["golden_chunk_uuids"]}
+    runs = sorted((indexed_home / "runs").glob("*"))
+    artifacts = metrics_artifacts("sample")
+    with pytest.raises(NoGoldenChunksInIndex) as raised:
+        evaluate_index(evalset=str(evalset), name="sample", home=str(indexed_home))
+    assert str(raised.value) == (
+        f"index 'sample' holds none of the 20 questions' {len(golden)} golden chunks of evaluation_set.jsonl: "
+        "is --name right, or is the evaluation set for another corpus?"
+    )
+    assert sorted((indexed_home / "runs").glob("*")) == runs  # no run folder
+    assert metrics_artifacts("sample") == artifacts  # and no metrics artifact: the last good one stays the latest
 
 
 def test_docs_format_gets_precision_recall_f1_mrr(indexed_home: Path, tmp_path: Path) -> None:

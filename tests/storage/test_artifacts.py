@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -240,3 +241,39 @@ def test_an_append_after_a_torn_first_line_longer_than_a_read_block(tmp_path: Pa
     only_torn = journal_of(tmp_path / "other", b'{"key":"b","te')
     only_torn.append_rows([{"key": "c", "v": 3}])
     assert only_torn.journal.read_bytes() == b'{"key":"c","v":3}\n'
+
+
+# --- compaction: the journal is truncated only once the Parquet part holding its rows is on the disk --------------
+
+
+def test_compaction_fsyncs_the_new_part_and_its_folder_before_truncating_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = RowCache(tmp_path, "contexts")
+    cache.append(pa.table({KEY: ["a"], "context": ["older part"]}))
+    cache.append_rows([{KEY: "b", "context": "paid for"}, {KEY: "c", "context": "paid for too"}])
+    events: list[tuple[str, object]] = []
+    fsync, truncate = os.fsync, os.truncate
+
+    def recording_fsync(descriptor: int) -> None:
+        status = os.fstat(descriptor)
+        events.append(("fsync", (status.st_dev, status.st_ino)))  # the temporary part keeps its inode when renamed
+        fsync(descriptor)
+
+    def recording_truncate(path: Path, length: int) -> None:
+        events.append(("truncate", Path(path)))
+        truncate(path, length)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(os, "truncate", recording_truncate)
+    cache.compact()
+
+    [part] = cache.parts()
+    synced = [what for kind, what in events[: events.index(("truncate", cache.journal))] if kind == "fsync"]
+    part_id, folder_id = [(os.stat(path).st_dev, os.stat(path).st_ino) for path in (part, cache.directory)]
+    assert part_id in synced, "the new part was not fsynced before the journal was truncated"
+    assert folder_id in synced[synced.index(part_id) :], "the part's folder (its name) was not fsynced after it"
+    assert cache.journal.read_bytes() == b""
+    assert rows(cache.read()) == [
+        {KEY: "a", "context": "older part"}, {KEY: "b", "context": "paid for"}, {KEY: "c", "context": "paid for too"}
+    ]

@@ -6,10 +6,14 @@ moment it returns (``save``), and every call gets a ledger row, so a killed run 
 
 A document longer than the window budget is split into consecutive windows; each chunk is situated in the window
 that holds it (each window cached on its own). Nothing is truncated silently: the ledger's mode says "windowed".
+
+A call's token estimate (``--tpm`` and the rate-limit headers' pacing) counts the cached document only when the call
+writes it: cache reads do not count towards the API's input-token rate limit.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +32,7 @@ from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 
 DEFAULT_CONCURRENCY = 2  # a Tier-1 key: 50 requests a minute; the API's headers pace the rest
 CHARS_PER_TOKEN_ESTIMATE = 3.0  # conservative for code; used only for windows and rate-limit estimates
+CACHE_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
 class ContextualizationFailed(ApiCallFailed):
@@ -96,6 +101,9 @@ class ClaudeContextualizer:
     run_id: str = ""
     client: ClaudeClient | None = None
     name: str = "claude"
+    # a cached block's digest -> when a call last wrote or read it (the API's cache lives ``cache_ttl`` past that)
+    _cached_at: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _cached_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def key_inputs(self, document: Document, chunk: Chunk) -> tuple[str, ...]:
         """Nothing beyond the chunk key: the prompt reads the document and the chunk (a changed heading alone is not
@@ -190,6 +198,25 @@ class ClaudeContextualizer:
             cache_control["ttl"] = "1h"
         return {"type": "text", "text": DOCUMENT.render(doc_content=text), "cache_control": cache_control}
 
+    def _rate_limited_tokens(self, blocks: list[dict[str, Any]]) -> int:
+        """The call's input tokens as the API's input-token rate limit counts them (estimated): every block, except a
+        cached one an earlier call wrote or read within the cache's TTL (this call reads it: reads do not count)."""
+        now = time.monotonic()
+        ttl = CACHE_TTL_SECONDS[self.settings.cache_ttl]
+
+        def read_from_cache(block: dict[str, Any]) -> bool:
+            last = self._cached_at.get(_digest(block["text"])) if "cache_control" in block else None
+            return last is not None and now - last < ttl
+
+        with self._cached_lock:
+            return sum(estimate_tokens(block["text"]) for block in blocks if not read_from_cache(block))
+
+    def _mark_cached(self, blocks: list[dict[str, Any]]) -> None:
+        """The API answered with a cache write or read: the call's cached blocks are in its cache for another TTL."""
+        now = time.monotonic()
+        with self._cached_lock:
+            self._cached_at.update((_digest(block["text"]), now) for block in blocks if "cache_control" in block)
+
     def _first_then_fan_out(self, items: list[Any], work: Callable[[Any], Any]) -> tuple[list[Any], str]:
         """Run ``work`` on the first item (it writes the cache), then on the rest in the process's shared fan-out pool
         (the limiter's slots bound the requests open at once); returns the failures and the first error."""
@@ -217,14 +244,17 @@ class ClaudeContextualizer:
             prompt_version=self.version, mode=mode, doc_id=document.doc_id, chunk_ids=[c.chunk_id for c in chunks], status="ok",
         )
         started = time.perf_counter()
-        estimated = sum(estimate_tokens(block["text"]) for block in params["messages"][0]["content"])
-        asked_for_cache = any("cache_control" in block for block in params["messages"][0]["content"])
+        blocks = params["messages"][0]["content"]
+        estimated = self._rate_limited_tokens(blocks)
+        asked_for_cache = any("cache_control" in block for block in blocks)
 
         def record_and_keep(reply: Reply) -> None:
             usage = Usage.from_api(reply.message.usage)
             row.latency_s, row.attempts = reply.latency_s, reply.attempts
             charge(row, self.settings.model, usage, self.settings.cache_ttl)
             row.cache_applied = (usage.cache_write_tokens + usage.cache_read_tokens) > 0 if asked_for_cache else None
+            if row.cache_applied:
+                self._mark_cached(blocks)
             ledger([row])
             keep(reply)
 
@@ -261,6 +291,10 @@ class ClaudeSummarizer(ClaudeContextualizer):
         failed, error = self._first_then_fan_out(chunks, one)
         if failed:
             raise ContextualizationFailed(f"{document.doc_id}: {len(failed)} of {len(chunks)} summaries failed ({error})")
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def _tool_contexts(message: Any) -> dict[int, str]:

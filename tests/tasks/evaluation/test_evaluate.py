@@ -14,7 +14,7 @@ from ctxrag.storage.bm25 import Bm25Index
 from ctxrag.storage.index_store import StoredIndex
 from ctxrag.storage.vectors import VectorIndex
 from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet
-from ctxrag.tasks.evaluation.evaluate import Evaluation, chunk_refs, evaluate
+from ctxrag.tasks.evaluation.evaluate import Evaluation, NoGoldenChunksInIndex, chunk_refs, evaluate, require_golden_chunks
 from ctxrag.tasks.retrieval.search import Hit, Searcher, Strategy
 
 
@@ -197,6 +197,26 @@ def test_jsonl_golden_pair_with_a_wrong_chunk_index_is_missing() -> None:
     result = evaluate(FakeSearcher(JSONL_CHUNKS, {}), evalset, [Strategy.BM25], [5])  # type: ignore[arg-type]
     assert result.missing_golden == ["a#7", "nodoc#0"]
     assert result.metrics == {"bm25": {"pass@5": 0.0, "hit@5": 0.0, "ndcg@5": 0.0}}
+
+
+def test_an_index_holding_none_of_the_golden_chunks_is_an_error_naming_it_and_the_counts() -> None:
+    other_corpus = EvalSet(
+        "data/evaluation_set.jsonl",
+        EvalFormat.PASS_AT_K,
+        [EvalQuery("1", "q", ("5e4c#0", "5e4c#1")), EvalQuery("2", "r", ("5e4c#1", "77aa#3")), EvalQuery("3", "s", ("a#9",))],
+    )
+    with pytest.raises(NoGoldenChunksInIndex) as raised:
+        require_golden_chunks(FakeSearcher(JSONL_CHUNKS, {}), other_corpus, "docs")  # type: ignore[arg-type]
+    assert str(raised.value).startswith(
+        "index 'docs' holds none of the 3 questions' 4 golden chunks of evaluation_set.jsonl: is --name right"
+    )
+    assert isinstance(raised.value, LookupError)
+
+
+def test_a_partial_overlap_is_scored_not_refused() -> None:
+    require_golden_chunks(FakeSearcher(JSONL_CHUNKS, {}), JSONL_SET, "docs")  # type: ignore[arg-type]  (zz#9 missing)
+    docs_set = EvalSet("e.json", EvalFormat.DOCS, [EvalQuery("q1", "one", ("gone",)), EvalQuery("q2", "two", ("l4",))])
+    require_golden_chunks(FakeSearcher(DOCS_CHUNKS, {}), docs_set, "docs")  # type: ignore[arg-type]
 
 
 def test_progress_is_reported_per_strategy_and_query() -> None:

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from ctxrag.storage.ledger import LedgerRow, summarize
+from ctxrag.tasks.context.claude.client import ClaudeClient
 from ctxrag.tasks.context.claude.contextualizer import (
     ClaudeContextualizer,
     ClaudeSettings,
@@ -15,6 +16,7 @@ from ctxrag.tasks.context.claude.contextualizer import (
     document_windows,
 )
 from ctxrag.tasks.common.models import Chunk, Document
+from ctxrag.tasks.common.ratelimit import RateLimiter
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 
 BIG = " ".join(f"word{i}" for i in range(5000))  # ~ 5,500 simulated tokens: above Haiku 4.5's 4,096 minimum
@@ -67,6 +69,52 @@ def test_first_call_writes_the_cache_before_the_others_read_it(simulator: Anthro
     assert summary["calls"] == 6 and summary["documents_without_caching"] == []
     assert 0.7 < summary["cache_read_share"] < 1.0
     assert summary["cost_usd"] < summary["cost_without_cache_usd"]
+
+
+class RecordingLimiter(RateLimiter):
+    """A limiter with no limits that keeps every call's token estimate (what a --tpm bucket is charged)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.estimates: list[int] = []
+
+    def acquire(self, tokens: int = 0) -> float:
+        self.estimates.append(tokens)
+        return super().acquire(tokens)
+
+
+def rate_limited_tokens(simulator: AnthropicSimulator) -> int:
+    """What the API's input-token rate limit counts: uncached input and cache writes, not cache reads."""
+    return sum(r.usage["input_tokens"] + r.usage["cache_creation_input_tokens"] for r in message_requests(simulator))
+
+
+def test_rate_limit_estimates_count_the_cached_document_only_where_a_call_writes_it(simulator: AnthropicSimulator) -> None:
+    limiter = RecordingLimiter()
+    worker = ClaudeContextualizer(ClaudeSettings(concurrency=4), client=ClaudeClient(limiter=limiter))
+    out = Collector()
+    for doc_id, text in [("one", BIG), ("two", BIG.replace("word", "term"))]:
+        document, chunks = make_document(text, 6, doc_id)
+        worker.run(document, chunks, out.save, out.ledger)
+
+    requests = message_requests(simulator)
+    assert len(limiter.estimates) == len(requests) == 12
+    assert sum(r.usage["cache_creation_input_tokens"] > 0 for r in requests) == 2  # one write per document
+    counted = rate_limited_tokens(simulator)
+    every_prompt_token = counted + sum(r.usage["cache_read_input_tokens"] for r in requests)
+    assert every_prompt_token > 2.5 * counted  # what the estimate summed before: each call's whole document
+    # The estimate (characters / 3) is conservative next to the simulator's count (bytes / 4): about 4/3 of it.
+    assert counted <= sum(limiter.estimates) <= 1.5 * counted
+
+
+def test_rate_limit_estimates_count_a_document_below_the_cache_minimum_on_every_call(simulator: AnthropicSimulator) -> None:
+    limiter = RecordingLimiter()
+    document, chunks = make_document(SMALL, 4, "small")
+    out = Collector()
+    ClaudeContextualizer(ClaudeSettings(), client=ClaudeClient(limiter=limiter)).run(document, chunks, out.save, out.ledger)
+    assert all(r.usage["cache_read_input_tokens"] == 0 for r in message_requests(simulator))  # nothing cached
+    document_tokens = len(SMALL) / 3
+    assert len(limiter.estimates) == 4 and all(estimate > document_tokens for estimate in limiter.estimates)
+    assert rate_limited_tokens(simulator) <= sum(limiter.estimates)
 
 
 def test_a_document_below_the_minimum_is_reported_not_cached(simulator: AnthropicSimulator) -> None:
