@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -38,6 +39,17 @@ from machine import machine_meta  # noqa: E402
 from suite_adaptive import AdaptiveWRRF  # noqa: E402
 
 SHOWN = ("bm25", "vector", "hybrid", "hybrid-weighted", "hybrid-doc")
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|root|home|tmp|usr|opt|var)/")
+
+
+def relative(text: str) -> str:
+    """A results text with this machine's folders named as the project names them (a set's ``made`` may quote one)."""
+    for folder, name in ((sets_.corpora.STDLIB, "the stdlib folder"), (sets_.corpora.SITE, "site-packages"), (REPO.parent, "..")):
+        text = text.replace(str(folder) + "/", name + "/").replace(str(folder), name)
+    found = MACHINE_PATH.search(text)
+    if found:
+        raise SystemExit(f"a results file would name a path of this machine: ...{text[max(0, found.start() - 60):found.end() + 60]}...")
+    return text
 
 
 def load(args: argparse.Namespace) -> tuple[list[sets_.SetData], list[str], dict[str, float]]:
@@ -68,7 +80,6 @@ def evaluate(data: list[sets_.SetData], home: Path) -> dict:
     held = select.loco(data, matrices, registry)
     means = np.stack([m.mean(axis=1) for m in matrices], axis=1)
     overall = grid[select.pick(means)]
-    selected = time.perf_counter() - started
     index = {name: c for c, name in enumerate(c.family for c in grid) if name in select.FIXED}
     rows = []
     for s, d in enumerate(data):
@@ -96,7 +107,7 @@ def evaluate(data: list[sets_.SetData], home: Path) -> dict:
         "default - hybrid (mean over sets)": list(select.stratified_bootstrap(groups)),
         "chosen on every set": overall.describe(),
         "configurations": len(grid),
-        "seconds": {"scores": scored, "selection": selected},
+        "seconds": {"scores": scored, "selection": time.perf_counter() - started},
     }
 
 
@@ -177,8 +188,12 @@ def render(result: dict, meta: dict) -> str:
         lines += ["", "Skipped: " + "; ".join(meta["skipped"]) + "."]
     seconds = meta["seconds"]
     lines += ["", f"Timings: sets loaded (indexing and ranking where not cached) {sum(seconds['sets'].values()):.0f} s; "
-              f"configurations scored {seconds['scores']:.0f} s (cached after the first run); selection and bootstrap "
-              f"{seconds['selection'] + seconds['report']:.0f} s; whole run {seconds['total']:.0f} s.", ""]
+              f"configurations scored {seconds['scores']:.0f} s (cached after the first run); LOCO selection, learned "
+              f"strategy and bootstraps {seconds['selection']:.0f} s; whole run {seconds['total']:.0f} s."]
+    if meta["indexing"]:
+        lines += ["", "`ctxrag index` of each corpus (cold, as recorded when the index was built in this home): "
+                  + ", ".join(f"{name} {value:.0f} s" for name, value in meta["indexing"].items()) + "."]
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -195,14 +210,11 @@ def main() -> None:
     args.home = (args.home or Path(tempfile.mkdtemp(prefix="ctxrag-suite-"))).resolve()
     data, skipped, seconds = load(args)
     result = evaluate(data, args.home)
-    clock = time.perf_counter()
-    result["seconds"] = {"sets": seconds, **result["seconds"]}
-    meta = {**machine_meta(), "skipped": skipped, "seconds": result["seconds"]}
-    result["seconds"]["report"] = time.perf_counter() - clock
-    result["seconds"]["total"] = time.perf_counter() - started
+    result["seconds"] = {"sets": seconds, **result["seconds"], "total": time.perf_counter() - started}
+    meta = {**machine_meta(), "skipped": skipped, "seconds": result["seconds"], "indexing": sets_.corpora.indexing_seconds(args.home)}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "suite.json").write_text(json.dumps({**result, "meta": meta}, indent=1) + "\n")
-    text = render(result, meta)
+    (args.out / "suite.json").write_text(relative(json.dumps({**result, "meta": meta}, indent=1)) + "\n")
+    text = relative(render(result, meta))
     (args.out / "suite.md").write_text(text)
     print(text)
 

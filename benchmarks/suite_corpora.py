@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import re
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -149,7 +151,22 @@ def open_index(home: Path, corpus: Corpus) -> StoredIndex:
         env.pop("PREFECT_API_URL", None)
         print(f"indexing {corpus.label} as {corpus.index!r} ...", file=sys.stderr, flush=True)
         command = [sys.executable, "-c", "from ctxrag.cli import main; main()", "index", str(source), "--name", corpus.index, "--json"]
+        started = time.perf_counter()
         result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
         if result.returncode:
             raise SystemExit(f"ctxrag index {corpus.label} failed:\n{result.stderr[-3000:]}")
+        record_seconds(home, corpus.index, time.perf_counter() - started)
     return store.open(corpus.index)
+
+
+def record_seconds(home: Path, index: str, seconds: float) -> None:
+    """How long the ``ctxrag index`` command took (the report's cold-start cost; a reused index keeps its figure)."""
+    path = home / "suite" / "indexing.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    found = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps({**found, index: round(seconds, 1)}, indent=1))
+
+
+def indexing_seconds(home: Path) -> dict[str, float]:
+    path = home / "suite" / "indexing.json"
+    return json.loads(path.read_text()) if path.exists() else {}

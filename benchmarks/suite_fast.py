@@ -93,7 +93,7 @@ def fast_scores(data, grid: list) -> tuple[np.ndarray, np.ndarray]:
     fast = np.array([f is not None for f in forms])
     coefficients = np.array([f for f in forms if f is not None], float)
     gated = [(row, config.params) for row, config in enumerate(c for c, f in zip(grid, forms) if f is not None) if config.function is cv.v_gated]
-    out = np.full((len(grid), len(data.texts)), np.nan, np.float32)
+    out = np.full((len(grid), len(data.texts)), np.nan)
     for i, (dataset, query, rows) in enumerate(data.views):
         mask, count = golden_mask(data, i, rows)
         top, valid = top_rows(dataset, query, coefficients, gated)
