@@ -53,6 +53,7 @@ class SetSpec:
     style: str
     made: str
     questions: Callable[[Path, StoredIndex], list[Question]]
+    key: str = ""  # what else the cached rankings depend on (a hand-written set's question file)
 
 
 def rows_by(index: StoredIndex, column: str) -> dict[str, int]:
@@ -143,10 +144,12 @@ def handwritten_sets(folder: Path, data: Path) -> tuple[list[SetSpec], list[str]
             skipped.append(f"{name}: skipped, {reason}")
             print(f"suite: {skipped[-1]}", file=sys.stderr)
             continue
-        records = [json.loads(line) for line in (meta_path.parent / "questions.jsonl").read_text().splitlines() if line.strip()]
+        text = (meta_path.parent / "questions.jsonl").read_text()
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
         level = "chunk" if meta.get("level") == "chunk" else "document"
         specs.append(SetSpec(name, corpus, level, CODE_METRICS if level == "chunk" else DOCUMENT_METRICS, meta.get("kind", "?"),
-                             meta.get("style", "?"), meta.get("made", ""), handwritten_questions(records, level)))
+                             meta.get("style", "?"), meta.get("made", ""), handwritten_questions(records, level),
+                             hashlib.sha256(text.encode()).hexdigest()))
     return specs, skipped
 
 
@@ -251,7 +254,7 @@ def build_cache(home: Path, spec: SetSpec) -> None:
 def cache_key(spec: SetSpec, home: Path) -> str:
     """What the cache depends on: the set's definition and the live index version (the questions are made from both)."""
     live = corpora.IndexStore(home).live_version(spec.corpus.index)
-    text = json.dumps([CACHE_VERSION, spec.name, spec.level, spec.metrics, spec.made, spec.corpus.label, live.name if live else None])
+    text = json.dumps([CACHE_VERSION, spec.name, spec.level, spec.metrics, spec.made, spec.corpus.label, spec.key, live.name if live else None])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
