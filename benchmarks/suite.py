@@ -45,7 +45,7 @@ MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|root|home|tmp|usr|opt|var)/")
 def relative(text: str) -> str:
     """A results text with this machine's folders named as the project names them (a set's ``made`` may quote one)."""
     for folder, name in ((sets_.corpora.STDLIB, "the stdlib folder"), (sets_.corpora.SITE, "site-packages"), (REPO.parent, "..")):
-        text = text.replace(str(folder) + "/", name + "/").replace(str(folder), name)
+        text = text.replace(str(folder) + "/)", name + ")").replace(str(folder) + "/", name + "/").replace(str(folder), name)
     found = MACHINE_PATH.search(text)
     if found:
         raise SystemExit(f"a results file would name a path of this machine: ...{text[max(0, found.start() - 60):found.end() + 60]}...")
@@ -99,12 +99,13 @@ def evaluate(data: list[sets_.SetData], home: Path) -> dict:
             "in-set best": {"config": grid[int(np.argmax(means[:, s]))].describe(), "value": float(means[:, s].max())},
             "default - hybrid": list(select.cluster_bootstrap(default, hybrid, d.clusters)),
         })
-    groups = [(held["select"]["held"][s], matrices[s][index["hybrid"]], d.clusters) for s, d in enumerate(data)]
+    groups = {base: [(held["select"]["held"][s], matrices[s][index[base]], d.clusters) for s, d in enumerate(data)] for base in ("hybrid", "hybrid-doc")}
     return {
         "sets": rows,
         "loco": {unit: {name: values["chosen"][unit] for name, values in held.items()} for unit in dict.fromkeys(d.unit for d in data)},
         "mean": {name: float(np.mean([np.mean(h) for h in values["held"]])) for name, values in held.items()},
-        "default - hybrid (mean over sets)": list(select.stratified_bootstrap(groups)),
+        "default - hybrid (mean over sets)": list(select.stratified_bootstrap(groups["hybrid"])),
+        "default - hybrid-doc (mean over sets)": list(select.stratified_bootstrap(groups["hybrid-doc"])),
         "chosen on every set": overall.describe(),
         "configurations": len(grid),
         "seconds": {"scores": scored, "selection": time.perf_counter() - started},
@@ -156,9 +157,12 @@ def render(result: dict, meta: dict) -> str:
     lines.append(f"| **mean over sets** | | | | | " + " | ".join(pct(means[name]) for name in SHOWN)
                  + f" | **{pct(means['select'])}** | | | | {100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
                  + ("*" if low > 0 or high < 0 else "") + " |")
+    mean, low, high = result["default - hybrid-doc (mean over sets)"]
     lines += [
         "",
-        f"With every set in, the selection would choose `{result['chosen on every set']}`.",
+        f"Mean over sets, LOCO default minus `hybrid-doc` (today's default): {100 * mean:+.1f} [{100 * low:+.1f}, "
+        f"{100 * high:+.1f}] points (same bootstrap). With every set in, the selection would choose "
+        f"`{result['chosen on every set']}`.",
         "",
         "## Every strategy, held out",
         "",
