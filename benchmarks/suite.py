@@ -52,7 +52,24 @@ def relative(text: str) -> str:
     return text
 
 
-def load(args: argparse.Namespace) -> tuple[list[sets_.SetData], list[str], dict[str, float]]:
+def product_check(home: Path, specs: list[sets_.SetSpec], data: list[sets_.SetData]) -> dict[str, dict[str, str]]:
+    """Per set and fixed strategy: for how many questions ``tasks.search.Searcher`` returns the suite's top 20."""
+    from tasks.search import Searcher, Strategy
+
+    found = {}
+    for spec, d in zip(specs, data):
+        searcher = Searcher(sets_.corpora.IndexStore(home).open(spec.corpus.index), home=home)
+        searcher.prefetch(d.texts)
+        found[d.name] = {}
+        for name in SHOWN:
+            function, params = select.FIXED[name]
+            same = sum([hit.row for hit in searcher.search(text, Strategy(name), sets_.RANKED)] == d.rank(i, function, params)
+                       for i, text in enumerate(d.texts))
+            found[d.name][name] = f"{same}/{len(d.texts)}"
+    return found
+
+
+def load(args: argparse.Namespace) -> tuple[list[sets_.SetSpec], list[sets_.SetData], list[str], dict[str, float]]:
     specs = sets_.builtin_sets(args.shared_data)
     written, skipped = sets_.handwritten_sets(args.sets, args.shared_data)
     specs += written
@@ -65,7 +82,7 @@ def load(args: argparse.Namespace) -> tuple[list[sets_.SetData], list[str], dict
         loaded.append(sets_.load_set(args.home, spec, rebuild=args.rebuild))
         seconds[spec.name] = time.perf_counter() - started
         print(f"{spec.name}: {len(loaded[-1].texts)} questions, {seconds[spec.name]:.0f} s", file=sys.stderr, flush=True)
-    return loaded, skipped, seconds
+    return specs, loaded, skipped, seconds
 
 
 def evaluate(data: list[sets_.SetData], home: Path) -> dict:
@@ -188,6 +205,12 @@ def render(result: dict, meta: dict) -> str:
     for row in rows:
         lines.append(f"| {row['set']} | {row['corpus']} | {row['level']} | {row['questions']} ({row['dropped']}) | "
                      f"{row['golden documents']} | {row['chunks']:,} | {row['made']} |")
+    if result.get("product check"):
+        checks = result["product check"]
+        agree = all(value.split("/")[0] == value.split("/")[1] for row in checks.values() for value in row.values())
+        lines += ["", "Fixed strategies through `tasks.search.Searcher` on the same indexes: the top 20 equals the suite's for "
+                  + ("every question of every set" if agree else "; ".join(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items()) for name, row in checks.items()))
+                  + " (" + ", ".join(SHOWN) + ")."]
     if meta["skipped"]:
         lines += ["", "Skipped: " + "; ".join(meta["skipped"]) + "."]
     seconds = meta["seconds"]
@@ -208,12 +231,17 @@ def main() -> None:
     parser.add_argument("--sets", type=Path, default=REPO / "benchmarks" / "suite" / "sets", help="hand-written sets")
     parser.add_argument("--only", default="", help="comma-separated set names")
     parser.add_argument("--rebuild", action="store_true", help="rank the questions again (indexes are kept)")
+    parser.add_argument("--check-product", action="store_true", help="compare the fixed strategies with tasks.search.Searcher")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args()
     started = time.perf_counter()
     args.home = (args.home or Path(tempfile.mkdtemp(prefix="ctxrag-suite-"))).resolve()
-    data, skipped, seconds = load(args)
+    specs, data, skipped, seconds = load(args)
+    if len({d.unit for d in data}) < 2:
+        raise SystemExit("leave-one-corpus-out needs sets on at least two corpora")
     result = evaluate(data, args.home)
+    if args.check_product:
+        result["product check"] = product_check(args.home, specs, data)
     result["seconds"] = {"sets": seconds, **result["seconds"], "total": time.perf_counter() - started}
     meta = {**machine_meta(), "skipped": skipped, "seconds": result["seconds"], "indexing": sets_.corpora.indexing_seconds(args.home)}
     args.out.mkdir(parents=True, exist_ok=True)
