@@ -1,0 +1,255 @@
+"""The evaluation suite: every set, every strategy, leave-one-corpus-out selection of the default; one table, one file.
+
+    .venv/bin/python benchmarks/suite.py --home SCRATCH_HOME [--sets benchmarks/suite/sets] [--only a,b] [--out benchmarks/results]
+
+Sets (suite_sets): the cookbook's codebase and docs-sample sets, docstring-derived sets (quality_repos' miner on
+docstring-free copies of rich, httpx and a stdlib subset), README headings and the docs summaries (quality_prose),
+and the hand-written sets found in ``--sets`` (``<name>/set.json`` + ``questions.jsonl``); a set whose corpus this
+machine cannot give (another package version, another Python) is skipped with the reason. Each corpus is indexed
+once with the ``ctxrag index`` CLI on offline defaults into ``--home`` (reused there), and every question's BM25 and
+vector rankings (150 deep) are cached there too, as is each set's score of every configuration; a re-run only
+selects and reports.
+
+Selection (suite_select): leave one corpus out. With a corpus out, each tuned family's constants and the default
+(family and constants: ``select``) are chosen on the other corpora's sets, by the mean over sets of each set's
+primary metric (so a big set weighs no more than a small one), then scored on the left-out sets. Significance: the
+LOCO default minus ``hybrid`` (RRF k=60), paired, resampling golden documents with all their questions (10,000
+resamples, 95% percentile interval); the mean over sets resamples each set on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import suite_select as select  # noqa: E402
+import suite_sets as sets_  # noqa: E402
+from machine import machine_meta  # noqa: E402
+from suite_adaptive import AdaptiveWRRF  # noqa: E402
+
+SHOWN = ("bm25", "vector", "hybrid", "hybrid-weighted", "hybrid-doc")
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|root|home|tmp|usr|opt|var)/")
+
+
+def relative(text: str) -> str:
+    """A results text with this machine's folders named as the project names them (a set's ``made`` may quote one)."""
+    for folder, name in ((sets_.corpora.STDLIB, "the stdlib folder"), (sets_.corpora.SITE, "site-packages"), (REPO.parent, "..")):
+        text = text.replace(str(folder) + "/)", name + ")").replace(str(folder) + "/", name + "/").replace(str(folder), name)
+    found = MACHINE_PATH.search(text)
+    if found:
+        raise SystemExit(f"a results file would name a path of this machine: ...{text[max(0, found.start() - 60):found.end() + 60]}...")
+    return text
+
+
+def product_check(home: Path, specs: list[sets_.SetSpec], data: list[sets_.SetData]) -> dict[str, dict[str, str]]:
+    """Per set and fixed strategy: for how many questions ``tasks.search.Searcher`` returns the suite's top 20."""
+    from tasks.search import Searcher, Strategy
+
+    found = {}
+    for spec, d in zip(specs, data):
+        searcher = Searcher(sets_.corpora.IndexStore(home).open(spec.corpus.index), home=home)
+        searcher.prefetch(d.texts)
+        found[d.name] = {}
+        for name in SHOWN:
+            function, params = select.FIXED[name]
+            same = sum([hit.row for hit in searcher.search(text, Strategy(name), sets_.RANKED)] == d.rank(i, function, params)
+                       for i, text in enumerate(d.texts))
+            found[d.name][name] = f"{same}/{len(d.texts)}"
+    return found
+
+
+def load(args: argparse.Namespace) -> tuple[list[sets_.SetSpec], list[sets_.SetData], list[str], dict[str, float]]:
+    specs = sets_.builtin_sets(args.shared_data)
+    written, skipped = sets_.handwritten_sets(args.sets, args.shared_data)
+    specs += written
+    if args.only:
+        wanted = set(args.only.split(","))
+        specs = [spec for spec in specs if spec.name in wanted]
+    loaded, seconds = [], {}
+    for spec in specs:
+        started = time.perf_counter()
+        loaded.append(sets_.load_set(args.home, spec, rebuild=args.rebuild))
+        seconds[spec.name] = time.perf_counter() - started
+        print(f"{spec.name}: {len(loaded[-1].texts)} questions, {seconds[spec.name]:.0f} s", file=sys.stderr, flush=True)
+    return specs, loaded, skipped, seconds
+
+
+def evaluate(data: list[sets_.SetData], home: Path) -> dict:
+    grid = select.configs()
+    started = time.perf_counter()
+    matrices = [select.matrix(home, d, grid) for d in data]
+    scored = time.perf_counter() - started
+    registry = select.entries(grid)
+    wrrf = next(entry for entry in registry if entry.name == "wrrf")
+    registry.append(AdaptiveWRRF(wrrf))  # type: ignore[arg-type]
+    started = time.perf_counter()
+    held = select.loco(data, matrices, registry)
+    means = np.stack([m.mean(axis=1) for m in matrices], axis=1)
+    overall = grid[select.pick(means)]
+    index = {name: c for c, name in enumerate(c.family for c in grid) if name in select.FIXED}
+    rows = []
+    for s, d in enumerate(data):
+        default = held["select"]["held"][s]
+        hybrid = matrices[s][index["hybrid"]]
+        entry_means = {name: float(np.mean(values["held"][s])) for name, values in held.items()}
+        best = max(entry_means, key=entry_means.get)
+        chosen = held["select"]["chosen"][d.unit]
+        config = next(c for c in grid if c.describe() == chosen)
+        rows.append({
+            "set": d.name, "corpus": d.label, "unit": d.unit, "level": d.level, "kind": d.kind, "style": d.style,
+            "made": d.made, "questions": len(d.texts), "dropped": d.dropped, "chunks": d.chunks, "documents": int(d.doc_of_row.max() + 1),
+            "golden documents": int(np.unique(d.clusters).size), "primary": d.primary,
+            "fixed": {name: all_metrics(d, *select.FIXED[name]) for name in SHOWN},
+            "default": {"chosen": chosen, "held out": float(default.mean()), "metrics": all_metrics(d, config.function, config.params)},
+            "entries": entry_means, "best": best, "gap": float(default.mean()) - entry_means[best],
+            "in-set best": {"config": grid[int(np.argmax(means[:, s]))].describe(), "value": float(means[:, s].max())},
+            "default - hybrid": list(select.cluster_bootstrap(default, hybrid, d.clusters)),
+        })
+    groups = {base: [(held["select"]["held"][s], matrices[s][index[base]], d.clusters) for s, d in enumerate(data)] for base in ("hybrid", "hybrid-doc")}
+    return {
+        "sets": rows,
+        "loco": {unit: {name: values["chosen"][unit] for name, values in held.items()} for unit in dict.fromkeys(d.unit for d in data)},
+        "mean": {name: float(np.mean([np.mean(h) for h in values["held"]])) for name, values in held.items()},
+        "default - hybrid (mean over sets)": list(select.stratified_bootstrap(groups["hybrid"])),
+        "default - hybrid-doc (mean over sets)": list(select.stratified_bootstrap(groups["hybrid-doc"])),
+        "chosen on every set": overall.describe(),
+        "configurations": len(grid),
+        "seconds": {"scores": scored, "selection": time.perf_counter() - started},
+    }
+
+
+def all_metrics(d: sets_.SetData, function, params: dict) -> dict[str, float]:
+    values = np.array([d.score(i, d.rank(i, function, params)) for i in range(len(d.texts))])
+    return dict(zip(d.metrics, values.mean(axis=0).tolist()))
+
+
+def pct(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def render(result: dict, meta: dict) -> str:
+    rows = result["sets"]
+    lines = [
+        "# Evaluation suite: leave-one-corpus-out choice of the default strategy",
+        "",
+        f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}; produced by "
+        f"`benchmarks/suite.py` (method in its docstring). Offline defaults (structural contexts, local MiniLM, "
+        f"embedded BM25). {len(rows)} sets on {len(result['loco'])} corpora; {result['configurations']:,} "
+        "configurations (fixed strategies and quality_cv's family grids).",
+        "",
+        "Each set's primary metric, x100: `mrr@10` is the reciprocal rank of the first golden chunk within the top 10; "
+        "`doc-mrr@10` the same for the first chunk of any golden document (document-level sets); `pass@10` (codebase) "
+        "the share of golden chunks in the top 10; `recall@3` (docs-sample) the same in the top 3, the docs target's "
+        "metric. **default (LOCO)**: the configuration chosen with the set's corpus left out (by the mean over the "
+        "other sets of their primary metric, every set weighing the same), scored on the set; *chosen*: what that was. "
+        "*best*: the strategy with the best held-out figure on the set among the fixed ones, each tuned family (LOCO "
+        "too), `select` and the learned `adaptive-wrrf`; *gap*: default minus best. Last column: default minus "
+        "`hybrid`, paired bootstrap resampling golden documents with all their questions, 95%; `*`: excludes 0.",
+        "",
+        "| set | corpus | style | questions | metric | " + " | ".join(SHOWN) + " | default (LOCO) | chosen with the corpus out | best | gap | default - hybrid |",
+        "|---|---|---|---:|---|" + "---:|" * len(SHOWN) + "---:|---|---|---:|---|",
+    ]
+    for row in rows:
+        fixed = " | ".join(pct(row["fixed"][name][row["primary"]]) for name in SHOWN)
+        mean, low, high = row["default - hybrid"]
+        mark = "*" if low > 0 or high < 0 else ""
+        lines.append(
+            f"| {row['set']} | {row['unit']} | {row['kind']}/{row['style']} | {row['questions']} | {row['primary']} | {fixed} | "
+            f"**{pct(row['default']['held out'])}** | `{row['default']['chosen']}` | {row['best']} ({pct(row['entries'][row['best']])}) | "
+            f"{100 * row['gap']:+.1f} | {100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]{mark} |"
+        )
+    means = result["mean"]
+    mean, low, high = result["default - hybrid (mean over sets)"]
+    lines.append(f"| **mean over sets** | | | | | " + " | ".join(pct(means[name]) for name in SHOWN)
+                 + f" | **{pct(means['select'])}** | | | | {100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+                 + ("*" if low > 0 or high < 0 else "") + " |")
+    mean, low, high = result["default - hybrid-doc (mean over sets)"]
+    lines += [
+        "",
+        f"Mean over sets, LOCO default minus `hybrid-doc` (today's default): {100 * mean:+.1f} [{100 * low:+.1f}, "
+        f"{100 * high:+.1f}] points (same bootstrap). With every set in, the selection would choose "
+        f"`{result['chosen on every set']}`.",
+        "",
+        "## Every strategy, held out",
+        "",
+        "Each entry's primary metric (x100) on each set, its constants chosen with the set's corpus left out (fixed "
+        "strategies have none); `select` is the default above.",
+        "",
+        "| strategy | " + " | ".join(row["set"] for row in rows) + " | mean |",
+        "|---|" + "---:|" * (len(rows) + 1),
+    ]
+    for name in means:
+        lines.append(f"| {name} | " + " | ".join(pct(row["entries"][name]) for row in rows) + f" | {pct(means[name])} |")
+    lines += ["", "## What was chosen with each corpus left out", "", "| left out | default (`select`) | adaptive-wrrf |", "|---|---|---|"]
+    for unit, chosen in result["loco"].items():
+        lines.append(f"| {unit} | `{chosen['select']}` | {chosen['adaptive-wrrf']} |")
+    lines += ["", "## Other metrics", "", "Every metric of each set (x100) for the fixed strategies and the LOCO default.", "",
+              "| set | metric | " + " | ".join(SHOWN) + " | default (LOCO) |", "|---|---|" + "---:|" * (len(SHOWN) + 1)]
+    for row in rows:
+        for metric in row["fixed"]["bm25"]:
+            lines.append(f"| {row['set']} | {metric} | " + " | ".join(pct(row["fixed"][name][metric]) for name in SHOWN)
+                         + f" | {pct(row['default']['metrics'][metric])} |")
+    lines += ["", "## The sets", "", "| set | corpus | level | questions (dropped) | golden documents | chunks | how the questions were made |",
+              "|---|---|---|---|---:|---:|---|"]
+    for row in rows:
+        lines.append(f"| {row['set']} | {row['corpus']} | {row['level']} | {row['questions']} ({row['dropped']}) | "
+                     f"{row['golden documents']} | {row['chunks']:,} | {row['made']} |")
+    if result.get("product check"):
+        checks = result["product check"]
+        agree = all(value.split("/")[0] == value.split("/")[1] for row in checks.values() for value in row.values())
+        lines += ["", "Fixed strategies through `tasks.search.Searcher` on the same indexes: the top 20 equals the suite's for "
+                  + ("every question of every set" if agree else "; ".join(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items()) for name, row in checks.items()))
+                  + " (" + ", ".join(SHOWN) + ")."]
+    if meta["skipped"]:
+        lines += ["", "Skipped: " + "; ".join(meta["skipped"]) + "."]
+    seconds = meta["seconds"]
+    lines += ["", f"Timings: sets loaded (indexing and ranking where not cached) {sum(seconds['sets'].values()):.0f} s; "
+              f"configurations scored {seconds['scores']:.0f} s (cached after the first run); LOCO selection, learned "
+              f"strategy and bootstraps {seconds['selection']:.0f} s; whole run {seconds['total']:.0f} s."]
+    if meta["indexing"]:
+        lines += ["", "`ctxrag index` of each corpus (cold, as recorded when the index was built in this home): "
+                  + ", ".join(f"{name} {value:.0f} s" for name, value in meta["indexing"].items()) + "."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", type=Path, default=None, help="scratch CTXRAG_HOME: indexes and caches (default: a new temporary one)")
+    parser.add_argument("--shared-data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--sets", type=Path, default=REPO / "benchmarks" / "suite" / "sets", help="hand-written sets")
+    parser.add_argument("--only", default="", help="comma-separated set names")
+    parser.add_argument("--rebuild", action="store_true", help="rank the questions again (indexes are kept)")
+    parser.add_argument("--check-product", action="store_true", help="compare the fixed strategies with tasks.search.Searcher")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    args.home = (args.home or Path(tempfile.mkdtemp(prefix="ctxrag-suite-"))).resolve()
+    specs, data, skipped, seconds = load(args)
+    if len({d.unit for d in data}) < 2:
+        raise SystemExit("leave-one-corpus-out needs sets on at least two corpora")
+    result = evaluate(data, args.home)
+    if args.check_product:
+        result["product check"] = product_check(args.home, specs, data)
+    result["seconds"] = {"sets": seconds, **result["seconds"], "total": time.perf_counter() - started}
+    meta = {**machine_meta(), "skipped": skipped, "seconds": result["seconds"], "indexing": sets_.corpora.indexing_seconds(args.home)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "suite.json").write_text(relative(json.dumps({**result, "meta": meta}, indent=1)) + "\n")
+    text = relative(render(result, meta))
+    (args.out / "suite.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

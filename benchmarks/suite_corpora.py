@@ -1,0 +1,172 @@
+"""The evaluation suite's corpora: where each comes from, how it is laid out in the scratch home, and its index.
+
+A corpus is the unit of leave-one-corpus-out selection (``Corpus.unit``): every set asked of the same text (a
+package's installed folder and its docstring-free copy, the docs JSON with and without summaries) shares a unit, so
+they are left out together. Corpora are named in results by ``Corpus.label``, relative to the project, to
+``../shared`` or to the Python installation, never by a path of this machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import quality_prose as prose  # noqa: E402
+import quality_repos as repos  # noqa: E402
+from storage.index_store import IndexStore, StoredIndex  # noqa: E402
+
+SITE = Path(next(path for path in sys.path if path.endswith("site-packages")))
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+LEFT_OUT_DIRS = ("__pycache__", "test", "tests", "idle_test")  # never copied from the stdlib
+
+
+class Unavailable(Exception):
+    """This machine cannot give the corpus a set was written for (another version installed, another Python)."""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    unit: str  # leave-one-corpus-out unit
+    index: str  # the index's name in the home
+    label: str  # how results name it
+    prepare: Callable[[Path], Path]  # home -> the file or folder to index (made once, then reused)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def shared(data: Path, relative: str) -> Corpus:
+    """A file of ``../shared/data``; its first folder (``codebase``, ``anthropic_docs``) is the unit."""
+    source = data / relative
+    if not source.exists():
+        raise Unavailable(f"../shared/data/{relative} is not there")
+    return Corpus(slug(Path(relative).parts[0]), "shared-" + slug(Path(relative).stem), f"../shared/data/{relative}", lambda home: source)
+
+
+def site_package(path: str, distribution: str, version: str | None = None) -> Corpus:
+    """An installed package's folder, as it is in site-packages; ``version``: the one its questions were written for."""
+    try:
+        installed = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise Unavailable(f"{distribution} is not installed") from None
+    if version is not None and installed != version:
+        raise Unavailable(f"written for {distribution} {version}, {installed} is installed")
+    if not (SITE / path).is_dir():
+        raise Unavailable(f"site-packages/{path} is not a folder")
+    return Corpus(slug(distribution), "site-" + slug(path), f"site-packages/{path} ({distribution} {installed})", lambda home: SITE / path)
+
+
+def docstring_free(base: Corpus) -> Corpus:
+    """``base`` copied without its docstrings (quality_repos.strip_docstrings); same unit."""
+    name = "nodoc-" + base.index
+    return Corpus(base.unit, name, f"{base.label}, docstrings removed", lambda home: repos.prepare_repository(base.prepare(home), home, name)[0])
+
+
+def check_python(python: str | None) -> None:
+    if python is not None and platform.python_version() != python:
+        raise Unavailable(f"written for Python {python}, this is {platform.python_version()}")
+
+
+def stdlib(paths: list[str], python: str | None = None) -> Corpus:
+    """The listed stdlib packages and modules copied side by side into one folder (no caches, no tests)."""
+    check_python(python)
+    missing = [path for path in paths if not (STDLIB / path).exists()]
+    if missing:
+        raise Unavailable(f"not in this stdlib: {', '.join(missing)}")
+    key = hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:8]
+
+    def prepare(home: Path) -> Path:
+        folder = home / "sources" / f"stdlib-{key}"
+        if not folder.exists():
+            partial = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir(parents=True)
+            for path in sorted(paths):
+                source = STDLIB / path
+                if source.is_dir():
+                    shutil.copytree(source, partial / path, ignore=shutil.ignore_patterns(*LEFT_OUT_DIRS, "*.pyc"))
+                else:
+                    shutil.copy2(source, partial / path)
+            partial.rename(folder)
+        return folder
+
+    shown = ", ".join(sorted(paths))
+    return Corpus("stdlib", f"stdlib-{key}", f"stdlib of Python {platform.python_version()}: {shown}", prepare)
+
+
+def pydoc_topics(python: str | None = None) -> Corpus:
+    """The language reference topics ``help()`` shows (``pydoc_data.topics``), one ``<name>.md`` each."""
+    check_python(python)
+
+    def prepare(home: Path) -> Path:
+        from pydoc_data.topics import topics
+
+        folder = home / "sources" / "pydoc-topics"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in sorted(topics.items()):
+            path = folder / f"{name}.md"
+            if not path.exists():
+                path.write_text(f"# {name}\n\n{text}", encoding="utf-8")
+        return folder
+
+    return Corpus("pydoc-topics", "pydoc-topics", f"pydoc_data.topics of Python {platform.python_version()}", prepare)
+
+
+def readmes() -> Corpus:
+    """The Markdown READMEs of the installed distributions, question headings neutralized (quality_prose.build_set)."""
+
+    def prepare(home: Path) -> Path:
+        folder = home / "sources" / "readmes"
+        folder.mkdir(parents=True, exist_ok=True)
+        prose.build_set(prose.readmes(), folder)
+        return folder
+
+    return Corpus("readmes", "readmes", "READMEs of the installed distributions (quality_prose)", prepare)
+
+
+def open_index(home: Path, corpus: Corpus) -> StoredIndex:
+    """The corpus's index in ``home``, made with the ``ctxrag index`` CLI on offline defaults when not there yet."""
+    store = IndexStore(home)
+    if store.live_version(corpus.index) is None:
+        source = corpus.prepare(home)
+        env = {**os.environ, "CTXRAG_HOME": str(home), "CTXRAG_PREFECT_SERVER": "temporary"}
+        env.pop("PREFECT_HOME", None)
+        env.pop("PREFECT_API_URL", None)
+        print(f"indexing {corpus.label} as {corpus.index!r} ...", file=sys.stderr, flush=True)
+        command = [sys.executable, "-c", "from ctxrag.cli import main; main()", "index", str(source), "--name", corpus.index, "--json"]
+        started = time.perf_counter()
+        result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+        if result.returncode:
+            raise SystemExit(f"ctxrag index {corpus.label} failed:\n{result.stderr[-3000:]}")
+        record_seconds(home, corpus.index, time.perf_counter() - started)
+    return store.open(corpus.index)
+
+
+def record_seconds(home: Path, index: str, seconds: float) -> None:
+    """How long the ``ctxrag index`` command took (the report's cold-start cost; a reused index keeps its figure)."""
+    path = home / "suite" / "indexing.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    found = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps({**found, index: round(seconds, 1)}, indent=1))
+
+
+def indexing_seconds(home: Path) -> dict[str, float]:
+    path = home / "suite" / "indexing.json"
+    return json.loads(path.read_text()) if path.exists() else {}

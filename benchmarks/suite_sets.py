@@ -1,0 +1,300 @@
+"""The evaluation suite's sets: a registry (each set says how its questions were made), the hand-written sets' loader,
+per-set metrics, and the cache of every question's BM25 and vector rankings (150 deep) in the scratch home.
+
+A set is asked of one corpus (suite_corpora). Golden answers are chunks (rows of the index) or documents. Metrics:
+``pass@k``, ``recall@k``, ``mrr@k``, ``hit@k`` over chunks (tasks.metrics), and ``doc-mrr@k`` / ``doc-hit@k`` over
+documents: the rank of a question's answer is the rank, in the strategy's chunk ranking, of the first chunk of any
+golden document. Each set's first metric is its primary one (selection and the table).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+import suite_corpora as corpora
+from suite_corpora import REPO, Corpus, Unavailable
+
+import quality_cv as cv  # noqa: E402
+import quality_prose as prose  # noqa: E402
+from storage.index_store import StoredIndex  # noqa: E402
+from tasks.evalset import golden_ref, load_evalset  # noqa: E402
+from tasks.metrics import hit_at_k, pass_at_k, recall_at_k, reciprocal_rank_at_k  # noqa: E402
+from tasks.search import DEFINES, Searcher  # noqa: E402
+from tasks.structure import defined_names  # noqa: E402
+
+DEPTH = cv.DEPTH  # 150, as the fused strategies read each retriever
+RANKED = 20  # each strategy's ranking, as scored
+STDLIB_PATHS = ["asyncio", "email", "http", "json", "logging", "urllib", "concurrent"]  # as stdlib-behaviour's corpus
+CODE_METRICS = ["mrr@10", "hit@10", "mrr@3", "hit@3"]
+DOCUMENT_METRICS = ["doc-mrr@10", "doc-hit@10", "doc-mrr@3", "doc-hit@3"]
+CACHE_VERSION = 1
+
+
+@dataclass
+class Question:
+    text: str
+    golden: list  # rows of the index (chunk level) or doc ids (document level)
+
+
+@dataclass
+class SetSpec:
+    name: str
+    corpus: Corpus
+    level: str  # "chunk" or "document"
+    metrics: list[str]  # the first is the primary one
+    kind: str  # "code" or "prose"
+    style: str
+    made: str
+    questions: Callable[[Path, StoredIndex], list[Question]]
+    key: str = ""  # what else the cached rankings depend on (a hand-written set's question file)
+
+
+def rows_by(index: StoredIndex, column: str) -> dict[str, int]:
+    return {value: row for row, value in enumerate(index.chunks[column].to_pylist())}
+
+
+def chunk_refs(index: StoredIndex) -> dict[str, int]:
+    """``doc_id#chunk_index`` -> row (the cookbook's golden pairs and quality_repos' question files)."""
+    chunks = index.chunks
+    return {golden_ref(doc, position): row for row, (doc, position) in enumerate(zip(chunks["doc_id"].to_pylist(), chunks["chunk_index"].to_pylist()))}
+
+
+def from_evalset(path: Callable[[Path], Path], by_link: bool) -> Callable[[Path, StoredIndex], list[Question]]:
+    """Questions of a tasks.evalset file (JSONL pairs or docs links), golden chunks as rows."""
+
+    def build(home: Path, index: StoredIndex) -> list[Question]:
+        rows = rows_by(index, "chunk_id") if by_link else chunk_refs(index)
+        return [Question(q.query, [rows[ref] for ref in q.golden if ref in rows]) for q in load_evalset(path(home)).queries]
+
+    return build
+
+
+def builtin_sets(data: Path) -> list[SetSpec]:
+    """The sets made by the project's own means (shared data and miners)."""
+    docs_plain = corpora.shared(data, "anthropic_docs/anthropic_docs.json")
+    specs = [
+        SetSpec("codebase", corpora.shared(data, "codebase/codebase_chunks.json"), "chunk", ["pass@10", "pass@5", "pass@20", "mrr@10"],
+                "code", "cookbook",
+                "The cookbook's 248 questions, written by an LLM from the chunks themselves (golden: chunks); primary "
+                "Pass@10, the cookbook's own metric.",
+                from_evalset(lambda home: data / "codebase" / "evaluation_set.jsonl", False)),
+        SetSpec("docs-sample", corpora.shared(data, "anthropic_docs/anthropic_summary_indexed_docs.json"), "chunk",
+                ["recall@3", "mrr@3", "recall@10"], "prose", "cookbook",
+                "20 of the cookbook's docs questions (golden: 1-3 chunk links) on the summary-indexed docs; primary "
+                "recall@3, the metric of the cookbook's published figures and of the project's docs target.",
+                from_evalset(lambda home: data / "anthropic_docs" / "docs_evaluation_sample.json", True)),
+        SetSpec("docs-summaries", docs_plain, "chunk", CODE_METRICS, "prose", "summary",
+                "The docs corpus's 232 Claude-written chunk summaries asked against the same chunks indexed without them "
+                "(quality_prose.summary_questions); golden: the summary's own chunk.",
+                lambda home, index: [Question(q.text, rows) for q, rows in zip(*prose.summary_questions(data, index))]),
+        SetSpec("readmes-heading", corpora.readmes(), "chunk", ["mrr@10", "pass@10", "hit@10"], "prose", "heading",
+                "Headings of the installed distributions' Markdown READMEs as questions, each heading replaced by "
+                "`Section N` in its file (quality_prose.build_set); golden: the chunks under that section.",
+                readme_questions),
+    ]
+    for package, distribution in (("rich", "rich"), ("httpx", "httpx")):
+        specs.append(docstring_set(f"{package}-docstring", corpora.site_package(package, distribution)))
+    specs.append(docstring_set("stdlib-docstring", corpora.stdlib(STDLIB_PATHS)))
+    return specs
+
+
+def docstring_set(name: str, base: Corpus) -> SetSpec:
+    corpus = corpora.docstring_free(base)
+    made = ("First sentences (>= 6 words) of public docstrings as questions, asked of a docstring-free copy "
+            "(quality_repos.mine; at most 400, seeded sample); golden: the chunk holding the definition's header line.")
+    return SetSpec(name, corpus, "chunk", CODE_METRICS, "code", "docstring", made,
+                   from_evalset(lambda home: home / f"{corpus.index}.jsonl", False))
+
+
+def readme_questions(home: Path, index: StoredIndex) -> list[Question]:
+    questions, _ = prose.build_set(prose.readmes(), corpora.readmes().prepare(home))
+    return [Question(q.text, rows) for q, rows in zip(questions, prose.golden_rows(index, questions))]
+
+
+def corpus_of(spec: dict, data: Path) -> Corpus:
+    """A hand-written set's ``corpus`` (see the question format) on this machine, or Unavailable."""
+    source = spec.get("source")
+    if source == "site-packages":
+        return corpora.site_package(spec["path"], spec.get("distribution", spec["path"]), spec.get("version"))
+    if source == "stdlib":
+        return corpora.stdlib(list(spec["paths"]), spec.get("python"))
+    if source == "shared":
+        return corpora.shared(data, spec["path"])
+    if source == "pydoc-topics":
+        return corpora.pydoc_topics(spec.get("python"))
+    raise Unavailable(f"unknown corpus source {source!r}")
+
+
+def handwritten_sets(folder: Path, data: Path) -> tuple[list[SetSpec], list[str]]:
+    """Every ``<folder>/<name>/set.json`` + ``questions.jsonl``; and why each set that cannot run here is skipped."""
+    specs, skipped = [], []
+    for meta_path in sorted(folder.glob("*/set.json")) if folder.is_dir() else []:
+        meta = json.loads(meta_path.read_text())
+        name = meta.get("name", meta_path.parent.name)
+        try:
+            corpus = corpus_of(meta["corpus"], data)
+        except Unavailable as reason:
+            skipped.append(f"{name}: skipped, {reason}")
+            print(f"suite: {skipped[-1]}", file=sys.stderr)
+            continue
+        text = (meta_path.parent / "questions.jsonl").read_text()
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        level = "chunk" if meta.get("level") == "chunk" else "document"
+        specs.append(SetSpec(name, corpus, level, CODE_METRICS if level == "chunk" else DOCUMENT_METRICS, meta.get("kind", "?"),
+                             meta.get("style", "?"), meta.get("made", ""), handwritten_questions(records, level),
+                             hashlib.sha256(text.encode()).hexdigest()))
+    return specs, skipped
+
+
+def handwritten_questions(records: list[dict], level: str) -> Callable[[Path, StoredIndex], list[Question]]:
+    def build(home: Path, index: StoredIndex) -> list[Question]:
+        if level == "chunk":
+            rows = rows_by(index, "chunk_id")
+            return [Question(r["query"], [rows[link] for link in r["golden_chunks"] if link in rows]) for r in records]
+        return [Question(r["query"], list(r["golden_docs"])) for r in records]
+
+    return build
+
+
+# --- the ranking cache ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SetData:
+    """One set's cached rankings, as the selection reads them."""
+
+    name: str
+    unit: str
+    label: str
+    level: str
+    metrics: list[str]
+    kind: str
+    style: str
+    made: str
+    texts: list[str]
+    golden: list[np.ndarray]  # per question: rows (chunk level) or document numbers
+    clusters: np.ndarray  # per question: its (first) golden document's number
+    doc_of_row: np.ndarray
+    views: list[tuple[cv.Dataset, cv.Query, np.ndarray]] = field(default_factory=list)  # per question, its candidates
+    dropped: int = 0  # questions whose golden answer is not in the index
+    chunks: int = 0
+
+    @property
+    def primary(self) -> str:
+        return self.metrics[0]
+
+    def score(self, i: int, ranking: list[int] | np.ndarray, metrics: list[str] | None = None) -> list[float]:
+        """The question's metrics (default: all of the set's) for a ranking of rows."""
+        return [metric_value(name, ranking, self.golden[i], self.doc_of_row) for name in (metrics or self.metrics)]
+
+    def rank(self, i: int, function: Callable[..., list[int]], params: dict) -> list[int]:
+        """Rows of the index, as a quality_cv variant ranks them for question ``i``."""
+        data, query, rows = self.views[i]
+        return rows[function(data, query, **params)].tolist()
+
+
+def metric_value(name: str, ranking, golden: np.ndarray, doc_of_row: np.ndarray) -> float:
+    kind, k = name.rsplit("@", 1)
+    items = list(ranking)
+    if kind.startswith("doc-"):
+        kind, items = kind[4:], [int(doc_of_row[row]) for row in items]
+    function = {"pass": pass_at_k, "recall": recall_at_k, "mrr": reciprocal_rank_at_k, "hit": hit_at_k}[kind]
+    return function(items, golden.tolist(), int(k))
+
+
+def cache_paths(home: Path, name: str) -> tuple[Path, Path]:
+    folder = home / "suite"
+    return folder / f"{name}.npz", folder / f"{name}.json"
+
+
+def build_cache(home: Path, spec: SetSpec) -> None:
+    """Index the corpus if needed, make the questions, rank each 150 deep with BM25 and vector, and store it all."""
+    index = corpora.open_index(home, spec.corpus)
+    questions = spec.questions(home, index)
+    doc_ids = index.chunks["doc_id"].to_pylist()
+    numbering = {doc: number for number, doc in enumerate(dict.fromkeys(doc_ids))}
+    doc_of_row = np.array([numbering[doc] for doc in doc_ids])
+    kept, golden = [], []
+    for question in questions:
+        wanted = [numbering[doc] for doc in question.golden if doc in numbering] if spec.level == "document" else list(question.golden)
+        if wanted:
+            kept.append(question.text)
+            golden.append(wanted)
+    searcher = Searcher(index, home=home)
+    searcher.prefetch(kept)
+    arrays = {key: np.full((len(kept), DEPTH), fill, dtype) for key, fill, dtype in
+              (("brow", -1, np.int32), ("bscore", 0, np.float32), ("vrow", -1, np.int32), ("vscore", np.nan, np.float32))}
+    for i, text in enumerate(kept):
+        for prefix, ranking in (("b", searcher.rank_bm25(text, DEPTH)), ("v", searcher.rank_vector(text, DEPTH))):
+            for position, (row, value) in enumerate(ranking):
+                arrays[prefix + "row"][i, position], arrays[prefix + "score"][i, position] = row, value
+    if DEFINES in index.chunks.column_names:
+        defines = [sorted(found or []) for found in index.chunks[DEFINES].to_pylist()]
+    else:
+        defines = [sorted(defined_names(text)) for text in index.chunks["content"].to_pylist()]
+    npz, meta = cache_paths(home, spec.name)
+    npz.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(npz, doc_of_row=doc_of_row, chunk_index=np.array(index.chunks["chunk_index"].to_pylist()), **arrays)
+    first_doc = [int(doc_of_row[g[0]]) if spec.level == "chunk" else g[0] for g in golden]
+    meta.write_text(json.dumps({
+        "version": CACHE_VERSION, "key": cache_key(spec, home), "name": spec.name, "unit": spec.corpus.unit,
+        "label": spec.corpus.label, "level": spec.level, "metrics": spec.metrics, "kind": spec.kind, "style": spec.style,
+        "made": spec.made, "texts": kept, "golden": golden, "clusters": first_doc, "dropped": len(questions) - len(kept),
+        "defines": {str(row): names for row, names in enumerate(defines) if names},
+    }))
+
+
+def cache_key(spec: SetSpec, home: Path) -> str:
+    """What the cache depends on: the set's definition and the live index version (the questions are made from both)."""
+    live = corpora.IndexStore(home).live_version(spec.corpus.index)
+    text = json.dumps([CACHE_VERSION, spec.name, spec.level, spec.metrics, spec.made, spec.corpus.label, spec.key, live.name if live else None])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_set(home: Path, spec: SetSpec, rebuild: bool = False) -> SetData:
+    """The set's cached rankings (made first if missing, stale or asked to)."""
+    npz, meta_path = cache_paths(home, spec.name)
+    current = None
+    if meta_path.exists() and not rebuild:
+        current = json.loads(meta_path.read_text())
+        if current.get("key") != cache_key(spec, home):
+            current = None
+    if current is None:
+        build_cache(home, spec)
+        current = json.loads(meta_path.read_text())
+    arrays = np.load(npz)
+    defines = {int(row): frozenset(names) for row, names in current["defines"].items()}
+    data = SetData(current["name"], current["unit"], current["label"], current["level"], current["metrics"], current["kind"],
+                   current["style"], current["made"], current["texts"], [np.array(g) for g in current["golden"]],
+                   np.array(current["clusters"]), arrays["doc_of_row"], dropped=current["dropped"], chunks=len(arrays["doc_of_row"]))
+    data.views = [view(data, i, arrays, defines) for i in range(len(data.texts))]
+    return data
+
+
+def view(data: SetData, i: int, arrays, defines: dict[int, frozenset]) -> tuple[cv.Dataset, cv.Query, np.ndarray]:
+    """Question ``i`` restricted to its candidates (the rows either retriever returned): quality_cv's variants rank
+    only those, and document ranks computed over them equal those over the whole index."""
+    brow, vrow = arrays["brow"][i], arrays["vrow"][i]
+    brow, bscore = brow[brow >= 0], arrays["bscore"][i][brow >= 0]
+    vrow, vscore = vrow[vrow >= 0], arrays["vscore"][i][vrow >= 0]
+    rows = np.union1d(brow, vrow)
+    local = {row: position for position, row in enumerate(rows.tolist())}
+    n = rows.size
+    rb, rv, sb, sv = np.full(n, cv.ABSENT), np.full(n, cv.ABSENT), np.zeros(n), np.full(n, np.nan)
+    for ranks, scores, found, values in ((rb, sb, brow, bscore), (rv, sv, vrow, vscore)):
+        positions = [local[row] for row in found.tolist()]
+        ranks[positions] = np.arange(1, len(positions) + 1)
+        scores[positions] = values
+    _, doc_local = np.unique(data.doc_of_row[rows], return_inverse=True)
+    empty: frozenset = frozenset()
+    dataset = cv.Dataset(data.name, None, None, [], doc_local, [], [defines.get(row, empty) for row in rows.tolist()],  # type: ignore[arg-type]
+                         arrays["chunk_index"][rows])
+    query = cv.Query(data.texts[i], [], rb, rv, sb, sv, cv.document_ranks(rb, doc_local), cv.document_ranks(rv, doc_local))
+    return dataset, query, rows
