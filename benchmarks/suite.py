@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import suite_select as select  # noqa: E402
 import suite_sets as sets_  # noqa: E402
-from machine import machine_meta  # noqa: E402
+from common import machine_meta  # noqa: E402
 from suite_adaptive import AdaptiveWRRF  # noqa: E402
 
 SHOWN = ("bm25", "vector", "hybrid", "hybrid-weighted", "hybrid-doc")
@@ -53,8 +53,8 @@ def relative(text: str) -> str:
 
 
 def product_check(home: Path, specs: list[sets_.SetSpec], data: list[sets_.SetData]) -> dict[str, dict[str, str]]:
-    """Per set and fixed strategy: for how many questions ``tasks.search.Searcher`` returns the suite's top 20."""
-    from tasks.search import Searcher, Strategy
+    """Per set and fixed strategy: for how many questions ``ctxrag.tasks.retrieval.search.Searcher`` returns the suite's top 20."""
+    from ctxrag.tasks.retrieval.search import Searcher, Strategy
 
     found = {}
     for spec, d in zip(specs, data):
@@ -171,7 +171,7 @@ def render(result: dict, meta: dict) -> str:
         )
     means = result["mean"]
     mean, low, high = result["default - hybrid (mean over sets)"]
-    lines.append(f"| **mean over sets** | | | | | " + " | ".join(pct(means[name]) for name in SHOWN)
+    lines.append("| **mean over sets** | | | | | " + " | ".join(pct(means[name]) for name in SHOWN)
                  + f" | **{pct(means['select'])}** | | | | {100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
                  + ("*" if low > 0 or high < 0 else "") + " |")
     mean, low, high = result["default - hybrid-doc (mean over sets)"]
@@ -208,7 +208,7 @@ def render(result: dict, meta: dict) -> str:
     if result.get("product check"):
         checks = result["product check"]
         agree = all(value.split("/")[0] == value.split("/")[1] for row in checks.values() for value in row.values())
-        lines += ["", "Fixed strategies through `tasks.search.Searcher` on the same indexes: the top 20 equals the suite's for "
+        lines += ["", "Fixed strategies through `ctxrag.tasks.retrieval.search.Searcher` on the same indexes: the top 20 equals the suite's for "
                   + ("every question of every set" if agree else "; ".join(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items()) for name, row in checks.items()))
                   + " (" + ", ".join(SHOWN) + ")."]
     if meta["skipped"]:
@@ -231,7 +231,7 @@ def main() -> None:
     parser.add_argument("--sets", type=Path, default=REPO / "benchmarks" / "suite" / "sets", help="hand-written sets")
     parser.add_argument("--only", default="", help="comma-separated set names")
     parser.add_argument("--rebuild", action="store_true", help="rank the questions again (indexes are kept)")
-    parser.add_argument("--check-product", action="store_true", help="compare the fixed strategies with tasks.search.Searcher")
+    parser.add_argument("--check-product", action="store_true", help="compare the fixed strategies with ctxrag.tasks.retrieval.search.Searcher")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args()
     started = time.perf_counter()

@@ -3,7 +3,7 @@
 Features of a question and its two rankings (``features``): identifier-like terms, length, BM25's hit count and
 top-score margins, the vector ranking's top cosine and its gap to the top 10, and the retrievers' agreement (top-10
 overlap, same first row). ``fit``: k is the one of the ``wrrf`` family best on the training sets (as that family's
-LOCO fit picks it); then a softmax over the vector weights of quality_cv's grid (``cv.WS``), linear in the
+LOCO fit picks it); then a softmax over the vector weights of quality_cv's grid (``WS``), linear in the
 standardized features, is fitted by gradient ascent on the expected primary metric, each training set weighing the
 same (every question weighs 1 / (its set's size x the number of sets)), with a fixed L2 penalty. A question is ranked
 with its most probable weight. Held-out figures come from the cached ``wrrf`` scores of that (k, weight).
@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import quality_cv as cv
+from quality_cv_data import DEPTH, Dataset, Query
+from quality_cv_fusion import WS
 from suite_select import GridEntry, pick
-from tasks.structure import mentioned_names
+from ctxrag.tasks.context.structure import mentioned_names
 
 CODE_TOKEN = re.compile(r"[A-Za-z_]\w*(?:[._][A-Za-z_]\w*)+|\b[a-z]+[A-Z]\w*|\w+\(\)")
 FEATURES = ("names", "code tokens", "words", "bm25 hits", "bm25 margin@2", "bm25 margin@10", "top cosine", "cosine gap@10",
@@ -28,7 +29,7 @@ STEPS = 400
 RATE = 0.05
 
 
-def features(data: cv.Dataset, query: cv.Query) -> np.ndarray:
+def features(data: Dataset, query: Query) -> np.ndarray:
     words = query.text.split()
     scores = np.sort(query.sb[np.isfinite(query.rb)])[::-1]
     cosines = np.sort(query.sv[np.isfinite(query.sv)])[::-1]
@@ -38,7 +39,7 @@ def features(data: cv.Dataset, query: cv.Query) -> np.ndarray:
         min(len(mentioned_names(query.text)), 3),
         len(CODE_TOKEN.findall(query.text)) / max(len(words), 1),
         np.log1p(len(words)),
-        np.log1p(scores.size) / np.log1p(cv.DEPTH),
+        np.log1p(scores.size) / np.log1p(DEPTH),
         (top - first(scores, 2)) / top if top > 0 else 0.0,
         (top - first(scores, 10)) / top if top > 0 else 0.0,
         cosines[0] if cosines.size else 0.0,
@@ -71,7 +72,7 @@ def fit_softmax(x: np.ndarray, gains: np.ndarray, weights: np.ndarray, l2: float
 @dataclass
 class Model:
     k: float
-    choices: list[int]  # configuration index per weight in cv.WS
+    choices: list[int]  # configuration index per weight in WS
     mean: np.ndarray
     scale: np.ndarray
     theta: np.ndarray
@@ -95,14 +96,14 @@ class AdaptiveWRRF:
         best = self.wrrf.grid[int(self.wrrf.members[pick(means[self.wrrf.members][:, train])])]
         k = best.params["kb"]
         index = {(self.wrrf.grid[c].params["kb"], self.wrrf.grid[c].params["w"]): c for c in self.wrrf.members.tolist()}
-        choices = [index[(k, w)] for w in cv.WS]
+        choices = [index[(k, w)] for w in WS]
         x = np.vstack([self.table(sets[s]) for s in train])
         gains = np.vstack([matrices[s][choices].T for s in train])
         weights = np.concatenate([np.full(len(sets[s].texts), 1.0 / (len(sets[s].texts) * len(train))) for s in train])
         mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
         theta = fit_softmax((x - mean) / scale, gains, weights)
-        model = Model(k, choices, mean, scale, theta, np.zeros(len(cv.WS)))
-        model.trained_picks = np.bincount(self.choose(model, x), minlength=len(cv.WS))
+        model = Model(k, choices, mean, scale, theta, np.zeros(len(WS)))
+        model.trained_picks = np.bincount(self.choose(model, x), minlength=len(WS))
         return model
 
     def choose(self, model: Model, x: np.ndarray) -> np.ndarray:
@@ -115,5 +116,5 @@ class AdaptiveWRRF:
 
     def describe(self, model: Model) -> str:
         shares = model.trained_picks / max(model.trained_picks.sum(), 1)
-        common = ", ".join(f"w={cv.WS[i]:g} {100 * shares[i]:.0f}%" for i in np.argsort(-shares)[:3] if shares[i] > 0)
+        common = ", ".join(f"w={WS[i]:g} {100 * shares[i]:.0f}%" for i in np.argsort(-shares)[:3] if shares[i] > 0)
         return f"wrrf k={model.k:g}, w per question (training: {common})"

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import quality_prose as prose  # noqa: E402
 import quality_repos as repos  # noqa: E402
-from storage.index_store import IndexStore, StoredIndex  # noqa: E402
+from ctxrag.storage.index_store import IndexStore, StoredIndex  # noqa: E402
 
 SITE = Path(next(path for path in sys.path if path.endswith("site-packages")))
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

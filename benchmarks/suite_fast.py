@@ -9,7 +9,7 @@ doc-rank, doc-def) share one form over a question's candidates:
 ordered as quality_cv.ranked orders (score, then best single rank, then row), the top 20 kept. ``fast_scores`` scores
 all of them as one array per question (numpy, same operations in the same order as quality_cv, so the same floats
 and ties); the other configurations go through quality_cv's own functions. ``check`` compares a seeded sample of
-(configuration, question) pairs with quality_cv's functions and tasks.metrics, so the fast path cannot drift.
+(configuration, question) pairs with quality_cv's functions and ctxrag.tasks.evaluation.metrics, so the fast path cannot drift.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import random
 
 import numpy as np
 
-import quality_cv as cv
-from tasks.structure import mentioned_names
+from quality_cv_data import ABSENT, DEPTH, Dataset, KS, Query
+from quality_cv_fusion import v_gated
+from ctxrag.tasks.context.structure import mentioned_names
 
 FORM = ("wb", "kb", "w", "kv", "dv", "k", "ub", "uv", "dm")
 
@@ -28,17 +29,17 @@ def form(config) -> tuple[float, ...] | None:
     """The configuration's coefficients in the shared form, or None (scored by quality_cv's function)."""
     p, name = config.params, config.function.__name__
     if name == "v_rrf":
-        return (1.0, p["kb"], p["w"], p["kv"], p.get("dv", cv.DEPTH), 0.0, 0.0, 0.0, 0.0)
+        return (1.0, p["kb"], p["w"], p["kv"], p.get("dv", DEPTH), 0.0, 0.0, 0.0, 0.0)
     if name == "v_weighted":
-        return (p["wb"], 0.0, p["wv"], 0.0, cv.DEPTH, 0.0, 0.0, 0.0, 0.0)
+        return (p["wb"], 0.0, p["wv"], 0.0, DEPTH, 0.0, 0.0, 0.0, 0.0)
     if name in ("v_doc_rank", "v_doc_signals") and not p.get("p"):
-        return (1.0, p["k"], p["w"], p["k"], cv.DEPTH, p["k"], p["ub"], p["uv"], p.get("dm", 0.0))
+        return (1.0, p["k"], p["w"], p["k"], DEPTH, p["k"], p["ub"], p["uv"], p.get("dm", 0.0))
     if name == "v_gated":
-        return (1.0, p["k"], np.nan, p["k"], cv.DEPTH, 0.0, 0.0, 0.0, 0.0)  # w: per question (gate)
+        return (1.0, p["k"], np.nan, p["k"], DEPTH, 0.0, 0.0, 0.0, 0.0)  # w: per question (gate)
     return None
 
 
-def gate(query: cv.Query, feature: str) -> float:
+def gate(query: Query, feature: str) -> float:
     """quality_cv.v_gated's confidence feature."""
     if feature == "gap10":
         top = np.sort(query.sv[np.isfinite(query.sv)])[::-1][:10]
@@ -47,18 +48,18 @@ def gate(query: cv.Query, feature: str) -> float:
 
 
 def inverse(ranks: np.ndarray, k: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """cv.inverse for a column of (k, weight) per configuration against a row of ranks."""
+    """quality_cv_fusion.inverse for a column of (k, weight) per configuration against a row of ranks."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(np.isfinite(ranks), weight / (k + ranks), 0.0)
 
 
-def top_rows(data: cv.Dataset, query: cv.Query, coefficients: np.ndarray, gated: list[tuple[int, dict]]) -> tuple[np.ndarray, np.ndarray]:
+def top_rows(data: Dataset, query: Query, coefficients: np.ndarray, gated: list[tuple[int, dict]]) -> tuple[np.ndarray, np.ndarray]:
     """configurations x 20 local rows, and which of those positions hold a candidate."""
     c = {name: coefficients[:, j : j + 1] for j, name in enumerate(FORM)}
     w = c["w"].copy()
     for row, params in gated:
         w[row] = params["w_high"] if gate(query, params["feature"]) >= params["tau"] else params["w_low"]
-    rv = np.where(query.rv[None, :] <= c["dv"], query.rv[None, :], cv.ABSENT)
+    rv = np.where(query.rv[None, :] <= c["dv"], query.rv[None, :], ABSENT)
     score = inverse(query.rb[None, :], c["kb"], c["wb"]) + inverse(rv, c["kv"], w)
     score = score + inverse(query.db[None, :], c["k"], c["ub"]) + inverse(query.dv[None, :], c["k"], c["uv"])
     if np.any(c["dm"]):
@@ -69,12 +70,12 @@ def top_rows(data: cv.Dataset, query: cv.Query, coefficients: np.ndarray, gated:
     best = np.where(candidate, np.minimum(query.rb[None, :], rv), np.inf)
     key = np.where(candidate, -score, np.inf)
     rows = np.broadcast_to(np.arange(query.rb.size), key.shape)
-    order = np.lexsort((rows, best, key), axis=-1)[:, : max(cv.KS)]
+    order = np.lexsort((rows, best, key), axis=-1)[:, : max(KS)]
     return order, np.take_along_axis(candidate, order, axis=1)
 
 
 def metric_rows(name: str, top: np.ndarray, valid: np.ndarray, golden_mask: np.ndarray, golden_count: int) -> np.ndarray:
-    """The metric of each configuration's ranking (rows of ``top``), as tasks.metrics computes it."""
+    """The metric of each configuration's ranking (rows of ``top``), as ctxrag.tasks.evaluation.metrics computes it."""
     kind, k = name.rsplit("@", 1)
     kind = kind.removeprefix("doc-")
     hits = (golden_mask[top] & valid)[:, : int(k)]
@@ -92,7 +93,7 @@ def fast_scores(data, grid: list) -> tuple[np.ndarray, np.ndarray]:
     forms = [form(config) for config in grid]
     fast = np.array([f is not None for f in forms])
     coefficients = np.array([f for f in forms if f is not None], float)
-    gated = [(row, config.params) for row, config in enumerate(c for c, f in zip(grid, forms) if f is not None) if config.function is cv.v_gated]
+    gated = [(row, config.params) for row, config in enumerate(c for c, f in zip(grid, forms) if f is not None) if config.function is v_gated]
     out = np.full((len(grid), len(data.texts)), np.nan)
     for i, (dataset, query, rows) in enumerate(data.views):
         mask, count = golden_mask(data, i, rows)
@@ -110,7 +111,7 @@ def golden_mask(data, i: int, rows: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def check(data, grid: list, scores: np.ndarray, fast: np.ndarray, samples: int = 300, seed: int = 0) -> None:
-    """Fast scores equal quality_cv's function + tasks.metrics on a seeded sample (AssertionError otherwise)."""
+    """Fast scores equal quality_cv's function + ctxrag.tasks.evaluation.metrics on a seeded sample (AssertionError otherwise)."""
     rng = random.Random(seed)
     candidates = np.nonzero(fast)[0].tolist()
     for _ in range(min(samples, len(candidates) * len(data.texts))):

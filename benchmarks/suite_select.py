@@ -22,9 +22,11 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-import quality_cv as cv
+from quality_cv_data import Dataset, Query
+from quality_cv_fusion import VARIANTS, inverse, ranked, v_doc_signals, v_rrf, v_single
+from quality_cv_report import describe
 import suite_fast
-from tasks.search import (
+from ctxrag.tasks.retrieval.search import (
     DOC_FUSION_DEFINITION_WEIGHT,
     DOC_FUSION_DOCUMENT_WEIGHTS,
     DOC_FUSION_RRF_K,
@@ -36,20 +38,20 @@ from tasks.search import (
 RESAMPLES = 10_000
 
 
-def v_weighted(data: cv.Dataset, query: cv.Query, wb: float, wv: float) -> list[int]:
-    """tasks.search.weighted_fusion (the cookbook's): wb / BM25 rank + wv / vector rank."""
-    return cv.ranked(cv.inverse(query.rb, 0, wb) + cv.inverse(query.rv, 0, wv), query)
+def v_weighted(data: Dataset, query: Query, wb: float, wv: float) -> list[int]:
+    """ctxrag.tasks.retrieval.search.weighted_fusion (the cookbook's): wb / BM25 rank + wv / vector rank."""
+    return ranked(inverse(query.rb, 0, wb) + inverse(query.rv, 0, wv), query)
 
 
 HYBRID_DOC = {"k": DOC_FUSION_RRF_K, "w": DOC_FUSION_WEIGHTS["vector"], "ub": DOC_FUSION_DOCUMENT_WEIGHTS.get("bm25", 0.0),
               "uv": DOC_FUSION_DOCUMENT_WEIGHTS.get("vector", 0.0), "dm": DOC_FUSION_DEFINITION_WEIGHT}
 assert DOC_FUSION_WEIGHTS["bm25"] == 1.0
 FIXED: dict[str, tuple[Callable[..., list[int]], dict]] = {
-    "bm25": (cv.v_single, {"retriever": "bm25"}),
-    "vector": (cv.v_single, {"retriever": "vector"}),
-    "hybrid": (cv.v_rrf, {"kb": 60, "kv": 60, "w": 1.0}),
+    "bm25": (v_single, {"retriever": "bm25"}),
+    "vector": (v_single, {"retriever": "vector"}),
+    "hybrid": (v_rrf, {"kb": 60, "kv": 60, "w": 1.0}),
     "hybrid-weighted": (v_weighted, {"wb": WEIGHTED_BM25_WEIGHT, "wv": WEIGHTED_VECTOR_WEIGHT}),
-    "hybrid-doc": (cv.v_doc_signals, HYBRID_DOC),
+    "hybrid-doc": (v_doc_signals, HYBRID_DOC),
 }
 FAMILIES = ("rrf-k", "wrrf", "wrrf-2k", "wrrf-depth", "gated", "combsum", "doc-max", "doc-rank", "doc-def")
 # Left out: doc-position (a probe of the cookbook's lead skew), bm25-prf and rocchio (they read the index itself).
@@ -62,14 +64,14 @@ class Config:
     params: dict
 
     def describe(self) -> str:
-        return cv.describe((self.family, self.params)) if self.family not in FIXED else self.family
+        return describe((self.family, self.params)) if self.family not in FIXED else self.family
 
 
 def configs() -> list[Config]:
     """Every grid point: the fixed strategies first, then each family's grid in quality_cv's order."""
     found = [Config(name, function, params) for name, (function, params) in FIXED.items()]
     for family in FAMILIES:
-        function, grid, _ = cv.VARIANTS[family]
+        function, grid, _ = VARIANTS[family]
         found += [Config(family, function, params) for params in grid]
     return found
 

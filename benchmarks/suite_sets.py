@@ -2,7 +2,7 @@
 per-set metrics, and the cache of every question's BM25 and vector rankings (150 deep) in the scratch home.
 
 A set is asked of one corpus (suite_corpora). Golden answers are chunks (rows of the index) or documents. Metrics:
-``pass@k``, ``recall@k``, ``mrr@k``, ``hit@k`` over chunks (tasks.metrics), and ``doc-mrr@k`` / ``doc-hit@k`` over
+``pass@k``, ``recall@k``, ``mrr@k``, ``hit@k`` over chunks (ctxrag.tasks.evaluation.metrics), and ``doc-mrr@k`` / ``doc-hit@k`` over
 documents: the rank of a question's answer is the rank, in the strategy's chunk ranking, of the first chunk of any
 golden document. Each set's first metric is its primary one (selection and the table).
 """
@@ -19,17 +19,17 @@ from typing import Callable
 import numpy as np
 
 import suite_corpora as corpora
-from suite_corpora import REPO, Corpus, Unavailable
+from suite_corpora import Corpus, Unavailable
 
-import quality_cv as cv  # noqa: E402
+from quality_cv_data import ABSENT, DEPTH, Dataset, Query, document_ranks  # noqa: E402
 import quality_prose as prose  # noqa: E402
-from storage.index_store import StoredIndex  # noqa: E402
-from tasks.evalset import golden_ref, load_evalset  # noqa: E402
-from tasks.metrics import hit_at_k, pass_at_k, recall_at_k, reciprocal_rank_at_k  # noqa: E402
-from tasks.search import DEFINES, Searcher  # noqa: E402
-from tasks.structure import defined_names  # noqa: E402
+from ctxrag.storage.index_store import StoredIndex  # noqa: E402
+from ctxrag.tasks.evaluation.evalset import golden_ref, load_evalset  # noqa: E402
+from ctxrag.tasks.evaluation.metrics import hit_at_k, pass_at_k, recall_at_k, reciprocal_rank_at_k  # noqa: E402
+from ctxrag.tasks.retrieval.search import DEFINES, Searcher  # noqa: E402
+from ctxrag.tasks.context.structure import defined_names  # noqa: E402
 
-DEPTH = cv.DEPTH  # 150, as the fused strategies read each retriever
+
 RANKED = 20  # each strategy's ranking, as scored
 STDLIB_PATHS = ["asyncio", "email", "http", "json", "logging", "urllib", "concurrent"]  # as stdlib-behaviour's corpus
 CODE_METRICS = ["mrr@10", "hit@10", "mrr@3", "hit@3"]
@@ -67,7 +67,7 @@ def chunk_refs(index: StoredIndex) -> dict[str, int]:
 
 
 def from_evalset(path: Callable[[Path], Path], by_link: bool) -> Callable[[Path, StoredIndex], list[Question]]:
-    """Questions of a tasks.evalset file (JSONL pairs or docs links), golden chunks as rows."""
+    """Questions of a ctxrag.tasks.evaluation.evalset file (JSONL pairs or docs links), golden chunks as rows."""
 
     def build(home: Path, index: StoredIndex) -> list[Question]:
         rows = rows_by(index, "chunk_id") if by_link else chunk_refs(index)
@@ -182,7 +182,7 @@ class SetData:
     golden: list[np.ndarray]  # per question: rows (chunk level) or document numbers
     clusters: np.ndarray  # per question: its (first) golden document's number
     doc_of_row: np.ndarray
-    views: list[tuple[cv.Dataset, cv.Query, np.ndarray]] = field(default_factory=list)  # per question, its candidates
+    views: list[tuple[Dataset, Query, np.ndarray]] = field(default_factory=list)  # per question, its candidates
     dropped: int = 0  # questions whose golden answer is not in the index
     chunks: int = 0
 
@@ -278,7 +278,7 @@ def load_set(home: Path, spec: SetSpec, rebuild: bool = False) -> SetData:
     return data
 
 
-def view(data: SetData, i: int, arrays, defines: dict[int, frozenset]) -> tuple[cv.Dataset, cv.Query, np.ndarray]:
+def view(data: SetData, i: int, arrays, defines: dict[int, frozenset]) -> tuple[Dataset, Query, np.ndarray]:
     """Question ``i`` restricted to its candidates (the rows either retriever returned): quality_cv's variants rank
     only those, and document ranks computed over them equal those over the whole index."""
     brow, vrow = arrays["brow"][i], arrays["vrow"][i]
@@ -287,14 +287,14 @@ def view(data: SetData, i: int, arrays, defines: dict[int, frozenset]) -> tuple[
     rows = np.union1d(brow, vrow)
     local = {row: position for position, row in enumerate(rows.tolist())}
     n = rows.size
-    rb, rv, sb, sv = np.full(n, cv.ABSENT), np.full(n, cv.ABSENT), np.zeros(n), np.full(n, np.nan)
+    rb, rv, sb, sv = np.full(n, ABSENT), np.full(n, ABSENT), np.zeros(n), np.full(n, np.nan)
     for ranks, scores, found, values in ((rb, sb, brow, bscore), (rv, sv, vrow, vscore)):
         positions = [local[row] for row in found.tolist()]
         ranks[positions] = np.arange(1, len(positions) + 1)
         scores[positions] = values
     _, doc_local = np.unique(data.doc_of_row[rows], return_inverse=True)
     empty: frozenset = frozenset()
-    dataset = cv.Dataset(data.name, None, None, [], doc_local, [], [defines.get(row, empty) for row in rows.tolist()],  # type: ignore[arg-type]
+    dataset = Dataset(data.name, None, None, [], doc_local, [], [defines.get(row, empty) for row in rows.tolist()],  # type: ignore[arg-type]
                          arrays["chunk_index"][rows])
-    query = cv.Query(data.texts[i], [], rb, rv, sb, sv, cv.document_ranks(rb, doc_local), cv.document_ranks(rv, doc_local))
+    query = Query(data.texts[i], [], rb, rv, sb, sv, document_ranks(rb, doc_local), document_ranks(rv, doc_local))
     return dataset, query, rows
