@@ -163,7 +163,7 @@ def index(
     embedding_model: Optional[str] = typer.Option(None, help="Voyage model (default voyage-2; voyage-3.5, voyage-code-3, ...)."),
     output_dimension: Optional[int] = typer.Option(None, help="Voyage output dimension, where the model supports it."),
     model: str = typer.Option("claude-haiku-4-5", help="Claude model (claude contextualizers)."),
-    claude_mode: str = typer.Option("per-chunk", help="per-chunk (the cookbook's), per-document (one call, many contexts), batch (Message Batches, half price)."),
+    claude_mode: str = typer.Option("per-chunk", help="per-chunk (the cookbook's), per-document (one call, many contexts), batch (per-chunk via Message Batches, half price), per-document-batch (per-document via Message Batches)."),
     cache_ttl: str = typer.Option("5m", help="Prompt-cache TTL: 5m or 1h."),
     concurrency: int = typer.Option(DEFAULT_CONCURRENCY, min=1, help="Claude requests open at once in the whole run (all documents; per process under Dask)."),
     rpm: Optional[float] = typer.Option(None, help="Client-side limit: Claude requests per minute."),

@@ -124,7 +124,7 @@ def index_corpus(
         pending = chunks_to_contextualize(corpus, keys, root)
         by_document = {document.doc_id: document for document in corpus.documents}
         failed: dict[str, str] = {}
-        if pending and spec_of_contexts.claude is not None and spec_of_contexts.claude.mode == "batch":
+        if pending and spec_of_contexts.claude is not None and spec_of_contexts.claude.batched:
             outcome = contextualize_in_batches(corpus, pending, spec_of_contexts, root, run_id, batch_poll_seconds)
             if outcome["failed"]:
                 failed["(batch)"] = f"{outcome['failed']} batch items failed"
