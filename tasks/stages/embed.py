@@ -10,13 +10,14 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NONE
 
-from storage.artifacts import KEY, embeddings_cache
+from storage.artifacts import embeddings_cache
 from storage.environment import models_dir
 from storage.ledger import Ledger
 from tasks.embed import EmbedderSpec, embed_missing, query_model_export, stored_vectors
 from tasks.embedders import make_embedder
 from tasks.progress import stage_progress
 from tasks.retry import retry_only_io
+from tasks.stored import unstored_texts
 
 TEXTS_PER_TASK = 2048  # the local model: ~1 minute of work per task on 2 cores
 
@@ -24,10 +25,7 @@ TEXTS_PER_TASK = 2048  # the local model: ~1 minute of work per task on 2 cores
 @task(cache_policy=NONE)
 def texts_to_embed(texts: list[str], spec: EmbedderSpec, home: Path) -> list[str]:
     """The distinct texts with no stored vector (one read of the stored keys)."""
-    keys = {spec.cache_key(text, "document"): text for text in texts}
-    stored = embeddings_cache(home).read(keys=list(keys), columns=[])
-    known = set() if stored is None else set(stored[KEY].to_pylist())
-    return [text for key, text in keys.items() if key not in known]
+    return unstored_texts(texts, spec, home)
 
 
 @task(
