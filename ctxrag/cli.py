@@ -178,11 +178,20 @@ def index(
     exclude: Optional[list[str]] = typer.Option(None, "--exclude", help="Folder SOURCE: skip paths matching this gitignore-style pattern, on top of .gitignore files (repeatable)."),
     max_file_bytes: int = typer.Option(DEFAULT_MAX_FILE_BYTES, min=0, help="Folder SOURCE: skip larger files, with a warning (0: no limit)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+    plan: bool = typer.Option(False, "--plan", help="Print what the run would pay for (every Claude mode, Voyage), and run nothing."),
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
+    claude = {
+        "model": model, "mode": claude_mode, "cache_ttl": cache_ttl, "concurrency": concurrency,
+        "requests_per_minute": rpm, "tokens_per_minute": tpm, "corpus_description": corpus_description,
+    }
     with _user_errors():  # bad input fails here, in well under a second, before Prefect or a model is loaded
-        EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension, window_tokens)  # checks them
+        spec = EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension, window_tokens)  # checks them
         _check_index_input(source, name, contextualizer, backend)
+        if plan:  # plain Python: no Prefect server, no flow, no paid call
+            from ctxrag.plan_view import show_plan
+
+            return show_plan(out, err, source, name, contextualizer, claude, spec, include, exclude, max_file_bytes, as_json)
     from flows.index import index_corpus
     from flows.runners import make_task_runner
 
@@ -192,10 +201,6 @@ def index(
         except ValueError as error:
             _fail(str(error))
 
-    claude = {
-        "model": model, "mode": claude_mode, "cache_ttl": cache_ttl, "concurrency": concurrency,
-        "requests_per_minute": rpm, "tokens_per_minute": tpm, "corpus_description": corpus_description,
-    }
     report = _run(
         index_corpus, source=source, name=name, contextualizer=contextualizer, max_seq_length=max_seq_length,
         window_tokens=window_tokens,
