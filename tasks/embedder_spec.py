@@ -18,7 +18,8 @@ LOCAL_WINDOW_TOKENS = 256  # the local model embeds a chunk as windows of this m
 class EmbedderSpec:
     """Which embedder an index uses; saved in the index manifest so queries are embedded the same way.
 
-    ``provider`` "local" (MiniLM, offline; ``max_seq_length`` applies) or "voyage" (``output_dimension`` applies).
+    ``provider`` "local" (MiniLM, offline; ``max_seq_length`` applies) or "voyage" (``output_dimension`` applies);
+    "voyage-context" (tasks.voyage_context) is not offered by ``choose`` until the index flow groups chunks by document.
     ``defines_chars``: the embedded text's context has its ``Defines:`` line cut to this many characters (0: whole;
     the CLI's local embedder uses ``LOCAL_DEFINES_CHARS``, Voyage 0). BM25 always reads the whole context.
     ``window_tokens``: the local model embeds a chunk as windows of this many word pieces, each with the context, and
@@ -34,7 +35,7 @@ class EmbedderSpec:
     window_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if self.provider not in {"local", "voyage"}:
+        if self.provider not in {"local", "voyage", "voyage-context"}:
             raise InvalidInput(f"unknown embedder {self.provider!r}; choose local or voyage")
         if self.window_tokens and (self.provider != "local" or self.window_tokens < 16):
             raise InvalidInput(f"window_tokens {self.window_tokens}: only the local model windows, at 16 word pieces or more")
