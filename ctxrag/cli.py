@@ -159,7 +159,7 @@ def index(
     max_seq_length: int = typer.Option(DEFAULT_MAX_SEQ_LENGTH, help="Local embedding model's max word pieces per chunk."),
     window_tokens: int = typer.Option(LOCAL_WINDOW_TOKENS, min=0, help="Local model: embed a chunk as windows of this many word pieces and average them (0: the whole text, cut at --max-seq-length)."),
     backend: str = typer.Option("embedded", help="embedded (offline) or elasticsearch (ELASTICSEARCH_URL)."),
-    embedder: str = typer.Option("local", help="local (MiniLM shipped in a package, offline) or voyage (VOYAGE_API_KEY)."),
+    embedder: str = typer.Option("local", help="local (MiniLM shipped in a package, offline), voyage or voyage-context-3 (each chunk with its document; VOYAGE_API_KEY)."),
     embedding_model: Optional[str] = typer.Option(None, help="Voyage model (default voyage-2; voyage-3.5, voyage-code-3, ...)."),
     output_dimension: Optional[int] = typer.Option(None, help="Voyage output dimension, where the model supports it."),
     model: str = typer.Option("claude-haiku-4-5", help="Claude model (claude contextualizers)."),

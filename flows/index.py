@@ -37,6 +37,7 @@ from tasks.stages.contextualize import (
 )
 from tasks.stages.costs import paid_calls
 from tasks.stages.embed import embed_batch, prepare_query_encoder, read_vectors, text_batches, texts_to_embed
+from tasks.stages.embed_documents import embed_whole_documents
 from tasks.stages.gate import check_gate
 from tasks.stages.load import compare_with_live, load_corpus
 from tasks.search import DEFAULT_STRATEGY
@@ -152,7 +153,8 @@ def index_corpus(
         lap("contextualize")
         plan = plan_index(corpus, contexts, keys, spec, spec_of_contexts, backend)  # the indexed texts, derived once
         embedded_texts = plan.embedded_texts  # what the embedder reads, materialized once
-        batches_to_embed = text_batches(texts_to_embed(embedded_texts, spec, root))
+        doc_ids = plan.rows["doc_id"].to_pylist() if spec.embeds_documents else None  # voyage-context-3: per document
+        batches_to_embed = [] if doc_ids is not None else text_batches(texts_to_embed(embedded_texts, spec, root))
         labels = [f"{number}-of-{len(batches_to_embed)}" for number in range(1, len(batches_to_embed) + 1)]
         if spreads_tasks():  # Dask: the batches run on the cluster's workers at once
             futures = [embed_batch.submit(batch, spec, root, run_id, label) for batch, label in zip(batches_to_embed, labels)]
@@ -161,7 +163,9 @@ def index_corpus(
             embedded = sum(embed_batch(batch, spec, root, run_id, label) for batch, label in zip(batches_to_embed, labels))
             if embedded and spec.provider == "local":  # torch is loaded here now: the query export costs ~2 s, once
                 prepare_query_encoder(spec)
-        vectors = read_vectors(embedded_texts, spec, root)
+        if doc_ids is not None:  # each chunk read with its whole document: documents embedded whole, in batches
+            embedded += embed_whole_documents(embedded_texts, doc_ids, spec, root, run_id)
+        vectors = read_vectors(embedded_texts, spec, root, doc_ids)
         embedding_costs = paid_calls(root, run_id, "embed")
         lap("embed")
         live = store.manifest(name)

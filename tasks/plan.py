@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from storage.artifacts import KEY, contexts_cache
+from storage.artifacts import KEY, contexts_cache, embeddings_cache
 from storage.errors import InvalidInput
 from storage.secrets import MissingKey, redact
 from tasks.claude.contextualizer import MODES, ClaudeContextualizer, ClaudeSettings
@@ -159,7 +159,7 @@ def _embedding_part(
     corpus: Corpus, spec: ContextualizerSpec, embedder: EmbedderSpec, contexts: dict[str, str], home: Path, context_tokens: int
 ) -> dict[str, Any]:
     """Texts to embed (exact where the context is known, else the chunk plus an assumed context) and their price."""
-    from tasks.voyage import PRICE_PER_MTOK, estimate_tokens, pack
+    from tasks.voyage import estimate_tokens, pack
 
     if not spec.paid:  # offline contextualizers: the contexts are computed here, as the run would
         worker = spec.build()
@@ -169,27 +169,72 @@ def _embedding_part(
         for document in corpus.documents:
             chunks = by_document.get(document.doc_id, [])
             contexts.update({chunk.chunk_id: text for chunk, text in zip(chunks, worker.contextualize(document, chunks))})  # type: ignore[attr-defined]
-    known = [embedder.embedded_text(contexts[chunk.chunk_id], chunk.content) for chunk in corpus.chunks if chunk.chunk_id in contexts]
-    unknown = [chunk for chunk in corpus.chunks if chunk.chunk_id not in contexts]
-    to_embed = unstored_texts(known, embedder, home)
-    sizes = [estimate_tokens(text) for text in to_embed] + [estimate_tokens(embedder.embedded_text("", c.content)) + context_tokens for c in unknown]
+    if embedder.embeds_documents:
+        sizes, reused, assumed = _document_sizes(corpus, embedder, contexts, home, context_tokens)
+    else:
+        known = [embedder.embedded_text(contexts[chunk.chunk_id], chunk.content) for chunk in corpus.chunks if chunk.chunk_id in contexts]
+        unknown = [chunk for chunk in corpus.chunks if chunk.chunk_id not in contexts]
+        to_embed = unstored_texts(known, embedder, home)
+        sizes = [estimate_tokens(text) for text in to_embed] + [estimate_tokens(embedder.embedded_text("", c.content)) + context_tokens for c in unknown]
+        reused, assumed = len(set(known)) - len(to_embed), len(unknown)
     part: dict[str, Any] = {
         "provider": embedder.provider, "model": embedder.model, "texts_to_embed": len(sizes),
-        "texts_already_embedded": len(set(known)) - len(to_embed), "texts_with_assumed_context": len(unknown),
+        "texts_already_embedded": reused, "texts_with_assumed_context": assumed,
     }
-    if embedder.provider == "voyage":
+    price = _voyage_prices().get(embedder.model) if embedder.provider != "local" else None
+    if price is not None:
         part.update({
             "tokens": sum(sizes), "requests": len(pack(sizes, embedder.model)),
-            "cost_usd": round(sum(sizes) * PRICE_PER_MTOK[embedder.model] / 1_000_000, 6),
+            "cost_usd": round(sum(sizes) * price / 1_000_000, 6),
             "token_counts": "estimated high (UTF-8 bytes / 3, as the run sizes its requests)",
-            "price_per_mtok": PRICE_PER_MTOK[embedder.model], "prices_file": VOYAGE_PRICES_FILE,
+            "price_per_mtok": price, "prices_file": VOYAGE_PRICES_FILE,
         })
     return part
 
 
-def _voyage_price(embedder: EmbedderSpec) -> None:
-    from tasks.voyage import PRICE_PER_MTOK
+def _document_sizes(
+    corpus: Corpus, embedder: EmbedderSpec, contexts: dict[str, str], home: Path, context_tokens: int
+) -> tuple[list[int], int, int]:
+    """An embedder that reads documents: every chunk of a document with a chunk to embed (or a context still to
+    write) is embedded again; returns (sizes of the texts to embed, texts reused, texts with an assumed context)."""
+    from tasks.voyage import estimate_tokens
 
-    if embedder.provider == "voyage" and embedder.model not in PRICE_PER_MTOK:
-        known = ", ".join(sorted(PRICE_PER_MTOK))
-        raise InvalidInput(f"no known prices for Voyage model {embedder.model!r}: add it to PRICE_PER_MTOK in {VOYAGE_PRICES_FILE} (known: {known})")
+    by_document: dict[str, list[Chunk]] = {}
+    for chunk in corpus.chunks:
+        by_document.setdefault(chunk.doc_id, []).append(chunk)
+    known = [c for chunks in by_document.values() if all(c.chunk_id in contexts for c in chunks) for c in chunks]
+    texts = [embedder.embedded_text(contexts[c.chunk_id], c.content) for c in known]
+    keys = embedder.document_keys(texts, [c.doc_id for c in known])
+    stored = _stored_embedding_keys(keys, home)
+    complete = {c.doc_id for c in known} - {c.doc_id for c, key in zip(known, keys) if key not in stored}
+    sizes: list[int] = []
+    assumed = 0
+    for doc_id, chunks in by_document.items():
+        if doc_id in complete:
+            continue
+        for chunk in chunks:
+            if chunk.chunk_id in contexts:
+                sizes.append(estimate_tokens(embedder.embedded_text(contexts[chunk.chunk_id], chunk.content)))
+            else:
+                sizes.append(estimate_tokens(embedder.embedded_text("", chunk.content)) + context_tokens)
+                assumed += 1
+    return sizes, sum(len(by_document[doc_id]) for doc_id in complete), assumed
+
+
+def _stored_embedding_keys(keys: list[str], home: Path) -> set[str]:
+    table = embeddings_cache(home).read(keys=keys, columns=[])
+    return set() if table is None else set(table[KEY].to_pylist())
+
+
+def _voyage_prices() -> dict[str, float]:
+    from tasks.voyage import PRICE_PER_MTOK
+    from tasks.voyage_context import CONTEXT_MODELS
+
+    return {**PRICE_PER_MTOK, **CONTEXT_MODELS}
+
+
+def _voyage_price(embedder: EmbedderSpec) -> None:
+    prices = _voyage_prices()
+    if embedder.provider != "local" and embedder.model not in prices:
+        known = ", ".join(sorted(prices))
+        raise InvalidInput(f"no known prices for Voyage model {embedder.model!r}: add it to PRICE_PER_MTOK in {VOYAGE_PRICES_FILE} (CONTEXT_MODELS in tasks/voyage_context.py for contextualized ones) (known: {known})")

@@ -4,8 +4,9 @@ A document's chunks are sent together, in order, as one inner list of ``inputs``
 its document's context. A document over the model's context length (32,000 tokens) is split into consecutive groups
 that each fit (chunk order kept); requests hold whole groups within the API's limits (1,000 inputs, 16,000 chunks,
 120,000 tokens). Queries are embedded one to an input with ``input_type="query"``. Tokens are estimated high
-(``tasks.voyage.estimate_tokens``); one retry layer, one ledger row per request. Not yet reachable from
-``ctxrag index``: the flow embeds flat lists of texts, and these vectors need each chunk's document.
+(``tasks.voyage.estimate_tokens``); one retry layer, one ledger row per request. ``ctxrag index --embedder
+voyage-context-3`` sends whole documents (``tasks.stages.embed_documents``); a chunk's cache key names its document's
+texts (``EmbedderSpec.document_keys``), so an edited document is embedded again whole.
 """
 
 from __future__ import annotations
@@ -71,8 +72,7 @@ class VoyageContextEmbedder(VoyageEmbedder):
             vectors = [row for request in requests_of([[estimate_tokens(t)] for t in texts]) for row in self._request([groups[i] for i in request], "query")]
             return np.asarray(vectors, dtype=np.float32)
         raise ContextualizedOnly(
-            f"{self.spec.model} embeds a document's chunks together: call embed_documents (the index flow does not group "
-            "chunks by document for it yet)"
+            f"{self.spec.model} embeds a document's chunks together: call embed_documents with each document's chunks"
         )
 
     def embed_documents(self, documents: list[list[str]]) -> list[np.ndarray]:

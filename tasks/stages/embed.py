@@ -40,9 +40,11 @@ def embed_batch(texts: list[str], spec: EmbedderSpec, home: Path, run_id: str = 
 
 
 @task(cache_policy=NONE)
-def read_vectors(texts: list[str], spec: EmbedderSpec, home: Path) -> np.ndarray:
-    """Every text's vector, in order, from the store."""
-    return stored_vectors(texts, spec, embeddings_cache(home))
+def read_vectors(texts: list[str], spec: EmbedderSpec, home: Path, doc_ids: list[str] | None = None) -> np.ndarray:
+    """Every text's vector, in order, from the store (``doc_ids``: each text's document, for embedders that read
+    documents)."""
+    keys = spec.document_keys(texts, doc_ids) if doc_ids is not None else None
+    return stored_vectors(texts, spec, embeddings_cache(home), keys=keys)
 
 
 @task(cache_policy=NONE)

@@ -122,3 +122,23 @@ def test_with_a_key_prompts_are_counted_once_per_document_and_counts_are_reused(
 @pytest.fixture
 def simulator(anthropic_simulator: AnthropicSimulator) -> AnthropicSimulator:
     return anthropic_simulator
+
+
+def test_contextualized_embeddings_are_planned_per_whole_document(corpus: Path, tmp_path: Path) -> None:
+    from tasks.voyage_context import CONTEXT_MODELS
+
+    home = tmp_path / "home"
+    embedder = EmbedderSpec.choose("voyage-context-3", None, 0, None)
+    data = load_source(str(corpus))
+    first = plan_index_run(str(corpus), "paid", home, contextualizer="none", embedder=embedder)["embedding"]
+    assert first["texts_to_embed"] == CHUNKS and first["price_per_mtok"] == CONTEXT_MODELS["voyage-context-3"]
+    chunks = data.chunks
+    texts = [embedder.embedded_text("", chunk.content) for chunk in chunks]
+    keys = embedder.document_keys(texts, [chunk.doc_id for chunk in chunks])
+    stored = [key for key, chunk in zip(keys, chunks) if chunk.doc_id == "uuid-0"]
+    embeddings_cache(home).append_rows([{KEY: key} for key in stored[:-1]])  # all but one chunk of uuid-0
+    partial = plan_index_run(str(corpus), "paid", home, contextualizer="none", embedder=embedder)["embedding"]
+    assert partial["texts_to_embed"] == CHUNKS  # a document with one vector missing is embedded whole
+    embeddings_cache(home).append_rows([{KEY: stored[-1]}])
+    done = plan_index_run(str(corpus), "paid", home, contextualizer="none", embedder=embedder)["embedding"]
+    assert done["texts_to_embed"] == CHUNKS - CHUNKS_PER_DOC and done["texts_already_embedded"] == CHUNKS_PER_DOC
