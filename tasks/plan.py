@@ -170,13 +170,16 @@ def _embedding_part(
             chunks = by_document.get(document.doc_id, [])
             contexts.update({chunk.chunk_id: text for chunk, text in zip(chunks, worker.contextualize(document, chunks))})  # type: ignore[attr-defined]
     if embedder.embeds_documents:
-        sizes, reused, assumed = _document_sizes(corpus, embedder, contexts, home, context_tokens)
+        documents, reused, assumed = _document_sizes(corpus, embedder, contexts, home, context_tokens)
+        sizes = [size for document in documents for size in document]
+        requests = _contextualized_requests(documents)
     else:
         known = [embedder.embedded_text(contexts[chunk.chunk_id], chunk.content) for chunk in corpus.chunks if chunk.chunk_id in contexts]
         unknown = [chunk for chunk in corpus.chunks if chunk.chunk_id not in contexts]
         to_embed = unstored_texts(known, embedder, home)
         sizes = [estimate_tokens(text) for text in to_embed] + [estimate_tokens(embedder.embedded_text("", c.content)) + context_tokens for c in unknown]
         reused, assumed = len(set(known)) - len(to_embed), len(unknown)
+        requests = len(pack(sizes, embedder.model))
     part: dict[str, Any] = {
         "provider": embedder.provider, "model": embedder.model, "texts_to_embed": len(sizes),
         "texts_already_embedded": reused, "texts_with_assumed_context": assumed,
@@ -184,19 +187,27 @@ def _embedding_part(
     price = _voyage_prices().get(embedder.model) if embedder.provider != "local" else None
     if price is not None:
         part.update({
-            "tokens": sum(sizes), "requests": len(pack(sizes, embedder.model)),
+            "tokens": sum(sizes), "requests": requests,
             "cost_usd": round(sum(sizes) * price / 1_000_000, 6),
             "token_counts": "estimated high (UTF-8 bytes / 3, as the run sizes its requests)",
-            "price_per_mtok": price, "prices_file": VOYAGE_PRICES_FILE,
+            "price_per_mtok": price, "prices_file": "tasks/voyage_context.py" if embedder.embeds_documents else VOYAGE_PRICES_FILE,
         })
     return part
 
 
+def _contextualized_requests(documents: list[list[int]]) -> int:
+    """Requests of whole documents (split where over the context length), as ``tasks.voyage_context`` sends them."""
+    from tasks.voyage_context import requests_of, split_document
+
+    groups = [[sizes[i] for i in group] for sizes in documents for group in split_document(sizes)]
+    return len(requests_of(groups)) if groups else 0
+
+
 def _document_sizes(
     corpus: Corpus, embedder: EmbedderSpec, contexts: dict[str, str], home: Path, context_tokens: int
-) -> tuple[list[int], int, int]:
+) -> tuple[list[list[int]], int, int]:
     """An embedder that reads documents: every chunk of a document with a chunk to embed (or a context still to
-    write) is embedded again; returns (sizes of the texts to embed, texts reused, texts with an assumed context)."""
+    write) is embedded again; returns (each such document's text sizes, texts reused, texts with an assumed context)."""
     from tasks.voyage import estimate_tokens
 
     by_document: dict[str, list[Chunk]] = {}
@@ -207,18 +218,19 @@ def _document_sizes(
     keys = embedder.document_keys(texts, [c.doc_id for c in known])
     stored = _stored_embedding_keys(keys, home)
     complete = {c.doc_id for c in known} - {c.doc_id for c, key in zip(known, keys) if key not in stored}
-    sizes: list[int] = []
+    documents: list[list[int]] = []
     assumed = 0
     for doc_id, chunks in by_document.items():
         if doc_id in complete:
             continue
+        documents.append([])
         for chunk in chunks:
             if chunk.chunk_id in contexts:
-                sizes.append(estimate_tokens(embedder.embedded_text(contexts[chunk.chunk_id], chunk.content)))
+                documents[-1].append(estimate_tokens(embedder.embedded_text(contexts[chunk.chunk_id], chunk.content)))
             else:
-                sizes.append(estimate_tokens(embedder.embedded_text("", chunk.content)) + context_tokens)
+                documents[-1].append(estimate_tokens(embedder.embedded_text("", chunk.content)) + context_tokens)
                 assumed += 1
-    return sizes, sum(len(by_document[doc_id]) for doc_id in complete), assumed
+    return documents, sum(len(by_document[doc_id]) for doc_id in complete), assumed
 
 
 def _stored_embedding_keys(keys: list[str], home: Path) -> set[str]:

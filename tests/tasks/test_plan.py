@@ -132,6 +132,7 @@ def test_contextualized_embeddings_are_planned_per_whole_document(corpus: Path, 
     data = load_source(str(corpus))
     first = plan_index_run(str(corpus), "paid", home, contextualizer="none", embedder=embedder)["embedding"]
     assert first["texts_to_embed"] == CHUNKS and first["price_per_mtok"] == CONTEXT_MODELS["voyage-context-3"]
+    assert first["requests"] == 1 and first["prices_file"] == "tasks/voyage_context.py"
     chunks = data.chunks
     texts = [embedder.embedded_text("", chunk.content) for chunk in chunks]
     keys = embedder.document_keys(texts, [chunk.doc_id for chunk in chunks])
