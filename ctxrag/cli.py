@@ -66,6 +66,19 @@ def _parse_ks(values: Optional[list[str]]) -> Optional[list[int]]:
         return None
 
 
+def _show_plan(source: str, name: str, options: IndexOptions, as_json: bool) -> None:
+    """``index --plan``: what the run would pay for, checked and computed without Prefect."""
+    from ctxrag.plan_view import show_plan
+    from ctxrag.runs import check_index_input
+    from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+
+    check_index_input(source, name, options)
+    spec = EmbedderSpec.choose(options.embedder, options.embedding_model, options.max_seq_length, options.output_dimension, options.window_tokens)
+    claude = {"model": options.model, "mode": options.claude_mode, "cache_ttl": options.cache_ttl, "concurrency": options.concurrency,
+              "requests_per_minute": options.rpm, "tokens_per_minute": options.tpm, "corpus_description": options.corpus_description}
+    show_plan(out, err, source, name, options.contextualizer, claude, spec, options.include, options.exclude, options.max_file_bytes, as_json)
+
+
 @app.command()
 def index(
     source: str = typer.Argument(..., help="A cookbook/docs JSON corpus, or a folder of code, Markdown and text."),
@@ -74,11 +87,11 @@ def index(
     max_seq_length: int = typer.Option(INDEX.max_seq_length, help="Local embedding model's max word pieces per chunk."),
     window_tokens: int = typer.Option(INDEX.window_tokens, min=0, help="Local model: embed a chunk as windows of this many word pieces and average them (0: the whole text, cut at --max-seq-length)."),
     backend: str = typer.Option(INDEX.backend, help="embedded (offline) or elasticsearch (ELASTICSEARCH_URL)."),
-    embedder: str = typer.Option(INDEX.embedder, help="local (MiniLM shipped in a package, offline) or voyage (VOYAGE_API_KEY)."),
+    embedder: str = typer.Option(INDEX.embedder, help="local (MiniLM shipped in a package, offline), voyage or voyage-context-3 (each chunk with its document; VOYAGE_API_KEY)."),
     embedding_model: Optional[str] = typer.Option(INDEX.embedding_model, help="Voyage model (default voyage-2; voyage-3.5, voyage-code-3, ...)."),
     output_dimension: Optional[int] = typer.Option(INDEX.output_dimension, help="Voyage output dimension, where the model supports it."),
     model: str = typer.Option(INDEX.model, help="Claude model (claude contextualizers)."),
-    claude_mode: str = typer.Option(INDEX.claude_mode, help="per-chunk (the cookbook's), per-document (one call, many contexts), batch (Message Batches, half price)."),
+    claude_mode: str = typer.Option(INDEX.claude_mode, help="per-chunk (the cookbook's), per-document (one call, many contexts), batch (per-chunk via Message Batches, half price), per-document-batch (per-document via Message Batches)."),
     cache_ttl: str = typer.Option(INDEX.cache_ttl, help="Prompt-cache TTL: 5m or 1h."),
     concurrency: int = typer.Option(INDEX.concurrency, min=1, help="Claude requests open at once in the whole run (all documents; per process under Dask)."),
     rpm: Optional[float] = typer.Option(INDEX.rpm, help="Client-side limit: Claude requests per minute."),
@@ -93,6 +106,7 @@ def index(
     exclude: Optional[list[str]] = typer.Option(INDEX.exclude, "--exclude", help="Folder SOURCE: skip paths matching this gitignore-style pattern, on top of .gitignore files (repeatable)."),
     max_file_bytes: int = typer.Option(INDEX.max_file_bytes, min=0, help="Folder SOURCE: skip larger files, with a warning (0: no limit)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+    plan: bool = typer.Option(False, "--plan", help="Print what the run would pay for (every Claude mode, Voyage), and run nothing."),
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
     options = IndexOptions(
@@ -104,6 +118,8 @@ def index(
         max_file_bytes=max_file_bytes,
     )
     with _user_errors():  # bad input fails in well under a second, before Prefect or a model is loaded
+        if plan:  # plain Python: no Prefect server, no flow, no paid call
+            return _show_plan(source, name, options, as_json)
         report = run_index(source, name, options)
     if as_json:
         print(json.dumps(report))

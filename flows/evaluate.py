@@ -12,6 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 
+from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.index_store import IndexStore
@@ -23,6 +24,9 @@ from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.evaluation.report import chart_markdown, metrics_rows, write_chart, write_run
 from ctxrag.tasks.retrieval.rerank import CrossEncoderReranker, RerankSpec
 from ctxrag.tasks.retrieval.search import Searcher, Strategy
+
+
+DEFAULTS = EvaluateOptions()
 
 
 @task(cache_policy=NONE)

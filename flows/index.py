@@ -38,6 +38,7 @@ from ctxrag.tasks.stages.contextualize import (
 )
 from ctxrag.tasks.stages.costs import paid_calls
 from ctxrag.tasks.stages.embed import embed_batch, prepare_query_encoder, read_vectors, text_batches, texts_to_embed
+from ctxrag.tasks.stages.embed_documents import embed_whole_documents
 from ctxrag.tasks.stages.gate import check_gate
 from ctxrag.tasks.stages.load import compare_with_live, load_corpus
 from ctxrag.tasks.stages.publish import plan_index, promote_index, publish_index
@@ -124,7 +125,7 @@ def index_corpus(
         pending = chunks_to_contextualize(corpus, keys, root)
         by_document = {document.doc_id: document for document in corpus.documents}
         failed: dict[str, str] = {}
-        if pending and spec_of_contexts.claude is not None and spec_of_contexts.claude.mode == "batch":
+        if pending and spec_of_contexts.claude is not None and spec_of_contexts.claude.batched:
             outcome = contextualize_in_batches(corpus, pending, spec_of_contexts, root, run_id, batch_poll_seconds)
             if outcome["failed"]:
                 failed["(batch)"] = f"{outcome['failed']} batch items failed"
@@ -152,7 +153,8 @@ def index_corpus(
         lap("contextualize")
         plan = plan_index(corpus, contexts, keys, spec, spec_of_contexts, backend)  # the indexed texts, derived once
         embedded_texts = plan.embedded_texts  # what the embedder reads, materialized once
-        batches_to_embed = text_batches(texts_to_embed(embedded_texts, spec, root))
+        doc_ids = plan.rows["doc_id"].to_pylist() if spec.embeds_documents else None  # voyage-context-3: per document
+        batches_to_embed = [] if doc_ids is not None else text_batches(texts_to_embed(embedded_texts, spec, root))
         labels = [f"{number}-of-{len(batches_to_embed)}" for number in range(1, len(batches_to_embed) + 1)]
         if spreads_tasks():  # Dask: the batches run on the cluster's workers at once
             futures = [embed_batch.submit(batch, spec, root, run_id, label) for batch, label in zip(batches_to_embed, labels)]
@@ -161,7 +163,9 @@ def index_corpus(
             embedded = sum(embed_batch(batch, spec, root, run_id, label) for batch, label in zip(batches_to_embed, labels))
             if embedded and spec.provider == "local":  # torch is loaded here now: the query export costs ~2 s, once
                 prepare_query_encoder(spec)
-        vectors = read_vectors(embedded_texts, spec, root)
+        if doc_ids is not None:  # each chunk read with its whole document: documents embedded whole, in batches
+            embedded += embed_whole_documents(embedded_texts, doc_ids, spec, root, run_id)
+        vectors = read_vectors(embedded_texts, spec, root, doc_ids)
         embedding_costs = paid_calls(root, run_id, "embed")
         lap("embed")
         live = store.manifest(name)

@@ -68,12 +68,16 @@ def words(prefix: str, count: int) -> str:
     return " ".join(f"{prefix}{i}" for i in range(count))
 
 
-def write_corpus(path: Path, big_docs: int = 2, chunks_per_doc: int = 4, edit: str = "") -> dict[str, str]:
-    """A cookbook-format corpus: ``big_docs`` documents above Haiku 4.5's cache minimum, one small one."""
+def write_corpus(
+    path: Path, big_docs: int = 2, chunks_per_doc: int = 4, edit: str = "", words_per_chunk: int = 1400, small_chunks: int | None = None
+) -> dict[str, str]:
+    """A cookbook-format corpus: ``big_docs`` documents above Haiku 4.5's cache minimum (with enough chunks of
+    ``words_per_chunk`` words), one small one (``small_chunks`` chunks of 120 words, default ``chunks_per_doc``)."""
     records, texts = [], {}
     for d in range(big_docs + 1):
-        size = 1400 if d < big_docs else 120  # words per chunk
-        chunks = [words(f"d{d}c{c}w", size) + (edit if d == 0 and c == 0 else "") for c in range(chunks_per_doc)]
+        size = words_per_chunk if d < big_docs else 120  # words per chunk
+        count = chunks_per_doc if d < big_docs or small_chunks is None else small_chunks
+        chunks = [words(f"d{d}c{c}w", size) + (edit if d == 0 and c == 0 else "") for c in range(count)]
         for c, text in enumerate(chunks):
             texts[text] = f"doc{d}_chunk{c}"
         records.append({

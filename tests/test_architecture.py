@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 LAYERS = {"storage": 0, "tasks": 1, "flows": 2, "ctxrag": 3}  # an import may only point to the same layer or below
 FOLDERS = {"ctxrag": "ctxrag", "ctxrag.flows": "flows", "ctxrag.tasks": "tasks", "ctxrag.storage": "storage"}  # package -> folder
 # tasks/ by concern: a group may import its own modules and lower groups only (load and context: neither the other)
-TASK_GROUPS = {"common": 0, "load": 1, "context": 1, "embedding": 2, "retrieval": 3, "gc": 3, "evaluation": 4, "stages": 5}
+TASK_GROUPS = {"common": 0, "load": 1, "context": 1, "embedding": 2, "retrieval": 3, "gc": 3, "stored": 3, "plan": 4, "evaluation": 4, "stages": 5}
 MAX_LINES = 400
 BACKEND_NAMES = {"embedded", "elasticsearch"}
 BENCHMARKS = REPO / "benchmarks"  # scripts and the modules they share, outside the layers

@@ -255,9 +255,12 @@ def embed_missing(
     return len(missing)
 
 
-def stored_vectors(texts: list[str], spec: EmbedderSpec, cache: RowCache, input_type: str = "document") -> np.ndarray:
-    """The stored vectors of ``texts``, one row per text in order (all must be stored)."""
-    keys = [spec.cache_key(text, input_type) for text in texts]
+def stored_vectors(
+    texts: list[str], spec: EmbedderSpec, cache: RowCache, input_type: str = "document", keys: list[str] | None = None
+) -> np.ndarray:
+    """The stored vectors of ``texts``, one row per text in order (all must be stored); ``keys``: their cache keys
+    when they are not the texts' own (``EmbedderSpec.document_keys``)."""
+    keys = keys or [spec.cache_key(text, input_type) for text in texts]
     known = _cached_vectors(cache, keys)
     missing = [text for key, text in zip(keys, texts) if key not in known]
     if missing:

@@ -18,7 +18,8 @@ LOCAL_WINDOW_TOKENS = 256  # the local model embeds a chunk as windows of this m
 class EmbedderSpec:
     """Which embedder an index uses; saved in the index manifest so queries are embedded the same way.
 
-    ``provider`` "local" (MiniLM, offline; ``max_seq_length`` applies) or "voyage" (``output_dimension`` applies).
+    ``provider`` "local" (MiniLM, offline; ``max_seq_length`` applies), "voyage" or "voyage-context" (contextualized
+    chunk embeddings, ``--embedder voyage-context-3``; ``output_dimension`` applies to both Voyage ones).
     ``defines_chars``: the embedded text's context has its ``Defines:`` line cut to this many characters (0: whole;
     the CLI's local embedder uses ``LOCAL_DEFINES_CHARS``, Voyage 0). BM25 always reads the whole context.
     ``window_tokens``: the local model embeds a chunk as windows of this many word pieces, each with the context, and
@@ -34,17 +35,36 @@ class EmbedderSpec:
     window_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if self.provider not in {"local", "voyage"}:
-            raise InvalidInput(f"unknown embedder {self.provider!r}; choose local or voyage")
+        if self.provider not in {"local", "voyage", "voyage-context"}:
+            raise InvalidInput(f"unknown embedder {self.provider!r}; choose local, voyage or voyage-context-3")
         if self.window_tokens and (self.provider != "local" or self.window_tokens < 16):
             raise InvalidInput(f"window_tokens {self.window_tokens}: only the local model windows, at 16 word pieces or more")
 
-    def cache_key(self, text: str, input_type: str) -> str:
-        """(text sha, provider, model, max sequence length and windows, or dimension, input type)."""
+    @property
+    def embeds_documents(self) -> bool:
+        """A chunk's vector reads its whole document (contextualized embeddings): chunks are embedded per document."""
+        return self.provider == "voyage-context"
+
+    def cache_key(self, text: str, input_type: str, document: str = "") -> str:
+        """(text sha, provider, model, max sequence length and windows, or dimension, input type; for an embedder
+        that reads documents, the signature of the chunk's document)."""
         shape = str(self.max_seq_length) if self.provider == "local" else f"dim={self.output_dimension}"
         if self.window_tokens and input_type == "document":
             shape += f"/windows={self.window_tokens}"
+        if document and self.embeds_documents and input_type == "document":
+            shape += f"/document={document}"
         return sha256_hex(sha256_hex(text), self.provider, self.model, shape, input_type)[:40]
+
+    def document_keys(self, texts: list[str], doc_ids: list[str]) -> list[str]:
+        """The cache keys of chunks' embedded texts (in chunk order): for an embedder that reads documents, each key
+        also names its document's texts, so a changed document changes every one of its chunks' keys."""
+        if not self.embeds_documents:
+            return [self.cache_key(text, "document") for text in texts]
+        by_document: dict[str, list[str]] = {}
+        for doc_id, text in zip(doc_ids, texts):
+            by_document.setdefault(doc_id, []).append(text)
+        signature = {doc_id: sha256_hex(doc_id, *document)[:32] for doc_id, document in by_document.items()}
+        return [self.cache_key(text, "document", signature[doc_id]) for doc_id, text in zip(doc_ids, texts)]
 
     def embedded_text(self, context: str, content: str) -> str:
         """What this embedder embeds for a chunk: its indexed text, with the context's Defines: line cut if asked
@@ -65,6 +85,8 @@ class EmbedderSpec:
         Voyage (``output_dimension``; it embeds whole texts, so ``window_tokens`` does not apply)."""
         if provider == "voyage":
             return cls("voyage", model or "voyage-2", 0, output_dimension)
+        if provider == "voyage-context-3":  # contextualized chunk embeddings (ctxrag.tasks.embedding.voyage_context)
+            return cls("voyage-context", model or "voyage-context-3", 0, output_dimension)
         return cls(  # an unknown provider raises here
             provider, model or "all-MiniLM-L6-v2", max_seq_length, defines_chars=LOCAL_DEFINES_CHARS,
             window_tokens=window_tokens,

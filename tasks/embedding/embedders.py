@@ -1,4 +1,4 @@
-"""Which embedder a spec names: the local model or Voyage (above both modules; neither imports this one)."""
+"""Which embedder a spec names: the local model, Voyage or Voyage contextualized (above both modules; neither imports this one)."""
 
 from __future__ import annotations
 
@@ -16,4 +16,8 @@ def make_embedder(
     ``models_dir``: the local embedder's ONNX query model is kept there (ctxrag.tasks.embedding.onnx_queries)."""
     if spec.provider == "voyage":
         return VoyageEmbedder(spec, ledger=ledger, run_id=run_id)
+    if spec.provider == "voyage-context":
+        from ctxrag.tasks.embedding.voyage_context import VoyageContextEmbedder
+
+        return VoyageContextEmbedder(spec, ledger=ledger, run_id=run_id)
     return LocalEmbedder(spec, models_dir=models_dir)

@@ -45,11 +45,15 @@ def estimate_tokens(text: str) -> int:
 
 def batches(texts: list[str], model: str) -> list[list[int]]:
     """Indices of ``texts`` grouped into requests that respect the count and token limits."""
+    return pack([estimate_tokens(text) for text in texts], model)
+
+
+def pack(sizes: list[int], model: str) -> list[list[int]]:
+    """Indices of texts of ``sizes`` tokens grouped into requests that respect the count and token limits."""
     limit = int(BATCH_TOKEN_LIMITS.get(model, 120_000) * SAFETY)
     groups: list[list[int]] = [[]]
     used = 0
-    for index, text in enumerate(texts):
-        tokens = estimate_tokens(text)
+    for index, tokens in enumerate(sizes):
         if groups[-1] and (len(groups[-1]) >= MAX_TEXTS_PER_REQUEST or used + tokens > limit):
             groups.append([])
             used = 0

@@ -16,21 +16,13 @@ from prefect.runtime import task_run
 from ctxrag.storage.artifacts import KEY, contexts_cache
 from ctxrag.storage.errors import UserError
 from ctxrag.storage.ledger import Ledger
-from ctxrag.tasks.context.contextualize import context_key
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
 from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.stored import Keyed, context_keys, pending_chunks, stored_keys  # noqa: F401  (context_keys: the flow's)
 
-Keyed = list[tuple[Chunk, str]]  # chunks with their context keys
 CHUNKS_PER_TASK = 512  # offline contextualizers: ~20 task runs per 10,000 chunks (one task run costs ~75 ms)
 PAID_CHUNKS_PER_TASK = 32
-
-
-def context_keys(corpus: Corpus, spec: ContextualizerSpec) -> list[str]:
-    """Every chunk's context key, in chunk order (the contextualizer's name and version are part of it)."""
-    worker = spec.build()
-    documents = {document.doc_id: document for document in corpus.documents}
-    return [context_key(chunk, worker, documents[chunk.doc_id]) for chunk in corpus.chunks]
 
 
 def context_row(key: str, doc_id: str, context: str, paid: bool) -> dict[str, object]:
@@ -38,20 +30,10 @@ def context_row(key: str, doc_id: str, context: str, paid: bool) -> dict[str, ob
     return {KEY: key, "doc_id": doc_id, "context": context, "paid": paid, "created_at": time.time()}
 
 
-def stored_keys(home: Path, keys: list[str]) -> set[str]:
-    table = contexts_cache(home).read(keys=keys, columns=[])
-    return set() if table is None else set(table[KEY].to_pylist())
-
-
 @task(cache_policy=NONE)
 def chunks_to_contextualize(corpus: Corpus, keys: list[str], home: Path) -> dict[str, Keyed]:
     """doc_id -> its chunks (with their keys) that have no stored context yet; documents with none are left out."""
-    stored = stored_keys(home, keys)
-    pending: dict[str, Keyed] = {}
-    for chunk, key in zip(corpus.chunks, keys):
-        if key not in stored:
-            pending.setdefault(chunk.doc_id, []).append((chunk, key))
-    return pending
+    return pending_chunks(corpus, keys, home)
 
 
 class BatchFailed(UserError, RuntimeError):

@@ -10,13 +10,14 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NONE
 
-from ctxrag.storage.artifacts import KEY, embeddings_cache
+from ctxrag.storage.artifacts import embeddings_cache
 from ctxrag.storage.environment import models_dir
 from ctxrag.storage.ledger import Ledger
 from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_missing, query_model_export, stored_vectors
 from ctxrag.tasks.embedding.embedders import make_embedder
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.stored import unstored_texts
 
 TEXTS_PER_TASK = 2048  # the local model: ~1 minute of work per task on 2 cores
 
@@ -24,10 +25,7 @@ TEXTS_PER_TASK = 2048  # the local model: ~1 minute of work per task on 2 cores
 @task(cache_policy=NONE)
 def texts_to_embed(texts: list[str], spec: EmbedderSpec, home: Path) -> list[str]:
     """The distinct texts with no stored vector (one read of the stored keys)."""
-    keys = {spec.cache_key(text, "document"): text for text in texts}
-    stored = embeddings_cache(home).read(keys=list(keys), columns=[])
-    known = set() if stored is None else set(stored[KEY].to_pylist())
-    return [text for key, text in keys.items() if key not in known]
+    return unstored_texts(texts, spec, home)
 
 
 @task(
@@ -42,9 +40,11 @@ def embed_batch(texts: list[str], spec: EmbedderSpec, home: Path, run_id: str = 
 
 
 @task(cache_policy=NONE)
-def read_vectors(texts: list[str], spec: EmbedderSpec, home: Path) -> np.ndarray:
-    """Every text's vector, in order, from the store."""
-    return stored_vectors(texts, spec, embeddings_cache(home))
+def read_vectors(texts: list[str], spec: EmbedderSpec, home: Path, doc_ids: list[str] | None = None) -> np.ndarray:
+    """Every text's vector, in order, from the store (``doc_ids``: each text's document, for embedders that read
+    documents)."""
+    keys = spec.document_keys(texts, doc_ids) if doc_ids is not None else None
+    return stored_vectors(texts, spec, embeddings_cache(home), keys=keys)
 
 
 @task(cache_policy=NONE)

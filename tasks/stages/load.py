@@ -7,10 +7,10 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES, load_source
 from ctxrag.tasks.common.models import Corpus
 from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.stored import document_changes
 
 
 @task(retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=retry_only_io, cache_policy=NONE)
@@ -32,13 +32,4 @@ def load_corpus(
 @task(cache_policy=NONE)
 def compare_with_live(corpus: Corpus, name: str, home: Path) -> dict[str, int]:
     """Documents new, changed, unchanged and removed, against the live index's state (by content hash)."""
-    store = IndexStore(home)
-    doc_ids, shas = store.chunk_column(name, "doc_id"), store.chunk_column(name, "doc_sha")
-    live = dict(zip(doc_ids, shas)) if doc_ids is not None and shas is not None else {}
-    current = {document.doc_id: document.doc_sha for document in corpus.documents}
-    return {
-        "new": sum(1 for doc_id in current if doc_id not in live),
-        "changed": sum(1 for doc_id, sha in current.items() if doc_id in live and live[doc_id] != sha),
-        "unchanged": sum(1 for doc_id, sha in current.items() if live.get(doc_id) == sha),
-        "removed": sum(1 for doc_id in live if doc_id not in current),
-    }
+    return document_changes(corpus, name, home)

@@ -20,6 +20,11 @@ Contract kept (docs.voyageai.com/reference/embeddings-api, read 2025):
 * ``encoding_format="base64"`` (what the SDK sends by default) returns base64 of the
   little-endian array (float32 for ``float``; int8 / uint8 for the quantized dtypes).
 
+``POST /v1/contextualizedembeddings`` (voyage-context-3): ``inputs`` is a list of at most 1,000 lists of non-empty
+strings (a document's chunks in order, or one query each with ``input_type="query"``), each list at most 32,000
+tokens, 16,000 chunks and 120,000 tokens a request; the answer's ``data`` holds one list per input with one embedding
+per chunk, and a chunk's vector leans towards its list's other chunks.
+
 Simulated rules: tokens of one input = ceil(UTF-8 bytes / 4), capped at the context length
 when ``truncation`` is true; the batch limit and ``usage.total_tokens`` use those counts.
 A vector is the normalized sum of per-word Gaussian vectors seeded by sha256(word) plus an
@@ -41,7 +46,7 @@ import numpy as np
 
 from tests.equipment._http import RecordedRequest, Reply, SimulatorServer
 
-__all__ = ["MODELS", "ModelSpec", "VoyageSimulator", "simulated_tokens", "RecordedRequest"]
+__all__ = ["CONTEXT_MODELS", "MODELS", "ModelSpec", "VoyageSimulator", "simulated_tokens", "RecordedRequest"]
 
 MAX_INPUTS = 1_000
 FLEXIBLE_DIMENSIONS = (256, 512, 1024, 2048)
@@ -74,6 +79,12 @@ MODELS: dict[str, ModelSpec] = {
     "voyage-finance-2": ModelSpec(120_000, 1024, False),
     "voyage-law-2": ModelSpec(120_000, 1024, False, context_length=16_000),
 }
+
+
+CONTEXT_MODELS = ("voyage-context-3",)  # contextualized chunk embeddings (POST /v1/contextualizedembeddings)
+CONTEXT_LENGTH = 32_000  # tokens of one inner list (a document's chunks)
+CONTEXT_BATCH_TOKENS = 120_000  # tokens of one request
+CONTEXT_MAX_CHUNKS = 16_000  # chunks of one request
 
 
 def simulated_tokens(text: str) -> int:
@@ -124,15 +135,58 @@ class VoyageSimulator(SimulatorServer):
         auth = request.headers.get("authorization", "")
         if not auth.startswith("Bearer ") or not auth[len("Bearer ") :].strip():
             return self.error(401, "Provided API key is invalid.")
-        if request.method != "POST" or request.path.split("?")[0] != "/v1/embeddings":
+        path = request.path.split("?")[0]
+        if request.method != "POST" or path not in ("/v1/embeddings", "/v1/contextualizedembeddings"):
             return self.error(404, f"Not found: {request.method} {request.path}")
         body = request.json
         if not isinstance(body, dict):
             return self.error(400, "Request body must be a JSON object.")
         try:
-            return self._embed(body)
+            return self._embed(body) if path == "/v1/embeddings" else self._contextualized(body)
         except _BadRequest as exc:
             return self.error(400, str(exc))
+
+    def _contextualized(self, body: dict[str, Any]) -> Reply:
+        """``POST /v1/contextualizedembeddings``: each inner list of ``inputs`` (a document's chunks, in order, or one
+        query) is embedded together; a chunk's vector leans towards its list's other chunks (SIMULATED)."""
+        model = body.get("model")
+        if model not in CONTEXT_MODELS:
+            raise _BadRequest(f"Model {model!r} is not supported. Supported models: {sorted(CONTEXT_MODELS)}.")
+        inputs = body.get("inputs")
+        if not isinstance(inputs, list) or not inputs or not all(
+            isinstance(group, list) and group and all(isinstance(t, str) and t for t in group) for group in inputs
+        ):
+            raise _BadRequest("`inputs` must be a non-empty list of non-empty lists of non-empty strings.")
+        if len(inputs) > MAX_INPUTS:
+            raise _BadRequest(f"The number of inputs is limited to {MAX_INPUTS}; got {len(inputs)}.")
+        if sum(len(group) for group in inputs) > CONTEXT_MAX_CHUNKS:
+            raise _BadRequest(f"The total number of chunks is limited to {CONTEXT_MAX_CHUNKS}.")
+        input_type = body.get("input_type")
+        if input_type not in (None, "query", "document"):
+            raise _BadRequest(f"`input_type` must be null, 'query' or 'document', got {input_type!r}.")
+        if input_type == "query" and any(len(group) != 1 for group in inputs):
+            raise _BadRequest("A query input must be a list of exactly one string.")
+        dimension = body.get("output_dimension")
+        if dimension is not None and (dimension not in FLEXIBLE_DIMENSIONS or isinstance(dimension, bool)):
+            raise _BadRequest(f"`output_dimension` must be one of {list(FLEXIBLE_DIMENSIONS)}, got {dimension!r}.")
+        counts = [sum(simulated_tokens(text) for text in group) for group in inputs]
+        for i, count in enumerate(counts):
+            if count > CONTEXT_LENGTH:
+                raise _BadRequest(f"inputs[{i}] has {count} tokens, over the context length {CONTEXT_LENGTH} of {model}.")
+        if sum(counts) > CONTEXT_BATCH_TOKENS:
+            raise _BadRequest(f"The max allowed tokens per submitted batch is {CONTEXT_BATCH_TOKENS}; yours has {sum(counts)}.")
+        dimension = dimension or 1024
+        data = []
+        for i, group in enumerate(inputs):
+            whole = pseudo_embedding(" ".join(group), input_type, _MAX_DIM)
+            vectors = []
+            for j, text in enumerate(group):
+                vec = (pseudo_embedding(text, input_type, _MAX_DIM) + 0.3 * whole)[:dimension]
+                arr = (vec / np.linalg.norm(vec)).astype("<f4")
+                encoded = base64.b64encode(arr.tobytes()).decode("ascii") if body.get("encoding_format") == "base64" else [float(x) for x in arr]
+                vectors.append({"object": "embedding", "embedding": encoded, "index": j})
+            data.append({"object": "list", "data": vectors, "index": i})
+        return Reply(200, {"object": "list", "data": data, "model": model, "usage": {"total_tokens": sum(counts)}})
 
     def _embed(self, body: dict[str, Any]) -> Reply:
         model = body.get("model")

@@ -65,7 +65,10 @@ def test_rerun_pays_nothing_and_an_edit_pays_only_for_its_document(simulator: An
     assert report["documents_contextualized"] == 1 and report["status"] == "published"
 
 
-def test_batches_are_resumed_by_polling_not_resubmitted(simulator: AnthropicSimulator, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("mode, calls", [("batch", 12), ("per-document-batch", 3)])
+def test_batches_are_resumed_by_polling_not_resubmitted(
+    simulator: AnthropicSimulator, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, mode: str, calls: int
+) -> None:
     import ctxrag.tasks.context.claude.batches as batches
 
     corpus = tmp_path / "corpus.json"
@@ -77,14 +80,15 @@ def test_batches_are_resumed_by_polling_not_resubmitted(simulator: AnthropicSimu
 
     monkeypatch.setattr(batches, "_collect", crash_after_submit)
     with pytest.raises(BaseException, match="killed while polling"):
-        run(corpus, home, mode="batch")
+        run(corpus, home, mode=mode)
     assert simulator.batch_creations == 1
     assert len(list((home / "artifacts" / "batches").glob("*.json"))) == 1  # the batch id was saved first
 
     monkeypatch.setattr(batches, "_collect", real_collect)
-    report = run(corpus, home, mode="batch")
-    assert simulator.batch_creations == 1  # resumed: polled and collected, not submitted again
-    assert report["status"] == "published" and report["contextualizer_calls"]["calls"] == 12
+    polls = simulator.batch_polls
+    report = run(corpus, home, mode=mode)
+    assert simulator.batch_creations == 1 and simulator.batch_polls > polls  # resumed: polled, not submitted again
+    assert report["status"] == "published" and report["contextualizer_calls"]["calls"] == calls
     assert not list((home / "artifacts" / "batches").glob("*.json"))
     rows = report["contextualizer_calls"]
     assert rows["cost_usd"] > 0

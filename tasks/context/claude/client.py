@@ -106,6 +106,10 @@ class ClaudeClient:
         except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
             raise ClaudeCallError(redact(_describe(error)), retryable=is_retryable(error), attempts=len(retries) + 1) from None
 
+    def count_tokens(self, **params: Any) -> int:
+        """The API's free token count of a request's prompt (``messages.count_tokens``; no message is created)."""
+        return int(self._timed(lambda: self._sdk.messages.count_tokens(**params)).message.input_tokens)
+
     def create_batch(self, requests: list[dict[str, Any]]) -> Any:
         return self._timed(lambda: self._sdk.messages.batches.create(requests=requests)).message
 

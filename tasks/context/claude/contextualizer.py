@@ -18,7 +18,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.ledger import LedgerRow, SaveLedger
@@ -31,6 +31,10 @@ from ctxrag.tasks.context.structure import chunk_offsets
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 
 DEFAULT_CONCURRENCY = 2  # a Tier-1 key: 50 requests a minute; the API's headers pace the rest
+MODES = ("per-chunk", "per-document", "batch", "per-document-batch")
+BATCH_MODES = frozenset({"batch", "per-document-batch"})  # sent through the Message Batches API (half price)
+PER_DOCUMENT_MODES = frozenset({"per-document", "per-document-batch"})  # one call answers up to 20 chunks
+T = TypeVar("T")
 CHARS_PER_TOKEN_ESTIMATE = 3.0  # conservative for code; used only for windows and rate-limit estimates
 CACHE_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
@@ -60,7 +64,7 @@ class ClaudeSettings:
     """Everything that shapes the calls (plain values: safe as task parameters and in the index manifest)."""
 
     model: str = "claude-haiku-4-5"
-    mode: str = "per-chunk"  # per-chunk | per-document | batch
+    mode: str = "per-chunk"  # per-chunk | per-document | batch | per-document-batch (MODES)
     cache_ttl: str = "5m"  # or "1h"
     concurrency: int = DEFAULT_CONCURRENCY  # Claude requests open at once in the whole run (per process)
     requests_per_minute: float | None = None
@@ -72,10 +76,20 @@ class ClaudeSettings:
     corpus_description: str = "a document collection"
 
     def __post_init__(self) -> None:
-        if self.mode not in {"per-chunk", "per-document", "batch"}:
-            raise InvalidInput(f"unknown Claude mode {self.mode!r}; choose per-chunk, per-document or batch")
+        if self.mode not in MODES:
+            raise InvalidInput(f"unknown Claude mode {self.mode!r}; choose one of: {', '.join(MODES)}")
         if self.cache_ttl not in {"5m", "1h"}:
             raise InvalidInput(f"cache TTL must be 5m or 1h, got {self.cache_ttl!r}")
+
+    @property
+    def batched(self) -> bool:
+        """Sent through the Message Batches API (``ctxrag.tasks.context.claude.batches``), not call by call."""
+        return self.mode in BATCH_MODES
+
+    @property
+    def per_document(self) -> bool:
+        """The per-document prompt: one call answers up to ``chunks_per_call`` chunks (a validated tool call)."""
+        return self.mode in PER_DOCUMENT_MODES
 
 
 def estimate_tokens(text: str) -> int:
@@ -91,6 +105,12 @@ def document_windows(document: Document, chunks: list[Chunk], window_tokens: int
     for chunk, position in zip(chunks, chunk_offsets(document.content, [chunk.content for chunk in chunks])):
         windows.setdefault(max(0, position) // size, []).append(chunk)
     return [(document.content[start * size : (start + 1) * size + len(group[-1].content)], group) for start, group in sorted(windows.items())]
+
+
+def chunk_groups(chunks: list[T], size: int) -> list[list[T]]:
+    """The per-document prompt's requests: consecutive groups of at most ``size`` chunks."""
+    size = max(1, size)
+    return [chunks[start : start + size] for start in range(0, len(chunks), size)]
 
 
 @dataclass
@@ -112,7 +132,7 @@ class ClaudeContextualizer:
 
     @property
     def version(self) -> str:
-        prompt = DOCUMENT_CONTEXTS if self.settings.mode == "per-document" else CHUNK_CONTEXT
+        prompt = DOCUMENT_CONTEXTS if self.settings.per_document else CHUNK_CONTEXT
         return f"{self.settings.model}/{DOCUMENT.version}+{prompt.version}"
 
     def _client(self) -> ClaudeClient:
@@ -127,7 +147,7 @@ class ClaudeContextualizer:
         windows = document_windows(document, chunks, self.settings.window_tokens)
         for text, group in windows:
             mode = self.settings.mode if len(windows) == 1 else f"{self.settings.mode}/windowed"
-            if self.settings.mode == "per-document":
+            if self.settings.per_document:
                 missing, error = self._per_document(document, text, group, save, ledger, mode)
             else:
                 missing, error = self._per_chunk(document, text, group, save, ledger, mode)
@@ -157,8 +177,7 @@ class ClaudeContextualizer:
 
     # per document: one call answers many chunks (a tool call, validated); missing ones retried alone ---------
     def _per_document(self, document: Document, text: str, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger, mode: str) -> tuple[list[Chunk], str]:
-        size = max(1, self.settings.chunks_per_call)
-        groups = [chunks[start : start + size] for start in range(0, len(chunks), size)]
+        groups = chunk_groups(chunks, self.settings.chunks_per_call)
         leftovers: list[Chunk] = []
 
         def keep(group: list[Chunk], reply: Reply) -> None:

@@ -1,13 +1,16 @@
 """Per-model facts the run depends on: prices, minimum cacheable prompt length, context window.
 
-Prices are US dollars per million tokens (list prices; edit here when they change). Cache writes cost 1.25x the
-input price (5-minute TTL) or 2x (1-hour TTL); cache reads 0.1x; the Message Batches API halves everything.
+Prices are US dollars per million tokens (list prices; edit here when they change, with ``PRICES_AS_OF``). Cache
+writes cost 1.25x the input price (5-minute TTL) or 2x (1-hour TTL); cache reads 0.1x; the Message Batches API halves
+everything. A run prices an unknown model at ``DEFAULT_FACTS``; a plan (``priced_facts``) refuses it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ctxrag.storage.errors import InvalidInput
 
 if TYPE_CHECKING:
     from ctxrag.storage.ledger import LedgerRow
@@ -20,6 +23,9 @@ class ModelFacts:
     min_cacheable_tokens: int
     context_window: int = 200_000
 
+
+PRICES_AS_OF = "2026-11-30"  # when the list prices below were recorded here
+PRICES_FILE = "tasks/context/claude/pricing.py"
 
 # Longest matching prefix wins.
 MODEL_FACTS: dict[str, ModelFacts] = {
@@ -39,9 +45,21 @@ CACHE_READ_MULTIPLIER = 0.1
 BATCH_DISCOUNT = 0.5
 
 
+class UnknownModelPrices(InvalidInput):
+    """A plan was asked for a model whose prices ctxrag does not know."""
+
+
 def facts_for(model: str) -> ModelFacts:
     matches = [prefix for prefix in MODEL_FACTS if model.startswith(prefix)]
     return MODEL_FACTS[max(matches, key=len)] if matches else DEFAULT_FACTS
+
+
+def priced_facts(model: str) -> ModelFacts:
+    """The model's facts, or ``UnknownModelPrices`` naming the model and where prices live (no guessed default)."""
+    if not any(model.startswith(prefix) for prefix in MODEL_FACTS):
+        known = ", ".join(sorted(MODEL_FACTS))
+        raise UnknownModelPrices(f"no known prices for Claude model {model!r}: add them to MODEL_FACTS in {PRICES_FILE} (known: {known})")
+    return facts_for(model)
 
 
 @dataclass(frozen=True)

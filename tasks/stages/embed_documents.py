@@ -1,0 +1,66 @@
+"""Stage 3 for an embedder that reads each chunk with its whole document (``voyage-context-3``): the documents with
+any chunk lacking a stored vector are embedded whole, their chunks in order, by batch tasks; a document whose text
+changed has new keys for all its chunks (``EmbedderSpec.document_keys``), so all are embedded again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from prefect import task
+from prefect.cache_policies import NONE
+
+from ctxrag.storage.artifacts import KEY, embeddings_cache
+from ctxrag.storage.ledger import Ledger
+from ctxrag.tasks.embedding.embed import EmbedderSpec, vector_rows
+from ctxrag.tasks.embedding.embedders import make_embedder
+from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.stages.embed import TEXTS_PER_TASK
+
+DocumentTexts = tuple[list[str], list[str]]  # a document's embedded texts in chunk order, and their cache keys
+
+
+def documents_to_embed(texts: list[str], doc_ids: list[str], spec: EmbedderSpec, home: Path) -> list[DocumentTexts]:
+    """Whole documents (in first-seen order) with at least one text whose vector is not stored."""
+    keys = spec.document_keys(texts, doc_ids)
+    stored = embeddings_cache(home).read(keys=keys, columns=[])
+    known = set() if stored is None else set(stored[KEY].to_pylist())
+    documents: dict[str, DocumentTexts] = {}
+    for doc_id, text, key in zip(doc_ids, texts, keys):
+        documents.setdefault(doc_id, ([], []))
+        documents[doc_id][0].append(text)
+        documents[doc_id][1].append(key)
+    return [document for document in documents.values() if not known.issuperset(document[1])]
+
+
+def document_batches(documents: list[DocumentTexts], per_task: int = TEXTS_PER_TASK) -> list[list[DocumentTexts]]:
+    """Whole documents grouped into tasks of about ``per_task`` texts (a larger document alone)."""
+    batches: list[list[DocumentTexts]] = []
+    size = 0
+    for document in documents:
+        if not batches or (size and size + len(document[0]) > per_task):
+            batches.append([])
+            size = 0
+        batches[-1].append(document)
+        size += len(document[0])
+    return batches
+
+
+@task(
+    retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=retry_only_io, cache_policy=NONE,
+    task_run_name="embed-documents-{label}",
+)
+def embed_documents_batch(documents: list[DocumentTexts], spec: EmbedderSpec, home: Path, run_id: str = "", label: str = "") -> int:
+    """Embed and store a batch of whole documents; returns how many texts were embedded."""
+    embedder = make_embedder(spec, Ledger(home).append, run_id)
+    vectors = embedder.embed_documents([texts for texts, _ in documents])  # type: ignore[attr-defined]
+    keys = [key for _, document_keys in documents for key in document_keys]
+    embeddings_cache(home).append(vector_rows(keys, np.concatenate(vectors), paid=True))
+    return len(keys)
+
+
+def embed_whole_documents(texts: list[str], doc_ids: list[str], spec: EmbedderSpec, home: Path, run_id: str) -> int:
+    """Embed every document with a missing vector, one task per batch of documents; returns the texts embedded."""
+    batches = document_batches(documents_to_embed(texts, doc_ids, spec, home))
+    return sum(embed_documents_batch(batch, spec, home, run_id, f"{number}-of-{len(batches)}") for number, batch in enumerate(batches, start=1))
+
