@@ -82,7 +82,10 @@ def kill_group(pid: int) -> None:
 
 def fake_server(seconds: float = 120) -> subprocess.Popen[bytes]:
     """A process whose command line reads as ``prefect server start`` but that serves nothing (a busy server)."""
-    return subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})", "prefect", "server", "start"], start_new_session=True)
+    process = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})", "prefect", "server", "start"], start_new_session=True)
+    cmdline = Path(f"/proc/{process.pid}/cmdline")
+    wait_for(lambda: not cmdline.exists() or SERVER_COMMANDS[0] in cmdline.read_bytes(), 30)  # a busy machine: until it has exec'd
+    return process
 
 
 def wait_for(predicate, seconds: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
