@@ -98,30 +98,33 @@ class VoyageEmbedder:
         return np.asarray(rows, dtype=np.float32) if texts else np.zeros((0, 0), dtype=np.float32)
 
     def _request(self, texts: list[str], input_type: str) -> list[np.ndarray]:
+        result = self._paid_call(
+            input_type, len(texts), "Voyage embeddings", PRICE_PER_MTOK.get(self.spec.model, 0.12),
+            lambda: self.client().embed(texts, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension),
+        )
+        return [np.asarray(vector, dtype=np.float32) for vector in result.embeddings]
+
+    def _paid_call(self, mode: str, units: int, what: str, price_per_mtok: float, call: Callable[[], Any]) -> Any:
+        """One SDK call under the retry policy, with its ledger row (attempts, latency, tokens, cost); any SDK error
+        becomes one redacted ``VoyageCallError`` naming ``what`` and the model."""
         started = time.perf_counter()
         row = LedgerRow(
             run_id=self._run_id, stage="embed", provider="voyage", model=self.spec.model, prompt_version="",
-            mode=input_type, doc_id="", chunk_ids=[], status="ok",
+            mode=mode, doc_id="", chunk_ids=[], status="ok",
         )
         retries: list[float] = []
         try:
-            result = self._policy.call(
-                lambda: self.client().embed(
-                    texts, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension
-                ),
-                on_retry=lambda error, wait: retries.append(wait),
-            )
+            result = self._policy.call(call, on_retry=lambda error, wait: retries.append(wait))
         except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
             row.attempts = len(retries) + 1
             row.status, row.error, row.latency_s = "error", redact(str(error)), time.perf_counter() - started
             self._record(row)
-            raise VoyageCallError(f"Voyage embeddings ({self.spec.model}): {row.error}") from None
+            raise VoyageCallError(f"{what} ({self.spec.model}): {row.error}") from None
         tokens = int(getattr(result, "total_tokens", 0) or 0)
-        row.attempts = len(retries) + 1
-        row.latency_s, row.input_tokens, row.units = time.perf_counter() - started, tokens, len(texts)
-        row.cost_usd = row.cost_without_cache_usd = tokens * PRICE_PER_MTOK.get(self.spec.model, 0.12) / 1_000_000
+        row.attempts, row.latency_s, row.input_tokens, row.units = len(retries) + 1, time.perf_counter() - started, tokens, units
+        row.cost_usd = row.cost_without_cache_usd = tokens * price_per_mtok / 1_000_000
         self._record(row)
-        return [np.asarray(vector, dtype=np.float32) for vector in result.embeddings]
+        return result
 
     def _record(self, row: LedgerRow) -> None:
         if self._ledger:

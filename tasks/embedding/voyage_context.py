@@ -11,15 +11,11 @@ texts (``EmbedderSpec.document_keys``), so an edited document is embedded again 
 
 from __future__ import annotations
 
-import time
-from typing import Any
 
 import numpy as np
 
 from ctxrag.storage.errors import InvalidInput
-from ctxrag.storage.ledger import LedgerRow
-from ctxrag.storage.secrets import redact
-from ctxrag.tasks.embedding.voyage import SAFETY, VoyageCallError, VoyageEmbedder, estimate_tokens
+from ctxrag.tasks.embedding.voyage import SAFETY, VoyageEmbedder, estimate_tokens
 
 CONTEXT_MODELS = {"voyage-context-3": 0.18}  # model -> US dollars per million tokens
 CONTEXT_LENGTH = 32_000  # tokens of one input (a document's chunks)
@@ -93,27 +89,11 @@ class VoyageContextEmbedder(VoyageEmbedder):
 
     def _request(self, inputs: list[list[str]], input_type: str) -> list[np.ndarray]:  # type: ignore[override]
         """One ``contextualized_embed`` call; its vectors flattened in input order; one ledger row."""
-        started = time.perf_counter()
-        row = LedgerRow(
-            run_id=self._run_id, stage="embed", provider="voyage", model=self.spec.model, prompt_version="",
-            mode=f"contextualized/{input_type}", doc_id="", chunk_ids=[], status="ok",
+        result = self._paid_call(
+            f"contextualized/{input_type}", sum(len(group) for group in inputs), "Voyage contextualized embeddings",
+            CONTEXT_MODELS.get(self.spec.model, 0.18),
+            lambda: self.client().contextualized_embed(
+                inputs=inputs, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension
+            ),
         )
-        retries: list[float] = []
-        try:
-            result: Any = self._policy.call(
-                lambda: self.client().contextualized_embed(
-                    inputs=inputs, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension
-                ),
-                on_retry=lambda error, wait: retries.append(wait),
-            )
-        except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
-            row.attempts = len(retries) + 1
-            row.status, row.error, row.latency_s = "error", redact(str(error)), time.perf_counter() - started
-            self._record(row)
-            raise VoyageCallError(f"Voyage contextualized embeddings ({self.spec.model}): {row.error}") from None
-        tokens = int(getattr(result, "total_tokens", 0) or 0)
-        row.attempts, row.latency_s, row.input_tokens = len(retries) + 1, time.perf_counter() - started, tokens
-        row.units = sum(len(group) for group in inputs)
-        row.cost_usd = row.cost_without_cache_usd = tokens * CONTEXT_MODELS.get(self.spec.model, 0.18) / 1_000_000
-        self._record(row)
         return [np.asarray(vector, dtype=np.float32) for item in sorted(result.results, key=lambda r: r.index) for vector in item.embeddings]
