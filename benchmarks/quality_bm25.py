@@ -33,7 +33,7 @@ from quality_cv_report import interval
 from quality_cv_select import code_scores, cross_validate, docs_scores
 from ctxrag.storage.tokenize import tokenize  # noqa: E402
 from ctxrag.tasks.common.models import indexed_text  # noqa: E402
-from ctxrag.tasks.retrieval.search import DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
+from ctxrag.tasks.retrieval.fusion import DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 K1S = (0.6, 0.9, 1.2, 1.5, 2.0, 3.0)

@@ -133,7 +133,7 @@ def strategy_check(code: Dataset, docs: Dataset) -> str:
     strategy = next((s for s in Strategy if s.value == "hybrid-doc"), None)
     if strategy is None:
         return ""
-    from ctxrag.tasks.retrieval.search import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS
+    from ctxrag.tasks.retrieval.fusion import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS
 
     params = {
         "k": DOC_FUSION_RRF_K,

@@ -38,7 +38,7 @@ from quality_cv_report import describe, interval
 from quality_cv_select import code_scores, docs_scores, evaluate_variants, run_variant
 from ctxrag.tasks.embedding.embed import LocalEmbedder  # noqa: E402
 from ctxrag.tasks.embedding.embedder_spec import LOCAL_DEFINES_CHARS, EmbedderSpec  # noqa: E402
-from ctxrag.tasks.retrieval.search import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
+from ctxrag.tasks.retrieval.fusion import DOC_FUSION_DEFINITION_WEIGHT, DOC_FUSION_DOCUMENT_WEIGHTS, DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS  # noqa: E402
 from ctxrag.tasks.embedding.windows import pooled_rows, split_windows  # noqa: E402
 
 CV_FAMILIES = ("wrrf", "doc-rank", "doc-def")

@@ -23,14 +23,15 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from quality_cv_data import Dataset, Query
-from quality_cv_fusion import VARIANTS, inverse, ranked, v_doc_signals, v_rrf, v_single
+from quality_cv_fusion import VARIANTS, inverse, ranked, v_combsum, v_doc_signals, v_rrf, v_single
 from quality_cv_report import describe
 import suite_fast
-from ctxrag.tasks.retrieval.search import (
+from ctxrag.tasks.retrieval.fusion import (
     DOC_FUSION_DEFINITION_WEIGHT,
     DOC_FUSION_DOCUMENT_WEIGHTS,
     DOC_FUSION_RRF_K,
     DOC_FUSION_WEIGHTS,
+    SCORE_FUSION_VECTOR_WEIGHT,
     WEIGHTED_BM25_WEIGHT,
     WEIGHTED_VECTOR_WEIGHT,
 )
@@ -39,7 +40,7 @@ RESAMPLES = 10_000
 
 
 def v_weighted(data: Dataset, query: Query, wb: float, wv: float) -> list[int]:
-    """ctxrag.tasks.retrieval.search.weighted_fusion (the cookbook's): wb / BM25 rank + wv / vector rank."""
+    """ctxrag.tasks.retrieval.fusion.weighted_fusion (the cookbook's): wb / BM25 rank + wv / vector rank."""
     return ranked(inverse(query.rb, 0, wb) + inverse(query.rv, 0, wv), query)
 
 
@@ -52,6 +53,7 @@ FIXED: dict[str, tuple[Callable[..., list[int]], dict]] = {
     "hybrid": (v_rrf, {"kb": 60, "kv": 60, "w": 1.0}),
     "hybrid-weighted": (v_weighted, {"wb": WEIGHTED_BM25_WEIGHT, "wv": WEIGHTED_VECTOR_WEIGHT}),
     "hybrid-doc": (v_doc_signals, HYBRID_DOC),
+    "hybrid-score": (v_combsum, {"norm": "z", "alpha": SCORE_FUSION_VECTOR_WEIGHT}),
 }
 FAMILIES = ("rrf-k", "wrrf", "wrrf-2k", "wrrf-depth", "gated", "combsum", "doc-max", "doc-rank", "doc-def")
 # Left out: doc-position (a probe of the cookbook's lead skew), bm25-prf and rocchio (they read the index itself).

@@ -8,6 +8,7 @@ The Python API (``ctxrag.api``), the ``ctxrag`` command's work as functions::
     hits = ctxrag.search("retry backoff", name="sample")   # [Hit(rank, chunk_id, doc_id, score, ranks, content, ...)]
     sample = ctxrag.open("sample")                         # an Index: loaded once, for many sample.search(...)
     result = ctxrag.evaluate("data/sample/questions.jsonl", name="sample")  # {"metrics": ..., "run_dir": ...}
+    ctxrag.tune("my-questions.jsonl", name="sample")       # your questions choose the index's strategy
 
 Everything else (``ctxrag.flows``, ``ctxrag.tasks``, ``ctxrag.storage``, ``ctxrag.cli``) is internal.
 """
@@ -22,9 +23,9 @@ __version__ = "0.1.0"
 _find_layers_in_checkout(_Path(__file__).resolve().parent)
 
 if TYPE_CHECKING:
-    from ctxrag.api import Hit, Index, UserError, evaluate, index, open, search  # noqa: A004
+    from ctxrag.api import Hit, Index, UserError, evaluate, index, open, search, tune  # noqa: A004
 
-_API = ("Hit", "Index", "UserError", "evaluate", "index", "open", "search")
+_API = ("Hit", "Index", "UserError", "evaluate", "index", "open", "search", "tune")
 __all__ = [name for name in _API if name != "open"]  # a star import must not shadow the builtin open
 
 

@@ -22,7 +22,7 @@ from ctxrag.storage.errors import UserError
 if TYPE_CHECKING:
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
 
-__all__ = ["Hit", "Index", "UserError", "evaluate", "index", "open", "search"]
+__all__ = ["Hit", "Index", "UserError", "evaluate", "index", "open", "search", "tune"]
 
 _SEARCH = SearchOptions()
 
@@ -56,15 +56,16 @@ class Index:
         from ctxrag.storage.environment import ctxrag_home
         from ctxrag.storage.index_store import IndexStore
         from ctxrag.storage.ledger import Ledger
-        from ctxrag.tasks.retrieval.search import Searcher
+        from ctxrag.tasks.retrieval.search import Searcher, strategy_of
 
         home = ctxrag_home()
+        store = IndexStore(home)
         self.name = name
         self.run_id = f"search-{uuid.uuid4().hex[:12]}"
         self._ledger = Ledger(home).append
-        self._searcher = Searcher(
-            IndexStore(home).open(name), server_rrf=server_rrf, home=home, ledger=self._ledger, run_id=self.run_id
-        )
+        self._searcher = Searcher(store.open(name), server_rrf=server_rrf, home=home, ledger=self._ledger, run_id=self.run_id)
+        self.strategy = strategy_of(store, name).label
+        """The strategy a search uses when none is named: what ``ctxrag.tune`` chose for the index, else the default."""
         self._rerankers: dict[tuple[str, str], Reranker] = {}
 
     @property
@@ -80,14 +81,15 @@ class Index:
         rerank: str = _SEARCH.rerank,
         rerank_model: str = _SEARCH.rerank_model,
     ) -> list[Hit]:
-        """The top ``k`` chunks for ``query`` by ``strategy`` (None: the default, hybrid-doc), reordered by a
-        reranker if one is named (cohere, claude, local:PATH)."""
+        """The top ``k`` chunks for ``query`` by ``strategy`` (None: the index's, ``self.strategy``; a name such as
+        ``hybrid`` or one with parameters, ``hybrid-score(vector_weight=0.5)``), reordered by a reranker if one is
+        named (cohere, claude, local:PATH)."""
         from ctxrag.storage.errors import InvalidInput
-        from ctxrag.tasks.retrieval.search import Strategy
+        from ctxrag.tasks.retrieval.search import StrategyConfig
 
         if k < 1:
             raise InvalidInput(f"k must be at least 1, got {k}")
-        chosen = Strategy.from_str(strategy or _SEARCH.strategy)
+        chosen = StrategyConfig.from_str(strategy or self.strategy)
         hits = self._searcher.search(query, chosen, k, self._reranker(rerank, rerank_model))
         chunks = self._searcher.index.chunks
         return [
@@ -135,7 +137,7 @@ def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> 
 def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: str | None = None, **options: Any) -> list[Hit]:
     """One search of index NAME, as ``ctxrag search``; ``options``: ``rerank``, ``rerank_model``, ``server_rrf``.
     For many searches, ``open`` the index once."""
-    chosen = options_of(SearchOptions, {"k": k, "strategy": strategy or _SEARCH.strategy, **options}, "ctxrag.search")
+    chosen = options_of(SearchOptions, {"k": k, "strategy": strategy, **options}, "ctxrag.search")
     rerank_spec(chosen.rerank, chosen.rerank_model)  # a bad reranker fails before the index is loaded
     return Index(name, server_rrf=chosen.server_rrf).search(query, chosen.k, chosen.strategy, chosen.rerank, chosen.rerank_model)
 
@@ -153,3 +155,31 @@ def evaluate(evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, **option
     ``chart``, ``unavailable`` rows and the run's paid calls; the set's warnings are issued as ``UserWarning``s."""
     chosen = options_of(EvaluateOptions, options, "ctxrag.evaluate")
     return run_evaluate(os.fspath(evalset), name, chosen, lambda message: warnings.warn(message, UserWarning, stacklevel=3))
+
+
+def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, metric: str | None = None, reset: bool = False) -> dict[str, Any]:
+    """Choose index NAME's search strategy on your questions in EVALSET, as ``ctxrag tune NAME EVALSET``: each
+    strategy and parameter is scored by cross-validation grouped by document, the index keeps the choice (``search``,
+    ``evaluate`` and the quality gate use it), and fewer than 30 questions keep the default (``reason`` says why).
+    ``metric``: e.g. pass@10 (default for Pass@k sets) or mrr@10 (docs sets). ``reset``: forget the index's choice.
+    Returns what the index keeps: ``strategy`` (None: the default), ``reason``, ``cv``, ``default``, ``scores``."""
+    from ctxrag.storage.environment import ctxrag_home
+    from ctxrag.storage.errors import InvalidInput
+    from ctxrag.storage.index_store import IndexStore
+    from ctxrag.tasks.evaluation.evaluate import require_golden_chunks
+    from ctxrag.tasks.evaluation.evalset import load_evalset
+    from ctxrag.tasks.evaluation.tune import tune as choose
+
+    store = IndexStore(ctxrag_home())
+    if reset:
+        if store.live_version(name) is None:
+            store.open(name)  # raises UnknownIndexError, naming the indexes there are
+        return {"forgot": store.forget_tuning(name)}
+    if evalset is None:
+        raise InvalidInput("tune needs an evaluation set (or reset=True to forget the index's choice)")
+    questions = load_evalset(evalset)
+    index = Index(name)
+    require_golden_chunks(index._searcher, questions, name)
+    record = choose(index._searcher, questions, metric).record(os.fspath(evalset), index.version)
+    store.save_tuning(name, record)
+    return record

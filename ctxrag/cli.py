@@ -32,6 +32,11 @@ err = Console(stderr=True)
 # The defaults of every option: ctxrag.flows.options, read by the flows and the Python API too.
 INDEX, SEARCH, EVALUATE = IndexOptions(), SearchOptions(), EvaluateOptions()
 NameOption = typer.Option(DEFAULT_NAME, "--name", help="Index name: lowercase letters, digits, '-' and '_'.")
+STRATEGY_HELP = (
+    "Default: the index's (what `ctxrag tune` chose, else hybrid-score: BM25 and vector scores, standardized and "
+    "added 0.4/0.6). Or hybrid (RRF), hybrid-doc (BM25-led RRF with document and definition evidence), "
+    "hybrid-weighted, bm25, vector; parameters in brackets: hybrid-score(vector_weight=0.5), hybrid(rrf_k=10)."
+)
 
 
 def _fail(message: str) -> None:
@@ -99,7 +104,7 @@ def index(
     corpus_description: str = typer.Option(INDEX.corpus_description, help="What the corpus is (summary prompt)."),
     task_runner: Optional[str] = typer.Option(INDEX.task_runner, help="threads (default) or dask (a local cluster, or CTXRAG_DASK_ADDRESS)."),
     gate: Optional[str] = typer.Option(INDEX.gate, "--gate", help="Evaluation set: refuse a new version scoring worse than the live one."),
-    gate_strategy: str = typer.Option(INDEX.gate_strategy, help="--gate: the strategy scored."),
+    gate_strategy: Optional[str] = typer.Option(INDEX.gate_strategy, help="--gate: the strategy scored (default: the index's, as search)."),
     gate_metric: Optional[str] = typer.Option(INDEX.gate_metric, help="--gate: the metric (default pass@10, or recall@3 for docs sets)."),
     gate_max_drop: float = typer.Option(INDEX.gate_max_drop, help="--gate: the largest drop allowed (a fraction: 0.02 = 2 points)."),
     include: Optional[list[str]] = typer.Option(INDEX.include, "--include", help="Folder SOURCE: load only paths matching this gitignore-style pattern (relative to SOURCE; repeatable)."),
@@ -155,7 +160,7 @@ def index(
 def search(
     query: str = typer.Argument(...),
     name: str = NameOption,
-    strategy: str = typer.Option(SEARCH.strategy, help="hybrid-doc (the default: BM25 first, the vector side votes for documents, a chunk defining a name you mention rises), hybrid (RRF), hybrid-weighted, bm25 or vector."),
+    strategy: Optional[str] = typer.Option(SEARCH.strategy, help=STRATEGY_HELP),
     k: int = typer.Option(SEARCH.k, "-k", "--k", min=1),
     rerank: str = typer.Option(SEARCH.rerank, help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:PATH or none."),
     rerank_model: str = typer.Option(SEARCH.rerank_model, help="Reranker model (cohere: rerank-english-v3.0; claude: claude-haiku-4-5)."),
@@ -188,7 +193,7 @@ def evaluate(
     evalset: str = typer.Argument(..., help="Cookbook JSONL (Pass@k) or docs JSON (precision/recall/F1/MRR)."),
     name: str = NameOption,
     k: Optional[list[str]] = typer.Option(None, "--k", help="Cut-offs, e.g. --k 5,10,20 (default: 5,10,20 for JSONL, 3 for docs)."),
-    strategy: Optional[list[str]] = typer.Option(None, "--strategy", help="Repeatable; default: every strategy."),
+    strategy: Optional[list[str]] = typer.Option(None, "--strategy", help="Repeatable, as search's --strategy; default: every strategy, and the index's tuned one."),
     rerank: str = typer.Option(EVALUATE.rerank, help="Add <strategy>+rerank-<provider> rows: cohere, claude, local:PATH."),
     rerank_model: str = typer.Option(EVALUATE.rerank_model, help="Reranker model."),
     end_to_end: bool = typer.Option(EVALUATE.end_to_end, "--end-to-end", help="Add accuracy: Claude answers, a Claude judge grades."),
@@ -231,17 +236,48 @@ def evaluate(
 
 @app.command("list")
 def list_indexes() -> None:
-    """List the indexes under $CTXRAG_HOME."""
+    """List the indexes under $CTXRAG_HOME: documents, chunks, contextualizer, search strategy, created, source."""
+    from ctxrag.tasks.retrieval.search import strategy_of
+
     store = IndexStore(ctxrag_home())
     with _user_errors():
-        listed = [(index_name, store.manifest(index_name) or {}) for index_name in store.names()]
-    for index_name, manifest in listed:
+        listed = [(index_name, store.manifest(index_name) or {}, store.tuning(index_name)) for index_name in store.names()]
+        strategies = [strategy_of(store, index_name).label for index_name, _, _ in listed]
+    for (index_name, manifest, tuning), strategy in zip(listed, strategies):
         counts = manifest.get("counts", {})
         config = manifest.get("config", {})
+        how = "tuned" if tuning and tuning.get("strategy") else "default"
         print(
             f"{index_name}\t{counts.get('documents')} documents\t{counts.get('chunks')} chunks\t"
-            f"{config.get('contextualizer', {}).get('name')}\t{manifest.get('created_at')}\t{manifest.get('source')}"
+            f"{config.get('contextualizer', {}).get('name')}\t{strategy} ({how})\t{manifest.get('created_at')}\t{manifest.get('source')}"
         )
+
+
+@app.command()
+def tune(
+    name: str = typer.Argument(..., help="The index."),
+    evalset: Optional[str] = typer.Argument(None, help="Your questions, in either evaluation format (30 or more)."),
+    metric: Optional[str] = typer.Option(None, help="What to maximize, e.g. pass@10 (default for Pass@k sets), mrr@10 (default for docs sets), recall@5."),
+    reset: bool = typer.Option(False, "--reset", help="Forget the index's choice: search goes back to the default."),
+    as_json: bool = typer.Option(False, "--json", help="Print what the index keeps as JSON."),
+) -> None:
+    """Choose the index's search strategy on your questions (cross-validated by document); search, evaluate and --gate use it."""
+    from ctxrag.api import tune as tune_index
+
+    with _user_errors():
+        record = tune_index(evalset, name, metric=metric, reset=reset)
+    if as_json or reset:
+        print(json.dumps(record))
+        return
+    table = Table(title=f"{record['questions']} questions on index {name!r}, {record['documents']} documents: {record['metric']} on all of them")
+    table.add_column("strategy")
+    table.add_column(record["metric"], justify="right")
+    for label, value in sorted(record["scores"].items(), key=lambda item: -item[1]):
+        table.add_row(label, f"{value:.4f}")
+    out.print(table)
+    if record["cv"] is not None:
+        out.print(f"held out ({record['folds']} folds by document): {record['cv']:.4f}; picks: {', '.join(record['fold_picks'])}", highlight=False)
+    out.print(f"index {name!r} searches with {record['label'] or 'the default'}: {record['reason']}", highlight=False, markup=False)
 
 
 @app.command()

@@ -117,7 +117,7 @@ def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn
     ``warn``; the flow loads it again), the index and the strategies."""
     from ctxrag.storage.index_store import IndexStore
     from ctxrag.tasks.evaluation.evalset import load_evalset
-    from ctxrag.tasks.retrieval.search import Strategy
+    from ctxrag.tasks.retrieval.search import StrategyConfig
 
     for warning in load_evalset(evalset).warnings:
         warn(warning)
@@ -125,7 +125,7 @@ def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn
     if store.live_version(name) is None:
         store.open(name)  # raises UnknownIndexError, naming the indexes there are
     for value in options.strategies() or []:
-        Strategy.from_str(value)
+        StrategyConfig.from_str(value)
 
 
 def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ctxrag.tasks.evaluation.evaluate import Evaluation, evaluate, require_golde
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.evaluation.report import chart_markdown, metrics_rows, write_chart, write_run
 from ctxrag.tasks.retrieval.rerank import CrossEncoderReranker, RerankSpec
-from ctxrag.tasks.retrieval.search import Searcher, Strategy
+from ctxrag.tasks.retrieval.search import Searcher, Strategy, StrategyConfig, strategy_of
 
 
 DEFAULTS = EvaluateOptions()
@@ -39,7 +39,7 @@ def run_evaluation(
     name: str,
     home: Path,
     evalset: EvalSet,
-    strategies: list[Strategy],
+    strategies: list[StrategyConfig],
     ks: list[int],
     rerank: RerankSpec | None = None,
     end_to_end: dict[str, str] | None = None,
@@ -63,6 +63,13 @@ def save_evaluation(run_dir: Path, config: dict[str, object], result: Evaluation
     return write_chart(result.metrics, run_dir / "chart.png", f"{config['index']}: {Path(str(config['evalset'])).name}")
 
 
+def every_strategy(home: Path, name: str) -> list[StrategyConfig]:
+    """Each strategy at its defaults, then the index's own (``ctxrag tune``'s choice) if it is not one of them."""
+    every = [StrategyConfig(strategy) for strategy in Strategy]
+    own = strategy_of(IndexStore(home), name)
+    return every + ([own] if own not in every else [])
+
+
 @flow(name="ctxrag-evaluate")
 def evaluate_index(
     evalset: str,
@@ -79,6 +86,7 @@ def evaluate_index(
     server_rrf: bool = DEFAULTS.server_rrf,
 ) -> dict[str, object]:
     """Score every strategy (or the given ones) of index NAME on EVALSET; returns metrics and where results went.
+    Every strategy includes the one ``ctxrag tune`` chose for the index, when it is not one of the others.
 
     ``rerank`` (cohere, claude, local:PATH) adds ``<strategy>+rerank-<provider>`` rows; ``end_to_end`` adds
     ``accuracy`` (Claude answers, a Claude judge grades). Rows or metrics whose key is not configured are listed
@@ -86,7 +94,7 @@ def evaluate_index(
     """
     root = Path(home) if home else ctxrag_home()
     run_id = str(flow_run.id or uuid.uuid4())
-    chosen = [Strategy.from_str(value) for value in strategies] if strategies else list(Strategy)
+    chosen = [StrategyConfig.from_str(value) for value in strategies] if strategies else every_strategy(root, name)
     questions = load_evaluation_set(evalset)
     ks = sorted(set(ks)) if ks else questions.format.default_ks
     if any(k < 1 for k in ks):
@@ -94,7 +102,7 @@ def evaluate_index(
     unavailable: dict[str, str] = {}
     rerank_spec = RerankSpec.from_str(rerank, rerank_model)
     if rerank_spec and (variable := rerank_spec.missing_key()):
-        unavailable.update({f"{strategy.value}+{rerank_spec.label}": f"needs {variable}" for strategy in chosen})
+        unavailable.update({f"{strategy.label}+{rerank_spec.label}": f"needs {variable}" for strategy in chosen})
         rerank_spec = None
     judge_settings = {"answer_model": answer_model, "judge_model": judge_model, "subject": subject} if end_to_end else None
     if judge_settings and RerankSpec("claude").missing_key():
@@ -113,7 +121,8 @@ def evaluate_index(
         "evalset": str(Path(evalset).resolve()),
         "format": questions.format.value,
         "ks": ks,
-        "strategies": [strategy.value for strategy in chosen],
+        "strategies": [strategy.label for strategy in chosen],
+        "index_strategy": strategy_of(IndexStore(root), name).label,
         "rerank": {"provider": rerank, "model": rerank_model} if rerank != "none" else None,
         "end_to_end": judge_settings,
         "unavailable": unavailable,

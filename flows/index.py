@@ -82,7 +82,7 @@ def index_corpus(
     output_dimension: int | None = DEFAULTS.output_dimension,
     backend: str = DEFAULTS.backend,
     gate_evalset: str | None = DEFAULTS.gate,
-    gate_strategy: str = DEFAULTS.gate_strategy,
+    gate_strategy: str | None = DEFAULTS.gate_strategy,
     gate_metric: str | None = DEFAULTS.gate_metric,
     gate_max_drop: float = DEFAULTS.gate_max_drop,
     include: list[str] | None = DEFAULTS.include,

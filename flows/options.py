@@ -2,8 +2,8 @@
 flows' signatures, the ``ctxrag`` command and the Python API (``ctxrag.index(source, **options)``) all read.
 
 Names are the command's (``--gate`` is ``gate``, ``--rpm`` is ``rpm``); ``flow_parameters`` turns them into the
-flows' parameters. A default that belongs to a lower part (the Claude settings, the embedder's sequence length, the
-default strategy) is read from there, not restated.
+flows' parameters. A default that belongs to a lower part (the Claude settings, the embedder's sequence length) is
+read from there, not restated; a strategy left at None is the index's own (``ctxrag.tasks.retrieval.search.strategy_of``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from ctxrag.tasks.context.claude.contextualizer import ClaudeSettings
 from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_WINDOW_TOKENS
 from ctxrag.tasks.evaluation.answer import EndToEnd
 from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES
-from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
 
 DEFAULT_NAME = "default"  # the index a command or call uses when none is named
 _CLAUDE = ClaudeSettings()
@@ -54,7 +53,7 @@ class IndexOptions:
     corpus_description: str = _CLAUDE.corpus_description
     task_runner: str | None = None  # threads (default) or dask
     gate: str | None = None  # an evaluation set the new version must not score worse on
-    gate_strategy: str = DEFAULT_STRATEGY
+    gate_strategy: str | None = None  # None: the live index's strategy (tuned, or the default)
     gate_metric: str | None = None
     gate_max_drop: float = 0.02
     include: list[str] | None = None
@@ -87,7 +86,7 @@ class SearchOptions:
     """``ctxrag search``'s options."""
 
     k: int = 10
-    strategy: str = DEFAULT_STRATEGY
+    strategy: str | None = None  # None: the index's strategy (what ctxrag tune chose, or the default)
     rerank: str = "none"  # cohere, claude, local:PATH
     rerank_model: str = ""  # the provider's default when empty
     server_rrf: bool = False  # Elasticsearch backend: hybrid fused by the cluster

@@ -1,7 +1,8 @@
 """Named indexes on disk, in versions: a build is staged aside and made live by one atomic rename.
 
 Layout under ``$CTXRAG_HOME/indexes/NAME/``: ``versions/<id>/`` (manifest.json, chunks.parquet, the BM25 and
-vector files), ``live.json`` naming the live version, and ``build.lock`` held while a build runs. Readers follow
+vector files), ``live.json`` naming the live version, ``build.lock`` held while a build runs, and ``tuning.json``, the strategy
+``ctxrag tune`` chose (it outlives re-indexing; ``delete`` removes it with the rest). Readers follow
 ``live.json``, so they see the old version or the new one, never a half-written one; a failed build is removed
 and the live version is untouched.
 """
@@ -84,6 +85,27 @@ class IndexStore:
     def manifest(self, name: str) -> dict[str, Any] | None:
         version = self.live_version(name)
         return None if version is None else read_json_file(version / "manifest.json", "index manifest")
+
+    def tuning(self, name: str) -> dict[str, Any] | None:
+        """What ``ctxrag tune`` saved for ``name`` (None: never tuned)."""
+        path = self._dir(name) / "tuning.json"
+        return read_json_file(path, "index tuning") if path.is_file() else None
+
+    def save_tuning(self, name: str, tuning: dict[str, Any]) -> None:
+        """Keep ``tuning`` for ``name`` (replacing any earlier one at once: a reader sees the old or the new)."""
+        if self.live_version(name) is None:
+            self.open(name)  # raises UnknownIndexError, naming the indexes there are
+        directory = self._dir(name)
+        temporary = directory / f".tuning.{uuid.uuid4().hex}.tmp"
+        temporary.write_text(json.dumps(tuning, indent=2, sort_keys=True))
+        os.replace(temporary, directory / "tuning.json")
+
+    def forget_tuning(self, name: str) -> bool:
+        """Remove ``name``'s tuning (its searches go back to the default); False if it had none."""
+        path = self._dir(name) / "tuning.json"
+        existed = path.is_file()
+        path.unlink(missing_ok=True)
+        return existed
 
     def kept_manifests(self, name: str) -> dict[str, dict[str, Any]]:
         """version id -> manifest, for every kept version of ``name`` (live, previous, staged)."""

@@ -33,7 +33,7 @@ from ctxrag.tasks.evaluation.metrics import (
     reciprocal_rank_at_k,
 )
 from ctxrag.tasks.retrieval.rerank import Reranker
-from ctxrag.tasks.retrieval.search import Searcher, Strategy
+from ctxrag.tasks.retrieval.search import Searcher, Strategy, StrategyConfig
 
 
 @dataclass
@@ -81,7 +81,7 @@ def require_golden_chunks(searcher: Searcher, evalset: EvalSet, index_name: str)
 def evaluate(
     searcher: Searcher,
     evalset: EvalSet,
-    strategies: list[Strategy],
+    strategies: list[Strategy | StrategyConfig],
     ks: list[int],
     progress: Callable[[int, int], None] | None = None,
     rerankers: list[Reranker] | None = None,
@@ -91,22 +91,23 @@ def evaluate(
     started = time.perf_counter()
     refs = chunk_refs(searcher, evalset)
     missing = missing_golden(refs, evalset)
-    variants: list[tuple[str, Strategy, Reranker | None]] = [
-        (name, strategy, reranker)
-        for strategy in strategies
-        for name, reranker in [(strategy.value, None)] + [(f"{strategy.value}+{r.label}", r) for r in rerankers or []]
+    configs = [StrategyConfig.of(strategy) for strategy in strategies]
+    variants: list[tuple[str, StrategyConfig, Reranker | None]] = [
+        (name, config, reranker)
+        for config in configs
+        for name, reranker in [(config.label, None)] + [(f"{config.label}+{r.label}", r) for r in rerankers or []]
     ]
     result = Evaluation({}, pa.table({}), missing)
     rows: list[dict[str, object]] = []
     total, done, lock = len(variants) * len(evalset.queries), 0, threading.Lock()
 
-    def score(name: str, strategy: Strategy, reranker: Reranker | None, query: EvalQuery) -> dict[str, object]:
+    def score(name: str, strategy: StrategyConfig, reranker: Reranker | None, query: EvalQuery) -> dict[str, object]:
         nonlocal done
         hits = searcher.search(query.query, strategy, max(ks), reranker)
         retrieved = [refs[hit.row] for hit in hits]
         golden = list(query.golden)
         row: dict[str, object] = {"strategy": name, "query_id": query.query_id, "query": query.query, "golden": golden}
-        row.update(_query_metrics(evalset.format, retrieved, golden, ks))
+        row.update(query_metrics(evalset.format, retrieved, golden, ks))
         if end_to_end is not None:
             documents = [searcher.index.chunks["content"][hit.row].as_py() for hit in hits[: min(ks)]]
             answer = end_to_end.answer(query.query, documents)
@@ -136,7 +137,7 @@ def evaluate(
     return result
 
 
-def _query_metrics(fmt: EvalFormat, retrieved: list[str], golden: list[str], ks: list[int]) -> dict[str, float]:
+def query_metrics(fmt: EvalFormat, retrieved: list[str], golden: list[str], ks: list[int]) -> dict[str, float]:
     """One query's metrics: the format's own (per k, as before), then ``hit@k`` and ``ndcg@k`` for every k."""
     values: dict[str, float] = {}
     for k in ks:
@@ -153,7 +154,7 @@ def _query_metrics(fmt: EvalFormat, retrieved: list[str], golden: list[str], ks:
 
 def _summarize(fmt: EvalFormat, rows: list[dict[str, object]], ks: list[int]) -> dict[str, float]:
     """Means over the queries; for docs sets, ``f1@k`` (from the mean precision and mean recall) follows ``recall@k``."""
-    summary = {name: mean([float(row[name]) for row in rows]) for name in _query_metrics(fmt, [], [], ks)}  # type: ignore[arg-type]
+    summary = {name: mean([float(row[name]) for row in rows]) for name in query_metrics(fmt, [], [], ks)}  # type: ignore[arg-type]
     if fmt is EvalFormat.PASS_AT_K:
         return summary
     ordered: dict[str, float] = {}

@@ -1,23 +1,35 @@
-"""Search strategies over a stored index: vector, BM25, and their fusions (RRF; the cookbook's weighted 1/rank).
-
-Every ranking breaks ties by the chunk's row in the index, so results are deterministic even for duplicate chunks.
+"""Search strategies over a stored index: vector, BM25 and their fusions (``ctxrag.tasks.retrieval.fusion``), each
+with its parameters (``StrategyConfig``), run by a ``Searcher`` over any backend.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from ctxrag.storage.environment import models_dir
-from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.errors import CorruptIndexError, InvalidInput
 from ctxrag.storage.artifacts import RowCache
 from ctxrag.storage.backends import Ranking
 from ctxrag.storage.fusion import FUSION_DEPTH, RRF_K
-from ctxrag.storage.index_store import StoredIndex
+from ctxrag.tasks.retrieval.fusion import (
+    DOC_FUSION_DOCUMENT_WEIGHTS,
+    DOC_FUSION_WEIGHTS,
+    SCORE_FUSION_VECTOR_WEIGHT,
+    WEIGHTED_BM25_WEIGHT,
+    WEIGHTED_VECTOR_WEIGHT,
+    Hit,
+    document_fusion,
+    reciprocal_rank_fusion,
+    score_fusion,
+    weighted_fusion,
+)
+from ctxrag.storage.index_store import IndexStore, StoredIndex
 from ctxrag.storage.ledger import SaveLedger
 from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_with_cache
 from ctxrag.tasks.embedding.embedders import make_embedder
@@ -27,16 +39,15 @@ if TYPE_CHECKING:
     from ctxrag.tasks.retrieval.rerank import Reranker
 
 DEFINES = "defines"  # the index's column of the names each chunk defines (ctxrag.tasks.context.structure.defined_names)
-WEIGHTED_VECTOR_WEIGHT = 0.8
-WEIGHTED_BM25_WEIGHT = 0.2
 
 
 class Strategy(str, Enum):
     VECTOR = "vector"
     BM25 = "bm25"
-    HYBRID = "hybrid"
-    HYBRID_WEIGHTED = "hybrid-weighted"
-    HYBRID_DOC = "hybrid-doc"  # weighted RRF with document evidence (document_fusion)
+    HYBRID = "hybrid"  # RRF
+    HYBRID_WEIGHTED = "hybrid-weighted"  # the cookbook's weighted 1/rank
+    HYBRID_DOC = "hybrid-doc"  # weighted RRF with document and definition evidence (document_fusion)
+    HYBRID_SCORE = "hybrid-score"  # CombSUM of standardized scores (score_fusion)
 
     @classmethod
     def from_str(cls, value: str) -> "Strategy":
@@ -47,42 +58,92 @@ class Strategy(str, Enum):
             raise InvalidInput(f"unknown strategy {value!r}; choose one of: {choices}") from None
 
 
-DEFAULT_STRATEGY = "hybrid-doc"  # chosen by cross-validation on the codebase set (docs/decisions.md)
+DEFAULT_STRATEGY = "hybrid-score"  # chosen leave-one-corpus-out on the evaluation suite (docs/decisions.md)
+_WRITTEN = re.compile(r"(?P<name>[a-z0-9-]+)(?:\((?P<parameters>[^()]*)\))?")
 
 
 @dataclass(frozen=True)
-class Hit:
-    """One ranked chunk: its row in the index, fused score, and the rank each retriever gave it (1-based)."""
+class StrategyConfig:
+    """A strategy with its parameters: what ``ctxrag tune`` chooses and an index keeps. ``rrf_k``: ``hybrid``'s RRF
+    constant; ``vector_weight``: ``hybrid-score``'s weight of the vector side (BM25 gets the rest). Written as the
+    strategy's name with the parameters that differ from the defaults in brackets: ``hybrid-score(vector_weight=0.5)``."""
 
-    row: int
-    score: float
-    ranks: dict[str, int] = field(default_factory=dict)
+    strategy: Strategy
+    rrf_k: int = RRF_K
+    vector_weight: float = SCORE_FUSION_VECTOR_WEIGHT
+
+    def __post_init__(self) -> None:
+        if self.rrf_k < 0:
+            raise InvalidInput(f"rrf_k must be 0 or more, got {self.rrf_k}")
+        if not 0.0 <= self.vector_weight <= 1.0:
+            raise InvalidInput(f"vector_weight must be between 0 and 1, got {self.vector_weight}")
 
     @property
-    def found_by(self) -> list[str]:
-        return sorted(self.ranks)
+    def parameters(self) -> dict[str, Any]:
+        """The parameters this strategy reads, with their values."""
+        names = {Strategy.HYBRID: ("rrf_k",), Strategy.HYBRID_SCORE: ("vector_weight",)}.get(self.strategy, ())
+        return {name: getattr(self, name) for name in names}
+
+    @property
+    def label(self) -> str:
+        default = StrategyConfig(self.strategy)
+        changed = {name: value for name, value in self.parameters.items() if value != getattr(default, name)}
+        return self.strategy.value + (f"({', '.join(f'{name}={value:g}' for name, value in changed.items())})" if changed else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy.value, **self.parameters}
+
+    @classmethod
+    def of(cls, strategy: "Strategy | StrategyConfig") -> "StrategyConfig":
+        return strategy if isinstance(strategy, StrategyConfig) else cls(strategy)
+
+    @classmethod
+    def from_dict(cls, value: Mapping[str, Any]) -> "StrategyConfig":
+        """What ``to_dict`` wrote (an index's saved choice)."""
+        return cls.from_str(str(value.get("strategy"))).with_parameters({k: v for k, v in value.items() if k != "strategy"})
+
+    @classmethod
+    def from_str(cls, value: str) -> "StrategyConfig":
+        """``hybrid-score`` or ``hybrid-score(vector_weight=0.5)``; a bad name or parameter is an ``InvalidInput``."""
+        written = _WRITTEN.fullmatch(value.strip().replace(" ", ""))
+        if written is None:
+            raise InvalidInput(f"cannot read strategy {value!r}; write a name, e.g. hybrid, or hybrid-score(vector_weight=0.5)")
+        config = cls(Strategy.from_str(written["name"]))
+        given = {}
+        for item in filter(None, (written["parameters"] or "").split(",")):
+            name, equals, number = item.partition("=")
+            if not equals:
+                raise InvalidInput(f"strategy {value!r}: write each parameter as name=value")
+            given[name] = number
+        return config.with_parameters(given)
+
+    def with_parameters(self, given: Mapping[str, Any]) -> "StrategyConfig":
+        known = self.parameters
+        typed = {field.name: field.type for field in fields(self)}
+        values = {}
+        for name, raw in given.items():
+            if name not in known:
+                allowed = ", ".join(known) or "none"
+                raise InvalidInput(f"strategy {self.strategy.value} has no parameter {name!r} (its parameters: {allowed})")
+            try:
+                values[name] = int(raw) if typed[name] == "int" else float(raw)
+            except (TypeError, ValueError):
+                raise InvalidInput(f"strategy {self.strategy.value}: {name}={raw!r} is not a number") from None
+        return replace(self, **values)
 
 
-def reciprocal_rank_fusion(rankings: dict[str, list[int]], k: int, rrf_k: int = RRF_K) -> list[Hit]:
-    """RRF: score = sum over retrievers of 1 / (rrf_k + rank). Ties: best single rank, then row."""
-    return _fuse(rankings, k, lambda name, rank: 1.0 / (rrf_k + rank))
-
-
-def weighted_fusion(rankings: dict[str, list[int]], weights: dict[str, float], k: int) -> list[Hit]:
-    """The cookbook's fusion: score = sum of weight / rank over the retrievers that found the chunk."""
-    return _fuse(rankings, k, lambda name, rank: weights[name] / rank)
-
-
-def _fuse(rankings: dict[str, list[int]], k: int, contribution) -> list[Hit]:  # type: ignore[no-untyped-def]
-    ranks: dict[int, dict[str, int]] = {}
-    for name, rows in rankings.items():
-        for rank, row in enumerate(rows, start=1):
-            ranks.setdefault(row, {})[name] = rank
-    scored = [
-        Hit(row, sum(contribution(name, rank) for name, rank in found.items()), found) for row, found in ranks.items()
-    ]
-    scored.sort(key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.row))
-    return scored[:k]
+def strategy_of(store: IndexStore, name: str, given: str | None = None) -> StrategyConfig:
+    """The strategy a search of index ``name`` uses: ``given`` if named, else what ``ctxrag tune`` chose for the
+    index, else the default."""
+    if given:
+        return StrategyConfig.from_str(given)
+    chosen = (store.tuning(name) or {}).get("strategy")
+    if not chosen:
+        return StrategyConfig.from_str(DEFAULT_STRATEGY)
+    try:
+        return StrategyConfig.from_dict(chosen)
+    except (InvalidInput, AttributeError) as error:
+        raise CorruptIndexError(f"index {name!r}: its tuning.json names no strategy ctxrag knows ({error}); run ctxrag tune again") from None
 
 
 class Searcher:
@@ -151,29 +212,43 @@ class Searcher:
         context = self.index.chunks["context"][row].as_py()
         return f"{content}\n\nContext: {context}" if context else content
 
-    def search(self, query: str, strategy: Strategy, k: int, reranker: "Reranker | None" = None) -> list[Hit]:
+    def search(self, query: str, strategy: Strategy | StrategyConfig, k: int, reranker: "Reranker | None" = None) -> list[Hit]:
         """The top ``k`` for ``query``; with a reranker, its order over the strategy's over-retrieved candidates."""
+        config = StrategyConfig.of(strategy)
         if reranker is not None:
-            candidates = self.search(query, strategy, reranker.depth(k))
+            candidates = self.search(query, config, reranker.depth(k))
             order = reranker.rerank(query, [self.candidate_text(hit.row) for hit in candidates], k)
             return [
                 Hit(candidates[index].row, 1.0 / rank, {**candidates[index].ranks, "rerank": rank})
                 for rank, index in enumerate(order, start=1)
             ]
-        if strategy is Strategy.BM25:
+        if config.strategy is Strategy.BM25:
             return _single("bm25", self.rank_bm25(query, k))
-        if strategy is Strategy.VECTOR:
+        if config.strategy is Strategy.VECTOR:
             return _single("vector", self.rank_vector(query, k))
         depth = max(k, self.candidates)
-        if strategy is Strategy.HYBRID and self.server_rrf:
+        if config.strategy is Strategy.HYBRID and self.server_rrf:
+            if config.rrf_k != RRF_K:
+                raise InvalidInput(f"server-side RRF uses k={RRF_K}; {config.label} fuses here (leave out --server-rrf)")
             return _single("rrf-server", self.index.ranker.fuse(query, self.query_vector(query), k, depth))
-        rankings = {
-            "vector": [row for row, _ in self.rank_vector(query, depth)],
-            "bm25": [row for row, _ in self.rank_bm25(query, depth)],
-        }
-        if strategy is Strategy.HYBRID:
-            return reciprocal_rank_fusion(rankings, k)
-        if strategy is Strategy.HYBRID_DOC:
+        return self.fuse(query, config, self.rankings(query, depth), k)
+
+    def rankings(self, query: str, depth: int) -> dict[str, Ranking]:
+        """Both retrievers' scored rankings, ``depth`` deep: what every fusion reads."""
+        return {"vector": self.rank_vector(query, depth), "bm25": self.rank_bm25(query, depth)}
+
+    def fuse(self, query: str, strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int) -> list[Hit]:
+        """The top ``k`` of ``strategy`` over the given ``rankings`` (``ctxrag tune`` scores many configurations
+        on one query's rankings); single-retriever strategies take their ranking's first ``k``."""
+        config = StrategyConfig.of(strategy)
+        if config.strategy in (Strategy.BM25, Strategy.VECTOR):
+            return _single(config.strategy.value, scored[config.strategy.value][:k])
+        if config.strategy is Strategy.HYBRID_SCORE:
+            return score_fusion(scored["bm25"], scored["vector"], k, config.vector_weight)
+        rankings = {name: [row for row, _ in ranking] for name, ranking in scored.items()}
+        if config.strategy is Strategy.HYBRID:
+            return reciprocal_rank_fusion(rankings, k, config.rrf_k)
+        if config.strategy is Strategy.HYBRID_DOC:
             rows = sorted({row for ranking in rankings.values() for row in ranking})
             documents = dict(zip(rows, self.index.chunks["doc_id"].take(rows).to_pylist())) if rows else {}
             defining = self.rows_defining(mentioned_names(query), rows)
@@ -183,50 +258,3 @@ class Searcher:
 
 def _single(name: str, ranking: list[tuple[int, float]]) -> list[Hit]:
     return [Hit(row, score, {name: rank}) for rank, (row, score) in enumerate(ranking, start=1)]
-
-
-# Tuned by cross-validation on the cookbook's codebase set (benchmarks/quality_cv.py, docs/decisions.md).
-DOC_FUSION_RRF_K = 2
-DOC_FUSION_WEIGHTS = {"bm25": 1.0, "vector": 0.3}  # per retriever, for the chunk's own rank
-DOC_FUSION_DOCUMENT_WEIGHTS = {"vector": 0.25}  # per retriever, for the rank of the chunk's document
-DOC_FUSION_DEFINITION_WEIGHT = 0.125  # for a chunk that defines a name the query mentions
-
-
-def document_fusion(
-    rankings: dict[str, list[int]],
-    documents: Mapping[int, str],
-    weights: dict[str, float],
-    document_weights: dict[str, float],
-    k: int,
-    defining: set[int] | frozenset[int] = frozenset(),
-    rrf_k: int = DOC_FUSION_RRF_K,
-    definition_weight: float = DOC_FUSION_DEFINITION_WEIGHT,
-) -> list[Hit]:
-    """Weighted RRF plus document and definition evidence. Each retriever ranks documents by their best chunk (the
-    first chunk's document is 1, the next new document 2, ...); a chunk some retriever found scores the sum over
-    retrievers of ``weights[name] / (rrf_k + its rank)`` and ``document_weights[name] / (rrf_k + its document's
-    rank)``, plus ``definition_weight`` if its row is in ``defining`` (its chunk defines a name the query mentions).
-    ``documents`` names the document of every ranked row. Chunks no retriever found are not added. Ties: best
-    single rank, then row (``Hit.ranks`` holds the chunk ranks only)."""
-    document_ranks: dict[str, dict[str, int]] = {}
-    for name in document_weights:
-        order: dict[str, int] = {}
-        for row in rankings.get(name, []):
-            order.setdefault(documents[row], len(order) + 1)
-        document_ranks[name] = order
-    ranks: dict[int, dict[str, int]] = {}
-    for name, rows in rankings.items():
-        for rank, row in enumerate(rows, start=1):
-            ranks.setdefault(row, {})[name] = rank
-    scored = []
-    for row, found in ranks.items():
-        score = sum(weights.get(name, 0.0) / (rrf_k + rank) for name, rank in found.items())
-        for name, weight in document_weights.items():
-            document_rank = document_ranks[name].get(documents[row])
-            if document_rank is not None:
-                score += weight / (rrf_k + document_rank)
-        if row in defining:
-            score += definition_weight
-        scored.append(Hit(row, score, found))
-    scored.sort(key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.row))
-    return scored[:k]

@@ -165,6 +165,46 @@ def test_evaluate_issues_the_set_s_warnings(home: Path, tmp_path: Path) -> None:
     assert result["queries"] == 1
 
 
+def test_tune_with_too_few_questions_keeps_the_default_and_says_why(home: Path) -> None:
+    record = ctxrag.tune(SAMPLE_QUESTIONS, name="sample")
+    try:
+        assert record["strategy"] is None and record["questions"] == 16 and record["cv"] is None
+        assert record["reason"] == "16 questions are too few to choose on (30 or more needed): the default stays"
+        assert IndexStore(home).tuning("sample") == record
+        assert ctxrag.open("sample").strategy == DEFAULT_STRATEGY
+    finally:
+        assert ctxrag.tune(None, name="sample", reset=True) == {"forgot": True}
+
+
+def test_a_tuned_strategy_is_what_search_evaluate_and_open_use(home: Path) -> None:
+    IndexStore(home).save_tuning("sample", {"strategy": {"strategy": "hybrid-score", "vector_weight": 0.3}})
+    try:
+        assert ctxrag.open("sample").strategy == "hybrid-score(vector_weight=0.3)"
+        assert ctxrag.search(QUERY, name="sample") == ctxrag.search(QUERY, name="sample", strategy="hybrid-score(vector_weight=0.3)")
+        assert ctxrag.search(QUERY, name="sample") != ctxrag.search(QUERY, name="sample", strategy=DEFAULT_STRATEGY)
+        result = ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", k=5)
+        assert list(result["metrics"])[-2:] == ["hybrid-score", "hybrid-score(vector_weight=0.3)"]  # every strategy, then the index's
+    finally:
+        IndexStore(home).forget_tuning("sample")
+    assert ctxrag.open("sample").strategy == DEFAULT_STRATEGY
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "message"),
+    [
+        (lambda: ctxrag.tune(SAMPLE_QUESTIONS, name="missing"), UnknownIndexError, "no index named 'missing'"),
+        (lambda: ctxrag.tune(None, name="sample"), InvalidInput, "tune needs an evaluation set"),
+        (lambda: ctxrag.tune(SAMPLE_QUESTIONS, name="sample", metric="recall@3"), InvalidInput, "cannot tune on metric 'recall@3'"),
+        (lambda: ctxrag.search(QUERY, name="sample", strategy="hybrid(vector_weight=1)"), InvalidInput, "has no parameter 'vector_weight'"),
+    ],
+    ids=["missing", "no-set", "metric", "parameter"],
+)
+def test_tune_errors_are_user_errors(home: Path, call: Any, kind: type[Exception], message: str) -> None:
+    with pytest.raises(kind, match=message):
+        call()
+    assert IndexStore(home).tuning("sample") is None
+
+
 def test_import_ctxrag_loads_the_api_on_first_use() -> None:
     code = (
         "import json, sys, ctxrag; before = {m: m in sys.modules for m in ('ctxrag.api', 'prefect')}; "
@@ -176,6 +216,6 @@ def test_import_ctxrag_loads_the_api_on_first_use() -> None:
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["before"] == {"ctxrag.api": False, "prefect": False} and seen["api"] and seen["same"]
-    assert seen["star"] == ["Hit", "Index", "UserError", "evaluate", "index", "search"]  # not open: the builtin stays
+    assert seen["star"] == ["Hit", "Index", "UserError", "evaluate", "index", "search", "tune"]  # not open: the builtin stays
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         ctxrag.nope  # noqa: B018

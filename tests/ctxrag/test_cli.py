@@ -40,7 +40,7 @@ def test_evaluate_json_prints_exactly_one_json_object(home: Path) -> None:
     result = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--k", "5,10", "--json")
     assert result.returncode == 0, result.stderr
     metrics = json.loads(result.stdout)  # the whole of stdout parses: no log line slipped in
-    assert set(metrics) == {"vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc"}
+    assert set(metrics) == {"vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc", "hybrid-score"}
     assert set(metrics["hybrid"]) == {"pass@5", "pass@10", "hit@5", "hit@10", "ndcg@5", "ndcg@10"}
 
 
@@ -70,6 +70,39 @@ def test_list_and_delete(home: Path, tmp_path: Path) -> None:
     assert ctxrag(scratch, "list").stdout == ""
     missing = ctxrag(scratch, "search", "anything", "--name", "sample")
     assert missing.returncode == 2 and "no index named 'sample'" in missing.stderr
+
+
+def chunk_questions(home: Path, path: Path) -> Path:
+    """A question per chunk of the sample index (its first words), in the cookbook's format: enough to tune on."""
+    chunks = IndexStore(home).open("sample").chunks.to_pylist()
+    lines = [
+        {"query": " ".join(row["content"].split()[:10]), "golden_chunk_uuids": [[row["doc_id"], row["chunk_index"]]], "golden_doc_uuids": [row["doc_id"]]}
+        for row in chunks
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def test_tune_saves_the_choice_list_shows_it_and_reset_forgets_it(home: Path, tmp_path: Path) -> None:
+    scratch = tmp_path / "home"
+    shutil.copytree(home, scratch)
+    questions = chunk_questions(scratch, tmp_path / "mine.jsonl")
+    assert len(questions.read_text().splitlines()) >= 30
+    printed = ctxrag(scratch, "tune", "sample", str(questions), "--json")
+    assert printed.returncode == 0, printed.stderr
+    record = json.loads(printed.stdout)
+    assert record == IndexStore(scratch).tuning("sample") and record["metric"] == "pass@10" and record["folds"] == 5
+    expected = record["label"] or "hybrid-score"
+    assert f"\t{expected} ({'tuned' if record['label'] else 'default'})\t" in ctxrag(scratch, "list").stdout
+
+    IndexStore(scratch).save_tuning("sample", {**record, "strategy": {"strategy": "hybrid", "rrf_k": 10}})
+    assert "\thybrid(rrf_k=10) (tuned)\t" in ctxrag(scratch, "list").stdout
+    tuned = ctxrag(scratch, "search", "retry backoff delay", "--name", "sample", "--json").stdout
+    assert tuned == ctxrag(scratch, "search", "retry backoff delay", "--name", "sample", "--strategy", "hybrid(rrf_k=10)", "--json").stdout
+    shown = ctxrag(scratch, "tune", "sample", str(SAMPLE_QUESTIONS))  # 16 questions: the table, and why the default stays
+    assert shown.returncode == 0 and "16 questions are too few to choose on (30 or more needed)" in shown.stdout
+    assert ctxrag(scratch, "tune", "sample", "--reset").stdout.strip() == '{"forgot": true}'
+    assert "\thybrid-score (default)\t" in ctxrag(scratch, "list").stdout
 
 
 def test_bad_corpus_is_one_clear_line_and_no_traceback(tmp_path: Path) -> None:

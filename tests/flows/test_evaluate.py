@@ -26,7 +26,7 @@ def indexed_home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> P
 def test_every_strategy_is_scored_at_the_default_cutoffs(indexed_home: Path) -> None:
     result = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="sample", home=str(indexed_home))
     metrics = result["metrics"]
-    assert list(metrics) == ["vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc"]
+    assert list(metrics) == ["vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc", "hybrid-score"]
     for values in metrics.values():
         assert list(values) == ["pass@5", "pass@10", "pass@20", "hit@5", "hit@10", "hit@20", "ndcg@5", "ndcg@10", "ndcg@20"]
         assert all(0.0 <= value <= 1.0 for value in values.values())

@@ -158,8 +158,9 @@ def test_the_quality_gate_keeps_the_live_index_when_the_new_one_is_worse(corpus_
     shutil.rmtree(corpus_dir)  # back to the real corpus, plus a harmless edit: that passes the gate
     shutil.copytree(SAMPLE_CORPUS, corpus_dir)
     (corpus_dir / "CHANGELOG.txt").write_text((corpus_dir / "CHANGELOG.txt").read_text() + "\n0.9.3 - docs.\n")
-    passed = run(corpus_dir, home, gate_evalset=str(SAMPLE_QUESTIONS), gate_strategy="bm25")
-    assert passed["status"] == "published" and passed["gate"]["metric"] == "pass@10"
+    store.save_tuning("sample", {"strategy": {"strategy": "bm25"}})  # no --gate-strategy: the index's own is scored
+    passed = run(corpus_dir, home, gate_evalset=str(SAMPLE_QUESTIONS))
+    assert passed["status"] == "published" and passed["gate"]["metric"] == "pass@10" and passed["gate"]["strategy"] == "bm25"
     assert passed["gate"]["candidate"] >= passed["gate"]["live"] - 0.02
     assert store.manifest("sample")["version"] == passed["version"]
 

@@ -101,6 +101,25 @@ def test_publish_then_open_round_trip(tmp_path: Path) -> None:
     assert store.manifest("docs") == opened.manifest
 
 
+def test_a_tuning_is_kept_across_versions_replaced_forgotten_and_deleted_with_the_index(tmp_path: Path) -> None:
+    store = IndexStore(tmp_path)
+    with pytest.raises(UnknownIndexError, match="no index named 'docs'"):
+        store.save_tuning("docs", {"strategy": None})
+    store.publish("docs", *parts(tag="v1"))
+    assert store.tuning("docs") is None and store.forget_tuning("docs") is False
+    store.save_tuning("docs", {"strategy": {"strategy": "hybrid", "rrf_k": 10}})
+    store.publish("docs", *parts(tag="v2"))  # a re-index keeps the choice
+    assert store.tuning("docs") == {"strategy": {"strategy": "hybrid", "rrf_k": 10}}
+    store.save_tuning("docs", {"strategy": None})
+    assert store.tuning("docs") == {"strategy": None} and leftovers(store, "docs") == []
+    assert store.forget_tuning("docs") is True and store.tuning("docs") is None
+    store.save_tuning("docs", {"strategy": None})
+    (tmp_path / "indexes" / "docs" / "tuning.json").write_text("[1]")
+    with pytest.raises(CorruptIndexError, match="tuning.json: corrupt index tuning: expected a JSON object"):
+        store.tuning("docs")
+    assert store.delete("docs") and not (tmp_path / "indexes" / "docs").exists()
+
+
 def test_live_json_points_to_the_new_version(tmp_path: Path) -> None:
     store = IndexStore(tmp_path)
     first = store.publish("docs", *parts(tag="v1"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -15,21 +14,8 @@ from ctxrag.storage.index_store import StoredIndex
 from ctxrag.storage.vectors import VectorIndex
 from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet
 from ctxrag.tasks.evaluation.evaluate import Evaluation, NoGoldenChunksInIndex, chunk_refs, evaluate, require_golden_chunks
-from ctxrag.tasks.retrieval.search import Hit, Searcher, Strategy
-
-
-class FakeSearcher:
-    """Returns fixed rankings per (strategy, query) and records the depth it was asked for."""
-
-    def __init__(self, chunks: pa.Table, rankings: dict[tuple[Strategy, str], list[int]]) -> None:
-        self.index = SimpleNamespace(chunks=chunks)
-        self.rankings = rankings
-        self.calls: list[tuple[str, Strategy, int]] = []
-
-    def search(self, query: str, strategy: Strategy, k: int, reranker: object = None) -> list[Hit]:
-        self.calls.append((query, strategy, k))
-        rows = self.rankings.get((strategy, query), [])[:k]
-        return [Hit(row, 1.0 / rank, {strategy.value: rank}) for rank, row in enumerate(rows, start=1)]
+from ctxrag.tasks.retrieval.search import Searcher, Strategy
+from tests.equipment.fixed_searcher import FakeSearcher
 
 
 # rows: 0 a#0, 1 a#1, 2 b#0, 3 b#1, 4 c#0, 5 c#1

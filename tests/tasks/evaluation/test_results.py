@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pyarrow as pa
@@ -16,20 +15,11 @@ from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet
 from ctxrag.tasks.evaluation.evaluate import evaluate
 from ctxrag.tasks.evaluation.report import write_run
 from ctxrag.tasks.evaluation.results import compare, disagreements, load_run
-from ctxrag.tasks.retrieval.search import Hit, Strategy
+from ctxrag.tasks.retrieval.search import Strategy
+from tests.equipment.fixed_searcher import FakeSearcher
 from ctxrag.tasks.evaluation.significance import paired_bootstrap
 
 IDEAL_2 = 1 + 1 / math.log2(3)
-
-
-class FakeSearcher:
-    def __init__(self, chunks: pa.Table, rankings: dict[tuple[Strategy, str], list[int]]) -> None:
-        self.index = SimpleNamespace(chunks=chunks)
-        self.rankings = rankings
-
-    def search(self, query: str, strategy: Strategy, k: int, reranker: object = None) -> list[Hit]:
-        rows = self.rankings.get((strategy, query), [])[:k]
-        return [Hit(row, 1.0 / rank, {strategy.value: rank}) for rank, row in enumerate(rows, start=1)]
 
 
 # rows 0..5: a#0 a#1 b#0 b#1 c#0 c#1

@@ -1,4 +1,4 @@
-"""Search strategies and fusion, on a hand-built index with fixed vector scores (no embedding model)."""
+"""Search strategies and their configurations, on a hand-built index with fixed vector scores (no embedding model)."""
 
 from __future__ import annotations
 
@@ -8,111 +8,24 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ctxrag.storage.backends.embedded import EmbeddedRanker, top_rows
-from ctxrag.storage.bm25 import Bm25Index
-from ctxrag.storage.index_store import StoredIndex
-from ctxrag.storage.vectors import VectorIndex
-from ctxrag.tasks.retrieval.search import (
-    DEFINES,
+from ctxrag.storage.errors import InvalidInput
+from ctxrag.tasks.retrieval.fusion import (
     DOC_FUSION_DEFINITION_WEIGHT,
     DOC_FUSION_DOCUMENT_WEIGHTS,
-    DOC_FUSION_RRF_K,
     DOC_FUSION_WEIGHTS,
-    RRF_K,
-    WEIGHTED_BM25_WEIGHT,
-    WEIGHTED_VECTOR_WEIGHT,
+    SCORE_FUSION_VECTOR_WEIGHT,
     Hit,
-    Searcher,
-    Strategy,
     document_fusion,
-    reciprocal_rank_fusion,
-    weighted_fusion,
+    score_fusion,
 )
+from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY, DEFINES, Searcher, Strategy, StrategyConfig
+from tests.equipment.fixed_searcher import TEXTS, make_searcher, stored_index
 
 WEIGHTS = {"vector": 0.8, "bm25": 0.2}
 
 
 def rows_of(hits: list[Hit]) -> list[int]:
     return [hit.row for hit in hits]
-
-
-# --- fusion ------------------------------------------------------------------------------------------------------
-
-RANKINGS = {"vector": [2, 0, 1], "bm25": [0, 3]}  # row 1 and row 2: vector only; row 3: bm25 only
-
-
-def test_rrf_exact_scores_and_order() -> None:
-    assert RRF_K == 60
-    hits = reciprocal_rank_fusion(RANKINGS, k=10)
-    # row 0: vector rank 2, bm25 rank 1 -> 1/62 + 1/61 = 0.032520...
-    # row 2: vector rank 1             -> 1/61        = 0.016393...
-    # row 3: bm25 rank 2               -> 1/62        = 0.016129...
-    # row 1: vector rank 3             -> 1/63        = 0.015873...
-    assert rows_of(hits) == [0, 2, 3, 1]
-    expected = [1 / 62 + 1 / 61, 1 / 61, 1 / 62, 1 / 63]
-    assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
-    assert [hit.ranks for hit in hits] == [{"vector": 2, "bm25": 1}, {"vector": 1}, {"bm25": 2}, {"vector": 3}]
-
-
-def test_rrf_with_another_constant() -> None:
-    # rrf_k = 0: row 0 -> 1/2 + 1/1 = 1.5; row 2 -> 1; row 3 -> 1/2; row 1 -> 1/3
-    hits = reciprocal_rank_fusion(RANKINGS, k=10, rrf_k=0)
-    assert rows_of(hits) == [0, 2, 3, 1]
-    assert [hit.score for hit in hits] == pytest.approx([1.5, 1.0, 0.5, 1 / 3])
-
-
-def test_rrf_truncates_to_k() -> None:
-    assert rows_of(reciprocal_rank_fusion(RANKINGS, k=2)) == [0, 2]
-    assert reciprocal_rank_fusion(RANKINGS, k=0) == []
-
-
-def test_weighted_fusion_exact_scores_and_order() -> None:
-    hits = weighted_fusion(RANKINGS, WEIGHTS, k=10)
-    # row 2: 0.8 / 1           = 0.8
-    # row 0: 0.8 / 2 + 0.2 / 1 = 0.6
-    # row 1: 0.8 / 3           = 0.2667
-    # row 3: 0.2 / 2           = 0.1
-    assert rows_of(hits) == [2, 0, 1, 3]
-    assert [hit.score for hit in hits] == pytest.approx([0.8, 0.6, 0.8 / 3, 0.1], rel=1e-12)
-    assert hits[3].found_by == ["bm25"]
-
-
-def test_weighted_fusion_constants_are_the_cookbooks() -> None:
-    assert (WEIGHTED_VECTOR_WEIGHT, WEIGHTED_BM25_WEIGHT) == (0.8, 0.2)
-
-
-def test_fusion_of_empty_rankings() -> None:
-    assert reciprocal_rank_fusion({}, k=5) == []
-    assert reciprocal_rank_fusion({"vector": [], "bm25": []}, k=5) == []
-    assert weighted_fusion({"vector": [], "bm25": []}, WEIGHTS, k=5) == []
-
-
-def test_fusion_of_a_single_retriever_keeps_its_order() -> None:
-    hits = reciprocal_rank_fusion({"bm25": [4, 1, 7]}, k=10)
-    assert rows_of(hits) == [4, 1, 7]
-    assert [hit.found_by for hit in hits] == [["bm25"]] * 3
-
-
-@pytest.mark.parametrize("rankings", [{"vector": [0, 1], "bm25": [1, 0]}, {"vector": [1, 0], "bm25": [0, 1]}])
-def test_rrf_equal_scores_and_equal_best_rank_are_ordered_by_row(rankings: dict[str, list[int]]) -> None:
-    # both rows: 1/61 + 1/62, best single rank 1 -> row order
-    hits = reciprocal_rank_fusion(rankings, k=10)
-    assert hits[0].score == hits[1].score == pytest.approx(1 / 61 + 1 / 62)
-    assert rows_of(hits) == [0, 1]
-
-
-def test_equal_scores_are_ordered_by_best_single_rank_before_row() -> None:
-    # row 1: vector rank 4 -> 0.8 / 4 = 0.2; row 9: bm25 rank 1 -> 0.2 / 1 = 0.2 (exactly equal floats)
-    assert 0.8 / 4 == 0.2 / 1
-    hits = weighted_fusion({"vector": [5, 6, 7, 1], "bm25": [9]}, WEIGHTS, k=10)
-    # 5: 0.8, 6: 0.4, 7: 0.2667, then the tie: row 9 (best rank 1) before row 1 (best rank 4)
-    assert rows_of(hits) == [5, 6, 7, 9, 1]
-
-
-def test_hit_found_by_is_sorted_names() -> None:
-    assert Hit(0, 1.0, {"vector": 2, "bm25": 1}).found_by == ["bm25", "vector"]
-    assert Hit(0, 1.0, {"vector": 1}).found_by == ["vector"]
-    assert Hit(0, 1.0).found_by == []
 
 
 # --- Strategy ----------------------------------------------------------------------------------------------------
@@ -124,63 +37,57 @@ def test_strategy_from_str_round_trip(strategy: Strategy) -> None:
 
 
 def test_strategy_values() -> None:
-    assert [strategy.value for strategy in Strategy] == ["vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc"]
+    assert [strategy.value for strategy in Strategy] == ["vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc", "hybrid-score"]
+    assert DEFAULT_STRATEGY == "hybrid-score"
 
 
 @pytest.mark.parametrize("value", ["Hybrid", "rrf", "", "hybrid_weighted"])
 def test_strategy_from_str_error_lists_the_choices(value: str) -> None:
     with pytest.raises(ValueError) as raised:
         Strategy.from_str(value)
-    assert str(raised.value) == f"unknown strategy {value!r}; choose one of: vector, bm25, hybrid, hybrid-weighted, hybrid-doc"
+    assert str(raised.value) == f"unknown strategy {value!r}; choose one of: vector, bm25, hybrid, hybrid-weighted, hybrid-doc, hybrid-score"
+
+
+@pytest.mark.parametrize(
+    ("written", "config", "label"),
+    [
+        ("hybrid-score", StrategyConfig(Strategy.HYBRID_SCORE), "hybrid-score"),
+        ("hybrid-score(vector_weight=0.5)", StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.5), "hybrid-score(vector_weight=0.5)"),
+        (" hybrid( rrf_k = 10 ) ", StrategyConfig(Strategy.HYBRID, rrf_k=10), "hybrid(rrf_k=10)"),
+        ("hybrid(rrf_k=60)", StrategyConfig(Strategy.HYBRID), "hybrid"),  # the default value is not written
+        ("bm25()", StrategyConfig(Strategy.BM25), "bm25"),
+    ],
+)
+def test_strategy_config_reads_and_writes_its_parameters(written: str, config: StrategyConfig, label: str) -> None:
+    assert StrategyConfig.from_str(written) == config
+    assert config.label == label
+    assert StrategyConfig.from_str(label) == config
+    assert StrategyConfig.from_dict(config.to_dict()) == config
+
+
+def test_strategy_config_dict_names_only_the_strategys_own_parameters() -> None:
+    assert StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.4).to_dict() == {"strategy": "hybrid-score", "vector_weight": 0.4}
+    assert StrategyConfig(Strategy.HYBRID_DOC).to_dict() == {"strategy": "hybrid-doc"}
+
+
+@pytest.mark.parametrize(
+    ("written", "message"),
+    [
+        ("hybrid(vector_weight=0.5)", "strategy hybrid has no parameter 'vector_weight' (its parameters: rrf_k)"),
+        ("hybrid-doc(rrf_k=2)", "strategy hybrid-doc has no parameter 'rrf_k' (its parameters: none)"),
+        ("hybrid-score(vector_weight=much)", "strategy hybrid-score: vector_weight='much' is not a number"),
+        ("hybrid-score(vector_weight=1.5)", "vector_weight must be between 0 and 1, got 1.5"),
+        ("hybrid(rrf_k)", "strategy 'hybrid(rrf_k)': write each parameter as name=value"),
+        ("hybrid(rrf_k=1", "cannot read strategy 'hybrid(rrf_k=1'"),
+        ("rrf(k=1)", "unknown strategy 'rrf'"),
+    ],
+)
+def test_strategy_config_errors_name_what_is_wrong(written: str, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace(")", r"\)")):
+        StrategyConfig.from_str(written)
 
 
 # --- Searcher ----------------------------------------------------------------------------------------------------
-
-TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape"]
-VECTOR = np.array([0.1, 0.9, 0.3, 0.9], dtype=np.float32)  # vector ranking: 1, 3 (tie -> row order), 2, 0
-
-
-def stored_index(texts: list[str], ranker: type[EmbeddedRanker] = EmbeddedRanker, doc_ids: list[str] | None = None) -> StoredIndex:
-    """``doc_ids``: each row's document (default: every row its own, ``d0``, ``d1``, ...)."""
-    doc_ids = doc_ids if doc_ids is not None else [f"d{i}" for i in range(len(texts))]
-    chunks = pa.table({"chunk_id": [f"c{i}" for i in range(len(texts))], "doc_id": doc_ids, "content": texts})
-    matrix = np.eye(len(texts), max(len(texts), 1), dtype=np.float32) if texts else np.zeros((0, 4), np.float32)
-    manifest = {"config": {"embedder": {"provider": "local", "model": "m", "max_seq_length": 8}}}
-    return StoredIndex(manifest, chunks, ranker(Bm25Index.build(texts), VectorIndex(matrix)))
-
-
-class FixedVectorRanker(EmbeddedRanker):
-    """The embedded ranker with fixed vector scores (no embedder, no model)."""
-
-    fixed: np.ndarray = VECTOR
-
-    def rank_vector(self, vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
-        return [(row, float(self.fixed[row])) for row in top_rows(self.fixed, depth)]
-
-
-class FixedSearcher(Searcher):
-    """A Searcher that records which queries it was asked to embed."""
-
-    vector_queries: list[str]
-
-    def query_vector(self, query: str) -> np.ndarray:
-        self.vector_queries.append(query)
-        return np.zeros(1, dtype=np.float32)
-
-
-def make_searcher(
-    texts: list[str] = TEXTS, vector: np.ndarray = VECTOR, candidates: int = 150, doc_ids: list[str] | None = None
-) -> FixedSearcher:
-    searcher = FixedSearcher.__new__(FixedSearcher)
-    searcher.index = stored_index(texts, FixedVectorRanker, doc_ids)
-    searcher.index.ranker.fixed = vector
-    searcher.embedder = None
-    searcher.candidates = candidates
-    searcher.server_rrf = False
-    searcher._defined_by_row = {}
-    searcher.vector_queries = []
-    return searcher
-
 
 def test_fake_index_bm25_scores_by_hand() -> None:
     # N = 4, lengths 2, 2, 3, 1 -> avgdl = 2; "lemon" in rows 0, 2: idf = ln(1 + 2.5 / 2.5) = ln 2
@@ -226,6 +133,38 @@ def test_search_hybrid_weighted_is_the_cookbook_fusion() -> None:
     # row 3: 0.8 / 2 = 0.4            row 0: 0.8 / 4 + 0.2 / 2 = 0.3
     assert rows_of(hits) == [1, 2, 3, 0]
     assert [hit.score for hit in hits] == pytest.approx([0.8, 0.8 / 3 + 0.2, 0.4, 0.3])
+
+
+def test_search_hybrid_score_fuses_both_scored_rankings() -> None:
+    searcher = make_searcher()
+    hits = searcher.search("lemon", Strategy.HYBRID_SCORE, k=10)
+    expected = score_fusion(searcher.rank_bm25("lemon", 150), searcher.rank_vector("lemon", 150), 10, SCORE_FUSION_VECTOR_WEIGHT)
+    # vector z: rows 1 and 3 +0.98, row 2 -0.70, row 0 -1.26; BM25 z: row 2 +1, row 0 -1, rows 1 and 3 (absent) -1
+    assert hits == expected and rows_of(hits) == [1, 3, 2, 0]  # 0.188, 0.188 (row 1's vector rank is better), -0.020, -1.156
+    bm25_led = searcher.search("lemon", StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.1), k=10)
+    assert rows_of(bm25_led) == [2, 1, 3, 0]  # 0.830, -0.802, -0.802, -1.026
+
+
+def test_search_hybrid_reads_its_rrf_constant() -> None:
+    searcher = make_searcher()
+    assert searcher.search("lemon", StrategyConfig(Strategy.HYBRID, rrf_k=0), k=10) == [
+        Hit(2, 1 / 3 + 1 / 1, {"vector": 3, "bm25": 1}), Hit(1, 1.0, {"vector": 1}), Hit(0, 1 / 4 + 1 / 2, {"vector": 4, "bm25": 2}), Hit(3, 1 / 2, {"vector": 2}),
+    ]
+
+
+@pytest.mark.parametrize("written", ["vector", "bm25", "hybrid", "hybrid(rrf_k=5)", "hybrid-weighted", "hybrid-doc", "hybrid-score(vector_weight=0.3)"])
+def test_fuse_on_stored_rankings_is_search(written: str) -> None:
+    searcher = make_searcher(WIDE_TEXTS, WIDE_VECTOR)
+    config = StrategyConfig.from_str(written)
+    rankings = searcher.rankings("melon kiwi", 150)
+    assert searcher.fuse("melon kiwi", config, rankings, 3) == searcher.search("melon kiwi", config, 3)
+
+
+def test_server_rrf_refuses_another_rrf_constant() -> None:
+    searcher = make_searcher()
+    searcher.server_rrf = True
+    with pytest.raises(InvalidInput, match="server-side RRF uses k=60"):
+        searcher.search("lemon", StrategyConfig(Strategy.HYBRID, rrf_k=10), k=3)
 
 
 WIDE_TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape", "melon", "kiwi"]
@@ -331,56 +270,6 @@ def test_local_query_vectors_are_stored_so_a_later_searcher_loads_no_model(tmp_p
 
 # --- document evidence (hybrid-doc) -------------------------------------------------------------------------------
 
-DOC_OF_ROW = {0: "a", 1: "a", 2: "b", 3: "c"}
-
-
-def test_document_fusion_exact_scores_and_order() -> None:
-    # vector ranking 2, 0, 1 -> documents ranked b (row 2) = 1, a (row 0) = 2; row 1's "a" is already ranked
-    hits = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {"vector": 0.25}, k=10, rrf_k=1)
-    # row 0: bm25 1/(1+1) + vector 0.5/(1+2) + document a 0.25/(1+2) = 1/2 + 1/6 + 1/12 = 3/4
-    # row 2: vector 0.5/(1+1) + document b 0.25/(1+1)                 = 1/4 + 1/8        = 3/8
-    # row 3: bm25 1/(1+2); document c not in the vector ranking        = 1/3
-    # row 1: vector 0.5/(1+3) + document a 0.25/(1+2)                  = 1/8 + 1/12       = 5/24
-    assert rows_of(hits) == [0, 2, 3, 1]
-    assert [hit.score for hit in hits] == pytest.approx([3 / 4, 3 / 8, 1 / 3, 5 / 24], rel=1e-12)
-    assert [hit.ranks for hit in hits] == [{"vector": 2, "bm25": 1}, {"vector": 1}, {"bm25": 2}, {"vector": 3}]
-    # without the document term row 3 (1/3) is ahead of row 2 (1/4)
-    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, rrf_k=1)) == [0, 3, 2, 1]
-
-
-def test_document_fusion_ranks_a_document_by_its_best_chunk() -> None:
-    # bm25 ranking 0, 1, 3 -> documents a = 1 (rows 0 and 1 alike), c = 2
-    hits = document_fusion({"bm25": [0, 1, 3]}, DOC_OF_ROW, {"bm25": 1.0}, {"bm25": 1.0}, k=10, rrf_k=0)
-    # row 0: 1/1 + 1/1 = 2; row 1: 1/2 + 1/1 = 1.5; row 3: 1/3 + 1/2 = 5/6
-    assert rows_of(hits) == [0, 1, 3]
-    assert [hit.score for hit in hits] == pytest.approx([2.0, 1.5, 5 / 6], rel=1e-12)
-
-
-def test_document_fusion_adds_no_chunk_that_no_retriever_found() -> None:
-    # row 1 shares document "a" with row 0 but is in no ranking
-    hits = document_fusion({"bm25": [0], "vector": [2]}, DOC_OF_ROW, {"bm25": 1.0, "vector": 1.0}, {"bm25": 1.0}, k=10)
-    assert rows_of(hits) == [0, 2]
-
-
-def test_document_fusion_without_document_weights_is_rrf() -> None:
-    plain = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 1.0}, {}, k=10, rrf_k=RRF_K)
-    assert plain == reciprocal_rank_fusion(RANKINGS, k=10)
-
-
-def test_document_fusion_ties_best_single_rank_then_row() -> None:
-    # rows 5 and 6: bm25 rank 1 / vector rank 1, weights equal, documents unranked -> same score 1/2, same best
-    # rank 1 -> row order; row 4: vector rank 2 -> 1/3
-    hits = document_fusion({"vector": [6, 4], "bm25": [5]}, {4: "x", 5: "y", 6: "z"}, {"bm25": 1.0, "vector": 1.0}, {}, k=10, rrf_k=1)
-    assert rows_of(hits) == [5, 6, 4]
-    assert document_fusion({}, {}, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=5) == []
-    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=2)) == [0, 3]
-
-
-def test_document_fusion_constants_are_the_cross_validated_ones() -> None:
-    assert (DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS) == (2, {"bm25": 1.0, "vector": 0.3}, {"vector": 0.25})
-    assert DOC_FUSION_DEFINITION_WEIGHT == 0.125
-
-
 def test_search_hybrid_doc_uses_the_chunks_documents() -> None:
     # vector ranking 1, 3, 2, 0 (documents y, y, x, x -> y = 1, x = 2); bm25 ("lemon") 2, 0; rrf_k 2
     hits = make_searcher(doc_ids=["x", "y", "x", "y"]).search("lemon", Strategy.HYBRID_DOC, k=10)
@@ -413,16 +302,6 @@ def test_search_hybrid_doc_lifts_a_chunk_of_the_vector_rankings_top_document() -
 # --- definition evidence (hybrid-doc) -----------------------------------------------------------------------------
 
 
-def test_document_fusion_adds_the_definition_weight_to_defining_rows() -> None:
-    plain = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, rrf_k=1)
-    lifted = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, defining={1}, rrf_k=1, definition_weight=0.3)
-    # row 1: vector 0.5/(1+3) = 1/8, + 0.3 -> 17/40, past row 3 (bm25 1/3) and row 2 (vector 1/4)
-    assert rows_of(plain) == [0, 3, 2, 1]
-    assert rows_of(lifted) == [0, 1, 3, 2]
-    assert lifted[1].score == pytest.approx(1 / 8 + 0.3, rel=1e-12)
-    assert lifted[1].ranks == {"vector": 3}
-
-
 DEFINING_TEXTS = ["def parse_header(line): return line.split(':')", "parse the header line of a request", "header = parse_header(raw)"]
 
 
@@ -447,3 +326,22 @@ def test_rows_defining_reads_the_defines_column_when_the_index_has_one() -> None
     assert searcher.rows_defining({"header"}, [0, 1, 2]) == {1}
     assert searcher.rows_defining(set(), [0, 1, 2]) == set()
     assert searcher.rows_defining({"header"}, []) == set()
+
+
+def test_strategy_of_is_the_named_one_else_the_tuned_one_else_the_default(tmp_path) -> None:
+    from ctxrag.storage.errors import CorruptIndexError
+    from ctxrag.storage.index_store import IndexStore
+    from ctxrag.tasks.retrieval.search import strategy_of
+
+    store = IndexStore(tmp_path)
+    (tmp_path / "indexes" / "docs").mkdir(parents=True)
+    tuning = tmp_path / "indexes" / "docs" / "tuning.json"
+    assert strategy_of(store, "docs") == StrategyConfig.from_str(DEFAULT_STRATEGY)
+    tuning.write_text('{"strategy": null, "reason": "too few questions"}')  # tuned, default kept
+    assert strategy_of(store, "docs") == StrategyConfig.from_str(DEFAULT_STRATEGY)
+    tuning.write_text('{"strategy": {"strategy": "hybrid", "rrf_k": 10}}')
+    assert strategy_of(store, "docs").label == "hybrid(rrf_k=10)"
+    assert strategy_of(store, "docs", "bm25") == StrategyConfig(Strategy.BM25)
+    tuning.write_text('{"strategy": {"strategy": "rrf"}}')
+    with pytest.raises(CorruptIndexError, match="index 'docs': its tuning.json names no strategy ctxrag knows .*run ctxrag tune again"):
+        strategy_of(store, "docs")
