@@ -11,6 +11,7 @@ texts (``EmbedderSpec.document_keys``), so an edited document is embedded again 
 
 from __future__ import annotations
 
+from typing import Callable
 
 import numpy as np
 
@@ -71,13 +72,16 @@ class VoyageContextEmbedder(VoyageEmbedder):
             f"{self.spec.model} embeds a document's chunks together: call embed_documents with each document's chunks"
         )
 
-    def embed_documents(self, documents: list[list[str]]) -> list[np.ndarray]:
-        """One array per document (rows in chunk order); a long document is sent as consecutive groups."""
+    def embed_documents(self, documents: list[list[str]], done: Callable[[dict[int, np.ndarray]], None] | None = None) -> list[np.ndarray]:
+        """One array per document (rows in chunk order); a long document is sent as consecutive groups. After each
+        request, ``done({document number: vectors})`` gets the documents whose last group it held, so a caller can
+        keep them before the next request (an interrupted run then repeats only the request in flight)."""
         groups: list[tuple[int, list[int]]] = []  # (document, chunk indices)
         for number, texts in enumerate(documents):
             groups += [(number, group) for group in split_document([estimate_tokens(text) for text in texts])]
         sizes = [[estimate_tokens(documents[number][i]) for i in group] for number, group in groups]
         rows: list[list[np.ndarray]] = [[np.zeros(0)] * len(texts) for texts in documents]
+        last_group = {number: g for g, (number, _) in enumerate(groups)}
         for request in requests_of(sizes):
             inputs = [[documents[groups[g][0]][i] for i in groups[g][1]] for g in request]
             vectors = iter(self._request(inputs, "document"))
@@ -85,6 +89,9 @@ class VoyageContextEmbedder(VoyageEmbedder):
                 number, group = groups[g]
                 for i in group:
                     rows[number][i] = next(vectors)
+            finished = {groups[g][0]: np.asarray(rows[groups[g][0]], dtype=np.float32) for g in request if last_group[groups[g][0]] == g}
+            if done is not None and finished:
+                done(finished)
         return [np.asarray(document, dtype=np.float32) for document in rows]
 
     def _request(self, inputs: list[list[str]], input_type: str) -> list[np.ndarray]:  # type: ignore[override]

@@ -51,12 +51,17 @@ def document_batches(documents: list[DocumentTexts], per_task: int = TEXTS_PER_T
     task_run_name="embed-documents-{label}",
 )
 def embed_documents_batch(documents: list[DocumentTexts], spec: EmbedderSpec, home: Path, run_id: str = "", label: str = "") -> int:
-    """Embed and store a batch of whole documents; returns how many texts were embedded."""
+    """Embed and store a batch of whole documents, each stored as soon as its request returns (a retry or a re-run
+    after a kill sends only what is not stored); returns how many texts were embedded."""
     embedder = make_embedder(spec, Ledger(home).append, run_id)
-    vectors = embedder.embed_documents([texts for texts, _ in documents])  # type: ignore[attr-defined]
-    keys = [key for _, document_keys in documents for key in document_keys]
-    embeddings_cache(home).append(vector_rows(keys, np.concatenate(vectors), paid=True))
-    return len(keys)
+    cache = embeddings_cache(home)
+
+    def keep(finished: dict[int, np.ndarray]) -> None:  # one stored part per request
+        keys = [key for number in finished for key in documents[number][1]]
+        cache.append(vector_rows(keys, np.concatenate(list(finished.values())), paid=True))
+
+    embedder.embed_documents([texts for texts, _ in documents], done=keep)  # type: ignore[attr-defined]
+    return sum(len(keys) for _, keys in documents)
 
 
 def embed_whole_documents(texts: list[str], doc_ids: list[str], spec: EmbedderSpec, home: Path, run_id: str) -> int:
