@@ -97,32 +97,32 @@ def tune(searcher: Searcher, evalset: EvalSet, metric: str | None = None) -> Tun
     groups = document_groups(searcher, evalset)
     means = values.mean(axis=1) if values.size else np.zeros(len(CANDIDATES))
     scores = {config.label: round(float(value), 6) for config, value in zip(CANDIDATES, means)}
-    documents, questions = len(set(groups)), len(groups)
-    figures = {"metric": metric, "questions": questions, "documents": documents, "default": float(means[0]), "scores": scores}
+    documents, questions, default = len(set(groups)), len(groups), float(means[0])
+
+    def result(choice: StrategyConfig | None, reason: str, folds: int = 0, cv: float | None = None, picks: list[str] | None = None) -> Tuning:
+        return Tuning(choice, reason, metric, questions, documents, folds, cv, default, scores, picks or [])
+
     if questions < MINIMUM_QUESTIONS:
-        reason = f"{questions} questions are too few to choose on ({MINIMUM_QUESTIONS} or more needed): the default stays"
-        return Tuning(None, reason, folds=0, cv=None, fold_picks=[], **figures)  # type: ignore[arg-type]
+        return result(None, f"{questions} questions are too few to choose on ({MINIMUM_QUESTIONS} or more needed): the default stays")
     fold_of = fold_assignment(groups, min(FOLDS, documents))
     folds = int(fold_of.max()) + 1
     held_out = np.zeros(questions)
     picks = []
     for fold in range(folds):
         train, test = fold_of != fold, fold_of == fold
-        best = _best(values[:, train].mean(axis=1))
-        held_out[test] = values[best, test]
-        picks.append(CANDIDATES[best].label)
+        pick = _best(values[:, train].mean(axis=1))
+        held_out[test] = values[pick, test]
+        picks.append(CANDIDATES[pick].label)
     cv = float(held_out.mean())
-    figures.update(folds=folds, cv=cv, fold_picks=picks)
     best = _best(means)
     if best == 0:
-        return Tuning(None, f"the default is the best on these questions ({metric} {means[0]:.4f})", **figures)  # type: ignore[arg-type]
-    if folds < 2 or cv <= means[0]:
-        reason = (f"tuning did not beat the default on held-out questions ({metric}: cross-validated {cv:.4f}, default "
-                  f"{means[0]:.4f}): the default stays")
-        return Tuning(None, reason, **figures)  # type: ignore[arg-type]
+        return result(None, f"the default is the best on these questions ({metric} {default:.4f})", folds, cv, picks)
+    if folds < 2 or cv <= default:
+        return result(None, f"tuning did not beat the default on held-out questions ({metric}: cross-validated {cv:.4f}, "
+                            f"default {default:.4f}): the default stays", folds, cv, picks)
     reason = (f"{CANDIDATES[best].label} is the best on all {questions} questions ({metric} {means[best]:.4f}, default "
-              f"{means[0]:.4f}); choosing so held out scores {cv:.4f} across {folds} folds grouped by document")
-    return Tuning(CANDIDATES[best], reason, **figures)  # type: ignore[arg-type]
+              f"{default:.4f}); choosing so held out scores {cv:.4f} across {folds} folds grouped by document")
+    return result(CANDIDATES[best], reason, folds, cv, picks)
 
 
 def fold_assignment(groups: list[str], folds: int) -> np.ndarray:
