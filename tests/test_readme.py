@@ -10,9 +10,10 @@ them; it is stopped when the module ends.
 What is not run, by one rule (``NOT_RUN``): a step that creates the virtualenv (``python3 -m venv``), installs
 (``pip install``) or runs this test suite (``python -m pytest``). A step is one command of a line's ``&&`` chain, so
 ``python3 -m venv .venv && ... && .venv/bin/ctxrag index data/sample/corpus`` still indexes. The steps the rule
-skips are listed in ``EXPECTED_NOT_RUN``, so a new command it would skip fails ``test_only_installs_and_the_test_suite
-_are_not_run`` until someone looks. A block that needs an API key is marked ``<!-- needs: VARIABLE -->`` on the line
-before its fence and is skipped with that reason (the README has none: paid providers are in docs/paid-providers.md).
+skips are listed in ``EXPECTED_NOT_RUN``: a new command the rule would skip fails a test until someone looks. A
+block that needs an API key is marked ``<!-- needs: VARIABLE -->`` on the line before its fence and is skipped with
+that reason (the README has none: paid providers are in docs/paid-providers.md). Every other block must be one of
+the languages above.
 """
 
 from __future__ import annotations
