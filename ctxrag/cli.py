@@ -93,7 +93,7 @@ def index(
     window_tokens: int = typer.Option(INDEX.window_tokens, min=0, help="Local model: embed a chunk as windows of this many word pieces and average them (0: the whole text, cut at --max-seq-length)."),
     backend: str = typer.Option(INDEX.backend, help="embedded (offline) or elasticsearch (ELASTICSEARCH_URL)."),
     embedder: str = typer.Option(INDEX.embedder, help="local (MiniLM shipped in a package, offline), voyage or voyage-context-3 (each chunk with its document; VOYAGE_API_KEY)."),
-    embedding_model: Optional[str] = typer.Option(INDEX.embedding_model, help="Voyage model (default voyage-2; voyage-3.5, voyage-code-3, ...)."),
+    embedding_model: Optional[str] = typer.Option(INDEX.embedding_model, help="Voyage model (default voyage-2, or voyage-context-3 with --embedder voyage-context-3; voyage-3.5, voyage-code-3, ...)."),
     output_dimension: Optional[int] = typer.Option(INDEX.output_dimension, help="Voyage output dimension, where the model supports it."),
     model: str = typer.Option(INDEX.model, help="Claude model (claude contextualizers)."),
     claude_mode: str = typer.Option(INDEX.claude_mode, help="per-chunk (the cookbook's), per-document (one call, many contexts), batch (per-chunk via Message Batches, half price), per-document-batch (per-document via Message Batches)."),

@@ -34,7 +34,7 @@ def serve(
     source: Optional[str] = typer.Option(None, help="What the scheduled re-index indexes (made absolute here).", show_default=YAML),
     name: Optional[str] = typer.Option(None, "--name", help="Index name for both deployments.", show_default=YAML),
     contextualizer: Optional[str] = typer.Option(None, help="structural, none, claude, claude-summary.", show_default=YAML),
-    embedder: Optional[str] = typer.Option(None, help="local or voyage.", show_default=YAML),
+    embedder: Optional[str] = typer.Option(None, help="local, voyage or voyage-context-3.", show_default=YAML),
     backend: Optional[str] = typer.Option(None, help="embedded or elasticsearch.", show_default=YAML),
     evalset: Optional[str] = typer.Option(None, help="Evaluation set of the evaluate deployment.", show_default=YAML),
     limit: Optional[int] = typer.Option(None, min=1, help="Most flow runs this process runs at once."),
