@@ -124,15 +124,20 @@ def test_a_run_failing_in_its_last_stage_is_retried_without_recomputing_earlier_
     corpus_dir: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ctxrag.storage.index_store as index_store
+    from ctxrag.tasks.stages.publish import publish_index
 
     original = index_store.IndexStore.publish
+    attempts: list[str] = []
 
     def disk_full(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        attempts.append("publish")
         raise OSError("disk full")
 
     monkeypatch.setattr(index_store.IndexStore, "publish", disk_full)
+    monkeypatch.setattr(publish_index, "retry_delay_seconds", [0, 0])  # the task's own 10 s and 60 s, not waited here
     with pytest.raises(OSError, match="disk full"):
         run(corpus_dir, home)
+    assert attempts == ["publish"] * 3  # an I/O error is retried twice, then the run fails
     assert IndexStore(home).manifest("sample") is None
     monkeypatch.setattr(index_store.IndexStore, "publish", original)
 
