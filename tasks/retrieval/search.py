@@ -118,6 +118,7 @@ class StrategyConfig:
         return config.with_parameters(given)
 
     def with_parameters(self, given: Mapping[str, Any]) -> "StrategyConfig":
+        """This configuration with ``given`` parameter values (numbers or their text); only its strategy's own."""
         known = self.parameters
         typed = {field.name: field.type for field in fields(self)}
         values = {}
