@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.context.contextualize import shorten_defines
 from ctxrag.tasks.common.models import indexed_text, sha256_hex
-from ctxrag.tasks.embedding.windows import cap_context, local_word_pieces, windowed_text
+from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, windowed_text
 
 DEFAULT_MAX_SEQ_LENGTH = 512
 LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
@@ -76,9 +76,16 @@ class EmbedderSpec:
     def embedded_text(self, context: str, content: str) -> str:
         """What this embedder embeds for a chunk: its indexed text, with the context's Defines: line cut if asked
         and the context cut to ``context_tokens`` word pieces if asked (in windowed form when the spec windows)."""
-        context = shorten_defines(context, self.defines_chars) if self.defines_chars else context
-        context = cap_context(context, self.context_tokens, local_word_pieces) if self.context_tokens else context
-        return windowed_text(context, content) if self.window_tokens else indexed_text(context, content)
+        return self.embedded_texts([context], [content])[0]
+
+    def embedded_texts(self, contexts: list[str], contents: list[str]) -> list[str]:
+        """``embedded_text`` of many chunks (a context cap counts the word pieces of all of them in one call)."""
+        if self.defines_chars:
+            contexts = [shorten_defines(context, self.defines_chars) for context in contexts]
+        if self.context_tokens:
+            contexts = cap_contexts(contexts, self.context_tokens, local_word_pieces)
+        text = windowed_text if self.window_tokens else indexed_text
+        return [text(context, content) for context, content in zip(contexts, contents, strict=True)]
 
     @classmethod
     def choose(
