@@ -107,16 +107,21 @@ def split_windows(text: str, window_tokens: int, count_tokens: TokenCounter) -> 
     context, _, content = text.partition(HEAD_SEPARATOR)
     lines = content.split("\n")
     head_tokens, *line_tokens = count_tokens([context, *lines])
-    budget = max(window_tokens - (head_tokens if context else 0), window_tokens // 4)
-    runs: list[list[str]] = [[]]
-    used = 0
-    for line, tokens in zip(lines, line_tokens):
-        if runs[-1] and used + tokens > budget:
-            runs.append([])
-            used = 0
-        runs[-1].append(line)
+    return [indexed_text(context, "\n".join(lines[start:end])) for start, end in window_runs(head_tokens, line_tokens, window_tokens)]
+
+
+def window_runs(head_tokens: int, line_tokens: list[int], window_tokens: int) -> list[tuple[int, int]]:
+    """Where ``split_windows`` splits a chunk's lines (their word pieces ``line_tokens``) behind a context of
+    ``head_tokens``: (first line, line after the last) of each run."""
+    budget = max(window_tokens - head_tokens, window_tokens // 4)
+    runs: list[tuple[int, int]] = []
+    start, used = 0, 0
+    for number, tokens in enumerate(line_tokens):
+        if number > start and used + tokens > budget:
+            runs.append((start, number))
+            start, used = number, 0
         used += tokens
-    return [indexed_text(context, "\n".join(run)) for run in runs]
+    return [*runs, (start, len(line_tokens))]
 
 
 def pooled_rows(vectors: np.ndarray, owners: list[int], rows: int) -> np.ndarray:

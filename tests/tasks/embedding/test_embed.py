@@ -93,7 +93,12 @@ def test_a_windowed_spec_averages_the_windows_the_model_embeds() -> None:
     text = spec.embedded_text("File: app/views.py.", "\n".join(lines))
     windows = split_windows(text, 32, embedder._piece_counts)
     assert len(windows) > 2 and all(window.startswith("File: app/views.py.\n\n") for window in windows)
+    ids, owners = embedder._window_ids([short_text := spec.embedded_text("", "x = 1"), text])
+    assert ids == [embedder.model.tokenizer(window)["input_ids"] for window in [short_text.strip(), *windows]]  # tokenized once
+    assert owners == [0] + [1] * len(windows)
     expected = plain.embed(windows).sum(axis=0)
+    library = embedder.model.encode(windows, normalize_embeddings=False).sum(axis=0)  # sentence-transformers' own path
+    assert float(expected @ library / np.linalg.norm(expected) / np.linalg.norm(library)) > 0.99999
     [vector] = embedder.embed([text])
     assert float(vector @ (expected / np.linalg.norm(expected))) > 0.9999
     assert float(vector @ plain.embed([text])[0]) < 0.999  # not the whole text's vector
