@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from ctxrag.storage.artifacts import RowCache
-from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder, embed_with_cache, token_sorted_batches
+from ctxrag.tasks.embedding.embed import (
+    LOCAL_PERSIST_EVERY, PERSIST_EVERY, EmbedderSpec, LocalEmbedder, embed_missing, embed_with_cache, token_sorted_batches,
+)
 from ctxrag.tasks.embedding.windows import split_windows
 
 
@@ -30,6 +32,27 @@ def test_only_missing_texts_are_embedded_and_rows_keep_their_order(tmp_path: Pat
     vectors, embedded = embed_with_cache(["cccc", "b", "aa"], spec, cache, embedder=embedder)
     assert embedded == 1 and embedder.seen == ["aa", "b", "cccc"]
     assert vectors.tolist() == [[4, 1], [1, 1], [2, 1]]
+
+
+class CallRecorder(CountingEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
+        self.calls.append(len(texts))
+        return super().embed(texts, input_type)
+
+
+def test_the_local_model_embeds_larger_parts_than_a_paid_api(tmp_path: Path) -> None:
+    """Local windows are batched within a part, so a larger part pads less; a paid API's part stays small, so a
+    killed run loses few paid vectors."""
+    texts = [f"text {number}" for number in range(LOCAL_PERSIST_EVERY + 1)]
+    for spec, every in ((EmbedderSpec(window_tokens=256), LOCAL_PERSIST_EVERY), (EmbedderSpec("voyage", "voyage-2", 0), PERSIST_EVERY)):
+        embedder = CallRecorder()
+        embed_missing(texts, spec, RowCache(tmp_path / spec.provider, "embeddings"), embedder=embedder)
+        assert max(embedder.calls) == every and sum(embedder.calls) == len(texts)
+    assert LOCAL_PERSIST_EVERY > PERSIST_EVERY
 
 
 def test_a_cache_holding_only_other_texts_is_no_problem(tmp_path: Path) -> None:
