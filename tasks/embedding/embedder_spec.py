@@ -12,7 +12,7 @@ from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, wind
 DEFAULT_MAX_SEQ_LENGTH = 512
 LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
 LOCAL_WINDOW_TOKENS = 256  # the local model embeds a chunk as windows of this many word pieces (ctxrag.tasks.embedding.windows)
-LOCAL_CONTEXT_TOKENS = 0  # each window's context is cut to this many word pieces (0: whole; docs/decisions.md)
+LOCAL_CONTEXT_TOKENS = 64  # each window's context is cut to this many word pieces (0: whole; docs/decisions.md)
 
 
 @dataclass(frozen=True)

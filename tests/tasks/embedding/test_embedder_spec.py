@@ -86,7 +86,7 @@ def test_a_context_cap_cuts_what_the_local_model_reads_and_keys_only_the_texts_i
 
 
 def test_a_context_cap_applies_to_the_local_models_windows_only() -> None:
-    assert EmbedderSpec.choose("local", None, 512, None).context_tokens == LOCAL_CONTEXT_TOKENS
+    assert EmbedderSpec.choose("local", None, 512, None).context_tokens == LOCAL_CONTEXT_TOKENS == 64
     assert EmbedderSpec.choose("local", None, 512, None, 0, 64).context_tokens == 0  # whole texts: the previous spec
     assert EmbedderSpec.choose("voyage", None, 512, None, 256, 64).context_tokens == 0
     assert EmbedderSpec.from_dict({"provider": "local", "window_tokens": 256}).context_tokens == 0  # built before the cap
