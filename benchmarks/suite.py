@@ -229,7 +229,8 @@ def render(result: dict, meta: dict) -> str:
               f"configurations scored {seconds['scores']:.0f} s (cached after the first run); LOCO selection, learned "
               f"strategy and bootstraps {seconds['selection']:.0f} s; whole run {seconds['total']:.0f} s."]
     if meta["indexing"]:
-        lines += ["", "`ctxrag index` of each corpus (cold, as recorded when the index was built in this home): "
+        lines += ["", "`ctxrag index` of each corpus, as recorded when its live index was built in this home (cold the first "
+                  "time; a re-index for another embedder reuses the stored contexts and the vectors of unchanged texts): "
                   + ", ".join(f"{name} {value:.0f} s" for name, value in meta["indexing"].items()) + "."]
     lines.append("")
     return "\n".join(lines)
