@@ -1,13 +1,15 @@
 """The evaluation suite: every set, every strategy, leave-one-corpus-out selection of the default; one table, one file.
 
     .venv/bin/python benchmarks/suite.py --home SCRATCH_HOME [--sets benchmarks/suite/sets] [--only a,b] [--out benchmarks/results]
+        [--context-tokens N]
 
 Sets (suite_sets): the cookbook's codebase and docs-sample sets, docstring-derived sets (quality_repos' miner on
 docstring-free copies of rich, httpx and a stdlib subset), README headings and the docs summaries (quality_prose),
 and the hand-written sets found in ``--sets`` (``<name>/set.json`` + ``questions.jsonl``); a set whose corpus this
 machine cannot give (another package version, another Python) is skipped with the reason. Each corpus is indexed
-once with the ``ctxrag index`` CLI on offline defaults into ``--home`` (reused there), and every question's BM25 and
-vector rankings (150 deep) are cached there too, as is each set's score of every configuration; a re-run only
+once with the ``ctxrag index`` CLI on offline defaults into ``--home`` (reused there; ``--context-tokens`` is passed
+on, and an index whose embedder differs from what the options choose is indexed again), and every question's BM25
+and vector rankings (150 deep) are cached there too, as is each set's score of every configuration; a re-run only
 selects and reports.
 
 Selection (suite_select): leave one corpus out. With a corpus out, each tuned family's constants and the default
@@ -80,7 +82,7 @@ def load(args: argparse.Namespace) -> tuple[list[sets_.SetSpec], list[sets_.SetD
     loaded, seconds = [], {}
     for spec in specs:
         started = time.perf_counter()
-        loaded.append(sets_.load_set(args.home, spec, rebuild=args.rebuild))
+        loaded.append(sets_.load_set(args.home, spec, rebuild=args.rebuild, context_tokens=args.context_tokens))
         seconds[spec.name] = time.perf_counter() - started
         print(f"{spec.name}: {len(loaded[-1].texts)} questions, {seconds[spec.name]:.0f} s", file=sys.stderr, flush=True)
     return specs, loaded, skipped, seconds
@@ -135,6 +137,15 @@ def all_metrics(d: sets_.SetData, function, params: dict) -> dict[str, float]:
     return dict(zip(d.metrics, values.mean(axis=0).tolist()))
 
 
+def embedder_note(embedder: dict | None) -> str:
+    """How the local model read each chunk, as the report's first paragraph says it."""
+    if not embedder:
+        return ""
+    windows = f"windows of {embedder['window_tokens']} word pieces" if embedder.get("window_tokens") else "whole texts"
+    context = f", the context cut to {embedder['context_tokens']} word pieces" if embedder.get("context_tokens") else ", the context whole"
+    return f"; the local model reads {windows}{context}"
+
+
 def pct(value: float) -> str:
     return f"{100 * value:.1f}"
 
@@ -146,7 +157,7 @@ def render(result: dict, meta: dict) -> str:
         "",
         f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}; produced by "
         f"`benchmarks/suite.py` (method in its docstring). Offline defaults (structural contexts, local MiniLM, "
-        f"embedded BM25). {len(rows)} sets on {len(result['loco'])} corpora; {result['configurations']:,} "
+        f"embedded BM25){embedder_note(meta.get('embedder'))}. {len(rows)} sets on {len(result['loco'])} corpora; {result['configurations']:,} "
         "configurations (fixed strategies and quality_cv's family grids).",
         "",
         "Each set's primary metric, x100: `mrr@10` is the reciprocal rank of the first golden chunk within the top 10; "
@@ -221,7 +232,8 @@ def render(result: dict, meta: dict) -> str:
               f"configurations scored {seconds['scores']:.0f} s (cached after the first run); LOCO selection, learned "
               f"strategy and bootstraps {seconds['selection']:.0f} s; whole run {seconds['total']:.0f} s."]
     if meta["indexing"]:
-        lines += ["", "`ctxrag index` of each corpus (cold, as recorded when the index was built in this home): "
+        lines += ["", "`ctxrag index` of each corpus, as recorded when its live index was built in this home (cold the first "
+                  "time; a re-index for another embedder reuses the stored contexts and the vectors of unchanged texts): "
                   + ", ".join(f"{name} {value:.0f} s" for name, value in meta["indexing"].items()) + "."]
     lines.append("")
     return "\n".join(lines)
@@ -236,6 +248,8 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true", help="rank the questions again (indexes are kept)")
     parser.add_argument("--check-product", action="store_true", help="compare the fixed strategies with ctxrag.tasks.retrieval.search.Searcher")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--context-tokens", type=int, default=sets_.corpora.IndexOptions().context_tokens,
+                        help="ctxrag index --context-tokens for every corpus (default: the product's)")
     args = parser.parse_args()
     started = time.perf_counter()
     args.home = (args.home or Path(tempfile.mkdtemp(prefix="ctxrag-suite-"))).resolve()
@@ -246,7 +260,8 @@ def main() -> None:
     if args.check_product:
         result["product check"] = product_check(args.home, specs, data)
     result["seconds"] = {"sets": seconds, **result["seconds"], "total": time.perf_counter() - started}
-    meta = {**machine_meta(), "skipped": skipped, "seconds": result["seconds"], "indexing": sets_.corpora.indexing_seconds(args.home)}
+    meta = {**machine_meta(), "skipped": skipped, "seconds": result["seconds"], "indexing": sets_.corpora.indexing_seconds(args.home),
+            "embedder": sets_.corpora.embedder(args.context_tokens)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "suite.json").write_text(relative(json.dumps({**result, "meta": meta}, indent=1)) + "\n")
     text = relative(render(result, meta))

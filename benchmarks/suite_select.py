@@ -79,8 +79,9 @@ def configs() -> list[Config]:
 
 
 def matrix(home: Path, data, grid: list[Config]) -> np.ndarray:
-    """configs x questions: the set's primary metric of every configuration, cached beside the set's rankings."""
-    key = hashlib.sha256(json.dumps([[c.family, c.params] for c in grid] + [data.primary, data.texts], default=str).encode()).hexdigest()[:16]
+    """configs x questions: the set's primary metric of every configuration, cached beside the set's rankings (keyed by
+    them: a re-built index gives new scores)."""
+    key = hashlib.sha256(json.dumps([[c.family, c.params] for c in grid] + [data.primary, data.texts, data.rankings], default=str).encode()).hexdigest()[:16]
     path = home / "suite" / f"{data.name}.scores-{key}.npy"
     if path.exists():
         return np.load(path)

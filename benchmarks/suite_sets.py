@@ -185,6 +185,7 @@ class SetData:
     views: list[tuple[Dataset, Query, np.ndarray]] = field(default_factory=list)  # per question, its candidates
     dropped: int = 0  # questions whose golden answer is not in the index
     chunks: int = 0
+    rankings: str = ""  # the rankings' cache key (the set and the index version they were made on)
 
     @property
     def primary(self) -> str:
@@ -215,8 +216,8 @@ def cache_paths(home: Path, name: str) -> tuple[Path, Path]:
 
 
 def build_cache(home: Path, spec: SetSpec) -> None:
-    """Index the corpus if needed, make the questions, rank each 150 deep with BM25 and vector, and store it all."""
-    index = corpora.open_index(home, spec.corpus)
+    """Make the questions, rank each 150 deep with BM25 and vector on the corpus's live index, and store it all."""
+    index = corpora.IndexStore(home).open(spec.corpus.index)
     questions = spec.questions(home, index)
     doc_ids = index.chunks["doc_id"].to_pylist()
     numbering = {doc: number for number, doc in enumerate(dict.fromkeys(doc_ids))}
@@ -258,8 +259,10 @@ def cache_key(spec: SetSpec, home: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def load_set(home: Path, spec: SetSpec, rebuild: bool = False) -> SetData:
-    """The set's cached rankings (made first if missing, stale or asked to)."""
+def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: int = corpora.IndexOptions().context_tokens) -> SetData:
+    """The set's cached rankings (made first if missing, stale or asked to), on the corpus's index as
+    ``ctxrag index --context-tokens`` makes it (``corpora.ensure_index``: indexed again if its embedder differs)."""
+    corpora.ensure_index(home, spec.corpus, context_tokens)
     npz, meta_path = cache_paths(home, spec.name)
     current = None
     if meta_path.exists() and not rebuild:
@@ -273,7 +276,8 @@ def load_set(home: Path, spec: SetSpec, rebuild: bool = False) -> SetData:
     defines = {int(row): frozenset(names) for row, names in current["defines"].items()}
     data = SetData(current["name"], current["unit"], current["label"], current["level"], current["metrics"], current["kind"],
                    current["style"], current["made"], current["texts"], [np.array(g) for g in current["golden"]],
-                   np.array(current["clusters"]), arrays["doc_of_row"], dropped=current["dropped"], chunks=len(arrays["doc_of_row"]))
+                   np.array(current["clusters"]), arrays["doc_of_row"], dropped=current["dropped"], chunks=len(arrays["doc_of_row"]),
+                   rankings=current["key"])
     data.views = [view(data, i, arrays, defines) for i in range(len(data.texts))]
     return data
 

@@ -75,10 +75,9 @@ def _show_plan(source: str, name: str, options: IndexOptions, as_json: bool) -> 
     """``index --plan``: what the run would pay for, checked and computed without Prefect."""
     from ctxrag.plan_view import show_plan
     from ctxrag.runs import check_index_input
-    from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 
     check_index_input(source, name, options)
-    spec = EmbedderSpec.choose(options.embedder, options.embedding_model, options.max_seq_length, options.output_dimension, options.window_tokens)
+    spec = options.embedder_spec()
     claude = {"model": options.model, "mode": options.claude_mode, "cache_ttl": options.cache_ttl, "concurrency": options.concurrency,
               "requests_per_minute": options.rpm, "tokens_per_minute": options.tpm, "corpus_description": options.corpus_description}
     show_plan(out, err, source, name, options.contextualizer, claude, spec, options.include, options.exclude, options.max_file_bytes, as_json)
@@ -91,6 +90,7 @@ def index(
     contextualizer: str = typer.Option(INDEX.contextualizer, help="structural (offline, no LLM), none, claude, claude-summary."),
     max_seq_length: int = typer.Option(INDEX.max_seq_length, help="Local embedding model's max word pieces per chunk."),
     window_tokens: int = typer.Option(INDEX.window_tokens, min=0, help="Local model: embed a chunk as windows of this many word pieces and average them (0: the whole text, cut at --max-seq-length)."),
+    context_tokens: int = typer.Option(INDEX.context_tokens, min=0, help="Local model's windows: cut the context in front of each window to this many word pieces, its longest lines first (0: whole; BM25 always reads it whole)."),
     backend: str = typer.Option(INDEX.backend, help="embedded (offline) or elasticsearch (ELASTICSEARCH_URL)."),
     embedder: str = typer.Option(INDEX.embedder, help="local (MiniLM shipped in a package, offline), voyage or voyage-context-3 (each chunk with its document; VOYAGE_API_KEY)."),
     embedding_model: Optional[str] = typer.Option(INDEX.embedding_model, help="Voyage model (default voyage-2, or voyage-context-3 with --embedder voyage-context-3; voyage-3.5, voyage-code-3, ...)."),
@@ -115,8 +115,9 @@ def index(
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
     options = IndexOptions(
-        contextualizer=contextualizer, max_seq_length=max_seq_length, window_tokens=window_tokens, backend=backend,
-        embedder=embedder, embedding_model=embedding_model, output_dimension=output_dimension, model=model,
+        contextualizer=contextualizer, max_seq_length=max_seq_length, window_tokens=window_tokens,
+        context_tokens=context_tokens, backend=backend, embedder=embedder, embedding_model=embedding_model,
+        output_dimension=output_dimension, model=model,
         claude_mode=claude_mode, cache_ttl=cache_ttl, concurrency=concurrency, rpm=rpm, tpm=tpm,
         corpus_description=corpus_description, task_runner=task_runner, gate=gate, gate_strategy=gate_strategy,
         gate_metric=gate_metric, gate_max_drop=gate_max_drop, include=include or None, exclude=exclude or None,

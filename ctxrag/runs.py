@@ -88,11 +88,10 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
     from ctxrag.storage.backends import backend_for
     from ctxrag.storage.names import validate_name
     from ctxrag.tasks.context.contextualize import ContextualizerKind
-    from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
     from ctxrag.tasks.load import load_source
     from ctxrag.tasks.load.directory import filter_spec
 
-    EmbedderSpec.choose(options.embedder, options.embedding_model, options.max_seq_length, options.output_dimension, options.window_tokens)
+    options.embedder_spec()
     validate_name(name)
     backend_for(options.backend)
     ContextualizerKind.from_str(options.contextualizer)

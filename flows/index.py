@@ -74,6 +74,7 @@ def index_corpus(
     contextualizer: str = DEFAULTS.contextualizer,
     max_seq_length: int = DEFAULTS.max_seq_length,
     window_tokens: int = DEFAULTS.window_tokens,
+    context_tokens: int = DEFAULTS.context_tokens,
     home: str | None = None,
     claude: dict[str, Any] | None = None,
     batch_poll_seconds: float = 30.0,
@@ -93,6 +94,7 @@ def index_corpus(
 
     ``claude`` holds ClaudeSettings fields (model, mode, cache_ttl, concurrency, ...) for the Claude contextualizers.
     ``window_tokens``: the local model embeds a chunk as windows of this many word pieces, pooled (0: whole texts).
+    ``context_tokens``: each window's context is cut to this many word pieces (0: whole; BM25 reads it whole).
     ``embedder`` "local" (MiniLM, offline) or "voyage" (``embedding_model`` default voyage-2, ``output_dimension``).
     ``backend`` "embedded" (bm25s + exact cosine, files under CTXRAG_HOME) or "elasticsearch" (``ELASTICSEARCH_URL``).
     ``gate_evalset``: before a new version replaces a live one, score both on it (``gate_strategy``, ``gate_metric``,
@@ -106,7 +108,7 @@ def index_corpus(
     spec_of_contexts = ContextualizerSpec(contextualizer, ClaudeSettings(**(claude or {})) if contextualizer.startswith("claude") else None)
     run_id = str(flow_run.id or uuid.uuid4())
     root = Path(home) if home else ctxrag_home()
-    spec = EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension, window_tokens)
+    spec = EmbedderSpec.choose(embedder, embedding_model, max_seq_length, output_dimension, window_tokens, context_tokens)
     store = IndexStore(root)
     seconds: dict[str, float] = {}
     clock = time.perf_counter()

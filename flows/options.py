@@ -14,7 +14,7 @@ from typing import Any, Mapping, TypeVar
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.context.claude.contextualizer import ClaudeSettings
-from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_WINDOW_TOKENS
+from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_CONTEXT_TOKENS, LOCAL_WINDOW_TOKENS, EmbedderSpec
 from ctxrag.tasks.evaluation.answer import EndToEnd
 from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES
 
@@ -40,6 +40,7 @@ class IndexOptions:
     contextualizer: str = "structural"  # structural (offline), none, claude, claude-summary
     max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
     window_tokens: int = LOCAL_WINDOW_TOKENS
+    context_tokens: int = LOCAL_CONTEXT_TOKENS
     backend: str = "embedded"  # or elasticsearch
     embedder: str = "local"  # or voyage
     embedding_model: str | None = None
@@ -69,12 +70,18 @@ class IndexOptions:
             "requests_per_minute": self.rpm, "tokens_per_minute": self.tpm, "corpus_description": self.corpus_description,
         }
 
+    def embedder_spec(self) -> EmbedderSpec:
+        """The embedder these options choose (a bad choice is an ``InvalidInput``)."""
+        return EmbedderSpec.choose(self.embedder, self.embedding_model, self.max_seq_length, self.output_dimension,
+                                   self.window_tokens, self.context_tokens)
+
     def flow_parameters(self, source: str, name: str) -> dict[str, Any]:
         """The ``index_corpus`` flow's parameters (``task_runner`` is not one: it chooses how the flow runs)."""
         return {
             "source": source, "name": name, "contextualizer": self.contextualizer, "max_seq_length": self.max_seq_length,
-            "window_tokens": self.window_tokens, "claude": self.claude(), "embedder": self.embedder,
-            "embedding_model": self.embedding_model, "output_dimension": self.output_dimension, "backend": self.backend,
+            "window_tokens": self.window_tokens, "context_tokens": self.context_tokens, "claude": self.claude(),
+            "embedder": self.embedder, "embedding_model": self.embedding_model, "output_dimension": self.output_dimension,
+            "backend": self.backend,
             "gate_evalset": self.gate, "gate_strategy": self.gate_strategy, "gate_metric": self.gate_metric,
             "gate_max_drop": self.gate_max_drop, "include": list(self.include) if self.include else None,
             "exclude": list(self.exclude) if self.exclude else None, "max_file_bytes": self.max_file_bytes,

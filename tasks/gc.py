@@ -53,7 +53,7 @@ def referenced_keys(home: Path) -> tuple[set[str], set[str]]:
             contexts.update(table[CONTEXT_KEY].to_pylist())
         else:  # a version built before its rows recorded their context keys: every key was the chunk's alone
             contexts.update(context_key_of(key, worker["name"], worker["version"]) for key in table["key"].to_pylist())
-        texts = [spec.embedded_text(context, content) for content, context in zip(table["content"].to_pylist(), table["context"].to_pylist())]
+        texts = spec.embedded_texts(table["context"].to_pylist(), table["content"].to_pylist())
         embeddings.update(spec.document_keys(texts, table["doc_id"].to_pylist()))
     return contexts, embeddings
 

@@ -174,7 +174,8 @@ def _embedding_part(
         sizes = [size for document in documents for size in document]
         requests = _contextualized_requests(documents)
     else:
-        known = [embedder.embedded_text(contexts[chunk.chunk_id], chunk.content) for chunk in corpus.chunks if chunk.chunk_id in contexts]
+        with_context = [chunk for chunk in corpus.chunks if chunk.chunk_id in contexts]
+        known = embedder.embedded_texts([contexts[chunk.chunk_id] for chunk in with_context], [chunk.content for chunk in with_context])
         unknown = [chunk for chunk in corpus.chunks if chunk.chunk_id not in contexts]
         to_embed = unstored_texts(known, embedder, home)
         sizes = [estimate_tokens(text) for text in to_embed] + [estimate_tokens(embedder.embedded_text("", c.content)) + context_tokens for c in unknown]
@@ -214,7 +215,7 @@ def _document_sizes(
     for chunk in corpus.chunks:
         by_document.setdefault(chunk.doc_id, []).append(chunk)
     known = [c for chunks in by_document.values() if all(c.chunk_id in contexts for c in chunks) for c in chunks]
-    texts = [embedder.embedded_text(contexts[c.chunk_id], c.content) for c in known]
+    texts = embedder.embedded_texts([contexts[c.chunk_id] for c in known], [c.content for c in known])
     keys = embedder.document_keys(texts, [c.doc_id for c in known])
     stored = _stored_embedding_keys(keys, home)
     complete = {c.doc_id for c in known} - {c.doc_id for c, key in zip(known, keys) if key not in stored}

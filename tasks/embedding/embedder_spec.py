@@ -7,11 +7,12 @@ from dataclasses import asdict, dataclass
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.context.contextualize import shorten_defines
 from ctxrag.tasks.common.models import indexed_text, sha256_hex
-from ctxrag.tasks.embedding.windows import windowed_text
+from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, windowed_text
 
 DEFAULT_MAX_SEQ_LENGTH = 512
 LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
 LOCAL_WINDOW_TOKENS = 256  # the local model embeds a chunk as windows of this many word pieces (ctxrag.tasks.embedding.windows)
+LOCAL_CONTEXT_TOKENS = 64  # each window's context is cut to this many word pieces (0: whole; docs/decisions.md)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class EmbedderSpec:
     ``window_tokens``: the local model embeds a chunk as windows of this many word pieces, each with the context, and
     averages them (``ctxrag.tasks.embedding.windows``; 0: the whole text, cut at ``max_seq_length``; the CLI's uses
     ``LOCAL_WINDOW_TOKENS``).
+    ``context_tokens``: with windows, the context the local model reads is cut to this many word pieces, its longest
+    lines first (``ctxrag.tasks.embedding.windows.cap_context``; 0: whole; the CLI's uses ``LOCAL_CONTEXT_TOKENS``).
+    The cut is in the embedded text, so a vector's cache key (the text's hash) changes only where a context was cut.
     """
 
     provider: str = "local"
@@ -33,12 +37,15 @@ class EmbedderSpec:
     output_dimension: int | None = None
     defines_chars: int = 0
     window_tokens: int = 0
+    context_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.provider not in {"local", "voyage", "voyage-context"}:
             raise InvalidInput(f"unknown embedder {self.provider!r}; choose local, voyage or voyage-context-3")
         if self.window_tokens and (self.provider != "local" or self.window_tokens < 16):
             raise InvalidInput(f"window_tokens {self.window_tokens}: only the local model windows, at 16 word pieces or more")
+        if self.context_tokens < 0 or (self.context_tokens and not self.window_tokens):
+            raise InvalidInput(f"context_tokens {self.context_tokens}: a cap of 1 word piece or more, on the local model's windows only")
 
     @property
     def embeds_documents(self) -> bool:
@@ -68,9 +75,17 @@ class EmbedderSpec:
 
     def embedded_text(self, context: str, content: str) -> str:
         """What this embedder embeds for a chunk: its indexed text, with the context's Defines: line cut if asked
-        (in windowed form when the spec windows)."""
-        context = shorten_defines(context, self.defines_chars) if self.defines_chars else context
-        return windowed_text(context, content) if self.window_tokens else indexed_text(context, content)
+        and the context cut to ``context_tokens`` word pieces if asked (in windowed form when the spec windows)."""
+        return self.embedded_texts([context], [content])[0]
+
+    def embedded_texts(self, contexts: list[str], contents: list[str]) -> list[str]:
+        """``embedded_text`` of many chunks (a context cap counts the word pieces of all of them in one call)."""
+        if self.defines_chars:
+            contexts = [shorten_defines(context, self.defines_chars) for context in contexts]
+        if self.context_tokens:
+            contexts = cap_contexts(contexts, self.context_tokens, local_word_pieces)
+        text = windowed_text if self.window_tokens else indexed_text
+        return [text(context, content) for context, content in zip(contexts, contents, strict=True)]
 
     @classmethod
     def choose(
@@ -80,23 +95,25 @@ class EmbedderSpec:
         max_seq_length: int,
         output_dimension: int | None,
         window_tokens: int = LOCAL_WINDOW_TOKENS,
+        context_tokens: int = LOCAL_CONTEXT_TOKENS,
     ) -> "EmbedderSpec":
-        """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``, ``window_tokens``; 0: whole texts) or
-        Voyage (``output_dimension``; it embeds whole texts, so ``window_tokens`` does not apply)."""
+        """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``, ``window_tokens``; 0: whole texts;
+        ``context_tokens``, which applies to windows only) or Voyage (``output_dimension``; it embeds whole texts, so
+        neither window option applies)."""
         if provider == "voyage":
             return cls("voyage", model or "voyage-2", 0, output_dimension)
         if provider == "voyage-context-3":  # contextualized chunk embeddings (ctxrag.tasks.embedding.voyage_context)
             return cls("voyage-context", model or "voyage-context-3", 0, output_dimension)
         return cls(  # an unknown provider raises here
             provider, model or "all-MiniLM-L6-v2", max_seq_length, defines_chars=LOCAL_DEFINES_CHARS,
-            window_tokens=window_tokens,
+            window_tokens=window_tokens, context_tokens=context_tokens if window_tokens else 0,
         )
 
     def to_dict(self) -> dict[str, object]:
-        """The manifest's form; ``defines_chars`` and ``window_tokens`` only when set, so specs from before them keep
-        their build keys."""
+        """The manifest's form; ``defines_chars``, ``window_tokens`` and ``context_tokens`` only when set, so specs from
+        before them keep their build keys."""
         data = asdict(self)
-        for added in ("defines_chars", "window_tokens"):
+        for added in ("defines_chars", "window_tokens", "context_tokens"):
             if not data[added]:
                 del data[added]
         return data

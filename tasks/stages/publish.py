@@ -41,9 +41,8 @@ class IndexPlan:
 
     @property
     def embedded_texts(self) -> list[str]:
-        """What the embedder reads for each row (``EmbedderSpec.embedded_text``), derived from its context and chunk."""
-        pairs = zip(self.rows["context"].to_pylist(), self.rows["content"].to_pylist())
-        return [self.spec.embedded_text(context, content) for context, content in pairs]
+        """What the embedder reads for each row (``EmbedderSpec.embedded_texts``), derived from its context and chunk."""
+        return self.spec.embedded_texts(self.rows["context"].to_pylist(), self.rows["content"].to_pylist())
 
 
 def plan_index(

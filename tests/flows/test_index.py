@@ -11,6 +11,8 @@ import pytest
 from ctxrag.flows.index import DocumentsFailed, index_corpus
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.context.contextualize import StructuralContextualizer
+from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+from ctxrag.tasks.embedding.windows import local_word_pieces
 from ctxrag.storage.artifacts import contexts_cache
 from ctxrag.tasks.common.models import CorpusError
 from tests.helpers import SAMPLE_CORPUS
@@ -113,6 +115,19 @@ def test_whole_text_vectors_on_request_and_windows_again_reembed_without_reconte
     assert IndexStore(home).manifest("sample")["config"]["embedder"]["window_tokens"] == 256
     assert windowed["chunks_embedded"] == windowed["chunks"]  # their own vectors
     assert windowed["documents_contextualized"] == 0  # the contexts are reused
+
+
+def test_a_context_cap_is_saved_and_lifting_it_reembeds_only_the_chunks_it_cut(corpus_dir: Path, home: Path) -> None:
+    capped = run(corpus_dir, home, context_tokens=12)
+    assert IndexStore(home).manifest("sample")["config"]["embedder"]["context_tokens"] == 12
+    contexts = IndexStore(home).open("sample").chunks["context"].to_pylist()
+    assert max(local_word_pieces(contexts)) > 12  # the index keeps them whole (BM25 reads them so)
+    capped_spec, whole_spec = (EmbedderSpec.choose("local", None, 512, None, context_tokens=cap) for cap in (12, 0))
+    cut = sum(capped_spec.embedded_text(context, "") != whole_spec.embedded_text(context, "") for context in contexts)
+    assert 0 < cut < capped["chunks"]
+    whole = run(corpus_dir, home, context_tokens=0)
+    assert "context_tokens" not in IndexStore(home).manifest("sample")["config"]["embedder"]
+    assert whole["status"] == "published" and whole["chunks_embedded"] == cut and whole["documents_contextualized"] == 0
 
 
 def test_invalid_name_is_rejected_before_any_work(corpus_dir: Path, home: Path) -> None:

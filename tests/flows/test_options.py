@@ -62,6 +62,14 @@ def test_index_options_become_the_flow_s_parameters() -> None:
     assert set(parameters) <= set(flow_defaults(index_corpus))
 
 
+def test_the_index_options_choose_the_embedder_the_flow_builds() -> None:
+    assert IndexOptions(context_tokens=12).embedder_spec().context_tokens == 12
+    assert IndexOptions(context_tokens=12).flow_parameters("src", "docs")["context_tokens"] == 12
+    assert IndexOptions(window_tokens=0, context_tokens=12).embedder_spec().context_tokens == 0  # whole texts: no cap
+    with pytest.raises(InvalidInput, match="window_tokens 8"):
+        IndexOptions(window_tokens=8).embedder_spec()
+
+
 @pytest.mark.parametrize(("k", "strategy", "ks", "strategies"), [
     (None, None, None, None),
     (5, "bm25", [5], ["bm25"]),

@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from ctxrag.storage.artifacts import RowCache
-from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder, embed_with_cache, token_sorted_batches
+from ctxrag.tasks.embedding.embed import (
+    LOCAL_PERSIST_EVERY, PERSIST_EVERY, EmbedderSpec, LocalEmbedder, embed_missing, embed_with_cache, token_sorted_batches,
+)
 from ctxrag.tasks.embedding.windows import split_windows
 
 
@@ -30,6 +32,27 @@ def test_only_missing_texts_are_embedded_and_rows_keep_their_order(tmp_path: Pat
     vectors, embedded = embed_with_cache(["cccc", "b", "aa"], spec, cache, embedder=embedder)
     assert embedded == 1 and embedder.seen == ["aa", "b", "cccc"]
     assert vectors.tolist() == [[4, 1], [1, 1], [2, 1]]
+
+
+class CallRecorder(CountingEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
+        self.calls.append(len(texts))
+        return super().embed(texts, input_type)
+
+
+def test_the_local_model_embeds_larger_parts_than_a_paid_api(tmp_path: Path) -> None:
+    """Local windows are batched within a part, so a larger part pads less; a paid API's part stays small, so a
+    killed run loses few paid vectors."""
+    texts = [f"text {number}" for number in range(LOCAL_PERSIST_EVERY + 1)]
+    for spec, every in ((EmbedderSpec(window_tokens=256), LOCAL_PERSIST_EVERY), (EmbedderSpec("voyage", "voyage-2", 0), PERSIST_EVERY)):
+        embedder = CallRecorder()
+        embed_missing(texts, spec, RowCache(tmp_path / spec.provider, "embeddings"), embedder=embedder)
+        assert max(embedder.calls) == every and sum(embedder.calls) == len(texts)
+    assert LOCAL_PERSIST_EVERY > PERSIST_EVERY
 
 
 def test_a_cache_holding_only_other_texts_is_no_problem(tmp_path: Path) -> None:
@@ -93,7 +116,12 @@ def test_a_windowed_spec_averages_the_windows_the_model_embeds() -> None:
     text = spec.embedded_text("File: app/views.py.", "\n".join(lines))
     windows = split_windows(text, 32, embedder._piece_counts)
     assert len(windows) > 2 and all(window.startswith("File: app/views.py.\n\n") for window in windows)
+    ids, owners = embedder._window_ids([short_text := spec.embedded_text("", "x = 1"), text])
+    assert ids == [embedder.model.tokenizer(window)["input_ids"] for window in [short_text.strip(), *windows]]  # tokenized once
+    assert owners == [0] + [1] * len(windows)
     expected = plain.embed(windows).sum(axis=0)
+    library = embedder.model.encode(windows, normalize_embeddings=False).sum(axis=0)  # sentence-transformers' own path
+    assert float(expected @ library / np.linalg.norm(expected) / np.linalg.norm(library)) > 0.99999
     [vector] = embedder.embed([text])
     assert float(vector @ (expected / np.linalg.norm(expected))) > 0.9999
     assert float(vector @ plain.embed([text])[0]) < 0.999  # not the whole text's vector

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ctxrag.storage.errors import InvalidInput
-from ctxrag.tasks.embedding.embedder_spec import LOCAL_DEFINES_CHARS, LOCAL_WINDOW_TOKENS, EmbedderSpec
+from ctxrag.tasks.embedding.embedder_spec import LOCAL_CONTEXT_TOKENS, LOCAL_DEFINES_CHARS, LOCAL_WINDOW_TOKENS, EmbedderSpec
 from ctxrag.tasks.common.models import indexed_text
-from ctxrag.tasks.embedding.windows import windowed_text
+from ctxrag.tasks.embedding.windows import HEAD_SEPARATOR, local_word_pieces, windowed_text
 
 NAMES = ", ".join(f"handler_{number}" for number in range(30))
 CONTEXT = f"File: app/handlers.py.\nDefines: {NAMES}.\nInside: class Router"
@@ -36,7 +36,7 @@ def test_manifest_form_keeps_specs_from_before_the_field_unchanged() -> None:
     before = {"provider": "local", "model": "all-MiniLM-L6-v2", "max_seq_length": 512, "output_dimension": None}
     old = EmbedderSpec.from_dict(before)
     assert old.defines_chars == 0 and old.to_dict() == before  # same build key, same embedded texts as then
-    local = EmbedderSpec.choose("local", None, 512, None)
+    local = EmbedderSpec.choose("local", None, 512, None, context_tokens=0)
     assert local.to_dict() == {**before, "defines_chars": 100, "window_tokens": LOCAL_WINDOW_TOKENS}
     assert EmbedderSpec.from_dict(local.to_dict()) == local
     assert EmbedderSpec.from_dict({**before, "defines_chars": 100}).window_tokens == 0  # the previous release's index
@@ -66,3 +66,30 @@ def test_the_cli_chooses_the_window_size_for_the_local_model_only() -> None:
     assert EmbedderSpec.choose("voyage", None, 512, None, 128).window_tokens == 0  # Voyage embeds whole texts
     with pytest.raises(InvalidInput, match="window_tokens 8"):
         EmbedderSpec.choose("local", None, 512, None, 8)
+
+
+COMMENT = "A module of request handlers that route every page of the site to its view and render it with a template."
+
+
+def test_a_context_cap_cuts_what_the_local_model_reads_and_keys_only_the_texts_it_changes() -> None:
+    spec, whole = EmbedderSpec.choose("local", None, 512, None, context_tokens=28), EmbedderSpec.choose("local", None, 512, None, context_tokens=0)
+    assert spec.context_tokens == 28 and spec.to_dict() == {**whole.to_dict(), "context_tokens": 28}
+    context = f"File: app/handlers.py.\n{COMMENT}\nInside: class Router"
+    text = spec.embedded_text(context, "def route(): ...")
+    head, _, body = text.partition(HEAD_SEPARATOR)
+    assert body == "def route(): ..." and local_word_pieces([head])[0] <= 28 < local_word_pieces([context])[0]
+    assert head.split("\n")[0] == "File: app/handlers.py." and head.split("\n")[-1] == "Inside: class Router"
+    assert spec.cache_key(text, "document") != whole.cache_key(whole.embedded_text(context, "def route(): ..."), "document")
+    short = "File: a.py.\nInside: def f()"  # within the cap: the same text, so the same stored vector
+    assert spec.embedded_text(short, "x = 1") == whole.embedded_text(short, "x = 1")
+    assert spec.cache_key(spec.embedded_text(short, "x = 1"), "document") == whole.cache_key(whole.embedded_text(short, "x = 1"), "document")
+
+
+def test_a_context_cap_applies_to_the_local_models_windows_only() -> None:
+    assert EmbedderSpec.choose("local", None, 512, None).context_tokens == LOCAL_CONTEXT_TOKENS == 64
+    assert EmbedderSpec.choose("local", None, 512, None, 0, 64).context_tokens == 0  # whole texts: the previous spec
+    assert EmbedderSpec.choose("voyage", None, 512, None, 256, 64).context_tokens == 0
+    assert EmbedderSpec.from_dict({"provider": "local", "window_tokens": 256}).context_tokens == 0  # built before the cap
+    for bad in ({"context_tokens": 64}, {"window_tokens": 256, "context_tokens": -1}):
+        with pytest.raises(InvalidInput, match="context_tokens"):
+            EmbedderSpec(**bad)  # type: ignore[arg-type]

@@ -4,12 +4,52 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxrag.tasks.embedding.windows import pooled_rows, split_windows, windowed_text
+from ctxrag.tasks.embedding.windows import cap_context, local_word_pieces, pooled_rows, split_windows, windowed_text
 
 
 def characters(texts: list[str]) -> list[int]:
     """A stand-in word-piece counter: one piece per character."""
     return [len(text) for text in texts]
+
+
+def words(texts: list[str]) -> list[int]:
+    """A stand-in word-piece counter: one piece per space-separated word (it adds up over lines and words, as the
+    model's does)."""
+    return [len(text.split()) for text in texts]
+
+
+CONTEXT = "File: a.py.\nA long opening comment of the file, in seven words\nDefines: x, y, z, w\nInside: def f(x)"
+
+
+def test_a_context_within_the_cap_is_unchanged() -> None:
+    assert cap_context(CONTEXT, 22, words) == CONTEXT  # 2 + 10 + 5 + 3 word pieces
+    assert cap_context("", 4, words) == ""
+
+
+def test_the_cap_shortens_the_longest_lines_first_each_at_a_word_boundary() -> None:
+    capped = cap_context(CONTEXT, 12, words)
+    assert capped == "File: a.py.\nA long opening\nDefines: x, y,\nInside: def f(x)"  # each line cut to 3 pieces
+    assert sum(words(capped.split("\n"))) <= 12
+    assert cap_context(CONTEXT, 8, words) == "File: a.py.\nA long\nDefines: x,\nInside: def"  # 2 each
+
+
+def test_a_line_with_no_whole_word_within_the_cap_goes() -> None:
+    def pieces(texts: list[str]) -> list[int]:  # "Inside:" alone is 6 pieces
+        return [sum(6 if word == "Inside:" else 1 for word in text.split()) for text in texts]
+
+    assert cap_context("File: a.py.\nInside: def f(x)", 6, pieces) == "File: a.py."
+
+
+def test_the_local_counter_is_the_packaged_models_tokenizer_uncut_and_unpadded() -> None:
+    assert local_word_pieces(["File: asyncio/base_events.py.", "a", ""]) == [13, 1, 0]  # file : as ##yn ##cio / ...
+    long = "word " * 600
+    assert local_word_pieces([long]) == [600]  # the tokenizer file's own settings cut at 128 and pad
+    lines = CONTEXT.split("\n")
+    assert local_word_pieces([CONTEXT]) == [sum(local_word_pieces(lines))]  # adds up over lines and words
+    assert local_word_pieces(lines) == [sum(local_word_pieces(line.split(" "))) for line in lines]
+    capped = cap_context(CONTEXT, 16, local_word_pieces)
+    assert local_word_pieces([capped])[0] <= 16 < local_word_pieces([CONTEXT])[0]
+    assert [line.split(" ")[0] for line in capped.split("\n")] == ["File:", "A", "Defines:", "Inside:"]
 
 
 def test_every_window_carries_the_context_and_whole_lines_within_the_budget() -> None:
