@@ -82,7 +82,7 @@ class Index:
         rerank_model: str = _SEARCH.rerank_model,
     ) -> list[Hit]:
         """The top ``k`` chunks for ``query`` by ``strategy`` (None: the index's, ``self.strategy``; a name such as
-        ``hybrid`` or one with parameters, ``hybrid-score(vector_weight=0.5)``), reordered by a reranker if one is
+        ``hybrid`` or one with parameters, ``hybrid-score(vector_weight=0.3)``), reordered by a reranker if one is
         named (cohere, claude, local:PATH)."""
         from ctxrag.storage.errors import InvalidInput
         from ctxrag.tasks.retrieval.search import StrategyConfig

@@ -34,8 +34,8 @@ INDEX, SEARCH, EVALUATE = IndexOptions(), SearchOptions(), EvaluateOptions()
 NameOption = typer.Option(DEFAULT_NAME, "--name", help="Index name: lowercase letters, digits, '-' and '_'.")
 STRATEGY_HELP = (
     "Default: the index's (what `ctxrag tune` chose, else hybrid-score: BM25 and vector scores, standardized and "
-    "added 0.4/0.6). Or hybrid (RRF), hybrid-doc (BM25-led RRF with document and definition evidence), "
-    "hybrid-weighted, bm25, vector; parameters in brackets: hybrid-score(vector_weight=0.5), hybrid(rrf_k=10)."
+    "added half and half). Or hybrid (RRF), hybrid-doc (BM25-led RRF with document and definition evidence), "
+    "hybrid-weighted, bm25, vector; parameters in brackets: hybrid-score(vector_weight=0.3), hybrid(rrf_k=10)."
 )
 
 

@@ -22,6 +22,7 @@ from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.fusion import FUSION_DEPTH
 from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalSet
 from ctxrag.tasks.evaluation.evaluate import chunk_refs, query_metrics
+from ctxrag.tasks.retrieval.fusion import SCORE_FUSION_VECTOR_WEIGHT
 from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY, Searcher, Strategy, StrategyConfig
 
 MINIMUM_QUESTIONS = 30  # fewer cannot tell a few points of difference from chance: the default stays
@@ -29,7 +30,8 @@ FOLDS = 5
 _STRATEGIES = [Strategy.VECTOR, Strategy.BM25, Strategy.HYBRID_WEIGHTED, Strategy.HYBRID_DOC]
 CANDIDATES: list[StrategyConfig] = (
     [StrategyConfig.from_str(DEFAULT_STRATEGY)]
-    + [StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=weight) for weight in (0.2, 0.3, 0.4, 0.5, 0.7, 0.8)]
+    + [StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=weight) for weight in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+       if weight != SCORE_FUSION_VECTOR_WEIGHT]
     + [StrategyConfig(Strategy.HYBRID, rrf_k=k) for k in (60, 10, 2)]
     + [StrategyConfig(strategy) for strategy in _STRATEGIES]
 )

@@ -24,7 +24,7 @@ DOC_FUSION_DOCUMENT_WEIGHTS = {"vector": 0.25}  # per retriever, for the rank of
 DOC_FUSION_DEFINITION_WEIGHT = 0.125  # for a chunk that defines a name the query mentions
 
 # hybrid-score: chosen leave-one-corpus-out on the evaluation suite (benchmarks/suite.py, docs/decisions.md).
-SCORE_FUSION_VECTOR_WEIGHT = 0.6
+SCORE_FUSION_VECTOR_WEIGHT = 0.5
 
 ScoredRanking = list[tuple[int, float]]  # (row, the retriever's score), best first
 

@@ -66,7 +66,7 @@ _WRITTEN = re.compile(r"(?P<name>[a-z0-9-]+)(?:\((?P<parameters>[^()]*)\))?")
 class StrategyConfig:
     """A strategy with its parameters: what ``ctxrag tune`` chooses and an index keeps. ``rrf_k``: ``hybrid``'s RRF
     constant; ``vector_weight``: ``hybrid-score``'s weight of the vector side (BM25 gets the rest). Written as the
-    strategy's name with the parameters that differ from the defaults in brackets: ``hybrid-score(vector_weight=0.5)``."""
+    strategy's name with the parameters that differ from the defaults in brackets: ``hybrid-score(vector_weight=0.3)``."""
 
     strategy: Strategy
     rrf_k: int = RRF_K
@@ -104,10 +104,10 @@ class StrategyConfig:
 
     @classmethod
     def from_str(cls, value: str) -> "StrategyConfig":
-        """``hybrid-score`` or ``hybrid-score(vector_weight=0.5)``; a bad name or parameter is an ``InvalidInput``."""
+        """``hybrid-score`` or ``hybrid-score(vector_weight=0.3)``; a bad name or parameter is an ``InvalidInput``."""
         written = _WRITTEN.fullmatch(value.strip().replace(" ", ""))
         if written is None:
-            raise InvalidInput(f"cannot read strategy {value!r}; write a name, e.g. hybrid, or hybrid-score(vector_weight=0.5)")
+            raise InvalidInput(f"cannot read strategy {value!r}; write a name, e.g. hybrid, or hybrid-score(vector_weight=0.3)")
         config = cls(Strategy.from_str(written["name"]))
         given = {}
         for item in filter(None, (written["parameters"] or "").split(",")):

@@ -37,7 +37,7 @@ def test_tune_chooses_what_the_questions_reward_and_says_so() -> None:
     tuning = tune(searcher, questions, "mrr@1")
     scores = tuning.scores
     assert scores["bm25"] == 1.0 and scores["vector"] == pytest.approx(1 / 40)  # only the last row's question
-    assert scores[DEFAULT_STRATEGY] < 1.0  # the vector side's weight 0.6 pulls other rows ahead
+    assert scores[DEFAULT_STRATEGY] < 1.0  # the vector side's weight 0.5 pulls other rows ahead
     assert tuning.choice is not None and scores[tuning.choice.label] == 1.0
     assert tuning.choice == next(config for config in CANDIDATES if scores[config.label] == 1.0)  # the first of the best
     assert (tuning.questions, tuning.documents, tuning.folds, tuning.cv) == (40, 8, 5, 1.0)

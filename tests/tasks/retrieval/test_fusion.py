@@ -192,7 +192,7 @@ def test_score_fusion_weight_moves_between_the_retrievers() -> None:
     assert rows_of(score_fusion(BM25_SCORED, VECTOR_SCORED, k=10, vector_weight=0.0)) == [0, 2, 3, 1]
     assert rows_of(score_fusion(BM25_SCORED, VECTOR_SCORED, k=10, vector_weight=1.0)) == [2, 0, 3, 1]  # the vector's
     assert rows_of(score_fusion(BM25_SCORED, VECTOR_SCORED, k=2)) == [0, 2]
-    assert SCORE_FUSION_VECTOR_WEIGHT == 0.6
+    assert SCORE_FUSION_VECTOR_WEIGHT == 0.5
 
 
 def test_score_fusion_keeps_a_single_rows_raw_score() -> None:

@@ -52,7 +52,7 @@ def test_strategy_from_str_error_lists_the_choices(value: str) -> None:
     ("written", "config", "label"),
     [
         ("hybrid-score", StrategyConfig(Strategy.HYBRID_SCORE), "hybrid-score"),
-        ("hybrid-score(vector_weight=0.5)", StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.5), "hybrid-score(vector_weight=0.5)"),
+        ("hybrid-score(vector_weight=0.3)", StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.3), "hybrid-score(vector_weight=0.3)"),
         (" hybrid( rrf_k = 10 ) ", StrategyConfig(Strategy.HYBRID, rrf_k=10), "hybrid(rrf_k=10)"),
         ("hybrid(rrf_k=60)", StrategyConfig(Strategy.HYBRID), "hybrid"),  # the default value is not written
         ("bm25()", StrategyConfig(Strategy.BM25), "bm25"),
@@ -73,7 +73,7 @@ def test_strategy_config_dict_names_only_the_strategys_own_parameters() -> None:
 @pytest.mark.parametrize(
     ("written", "message"),
     [
-        ("hybrid(vector_weight=0.5)", "strategy hybrid has no parameter 'vector_weight' (its parameters: rrf_k)"),
+        ("hybrid(vector_weight=0.3)", "strategy hybrid has no parameter 'vector_weight' (its parameters: rrf_k)"),
         ("hybrid-doc(rrf_k=2)", "strategy hybrid-doc has no parameter 'rrf_k' (its parameters: none)"),
         ("hybrid-score(vector_weight=much)", "strategy hybrid-score: vector_weight='much' is not a number"),
         ("hybrid-score(vector_weight=1.5)", "vector_weight must be between 0 and 1, got 1.5"),
@@ -140,7 +140,7 @@ def test_search_hybrid_score_fuses_both_scored_rankings() -> None:
     hits = searcher.search("lemon", Strategy.HYBRID_SCORE, k=10)
     expected = score_fusion(searcher.rank_bm25("lemon", 150), searcher.rank_vector("lemon", 150), 10, SCORE_FUSION_VECTOR_WEIGHT)
     # vector z: rows 1 and 3 +0.98, row 2 -0.70, row 0 -1.26; BM25 z: row 2 +1, row 0 -1, rows 1 and 3 (absent) -1
-    assert hits == expected and rows_of(hits) == [1, 3, 2, 0]  # 0.188, 0.188 (row 1's vector rank is better), -0.020, -1.156
+    assert hits == expected and rows_of(hits) == [2, 1, 3, 0]  # half and half: 0.150, -0.010, -0.010 (row 1's vector rank is better), -1.130
     bm25_led = searcher.search("lemon", StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.1), k=10)
     assert rows_of(bm25_led) == [2, 1, 3, 0]  # 0.830, -0.802, -0.802, -1.026
 
