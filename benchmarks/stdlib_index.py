@@ -1,4 +1,4 @@
-"""A cold ``ctxrag index`` of the standard library folder (about 10,000 chunks) under ``/usr/bin/time -v``: wall, CPU,
+"""A cold ``ctxrag index`` of the standard library folder (about 10,000 chunks) under GNU ``time -v``: wall, CPU,
 peak RSS and the run's own stage seconds, for one or more copies of the code, one after the other.
 
     .venv/bin/python benchmarks/stdlib_index.py --work SCRATCH LABEL=CODE_COPY [LABEL=CODE_COPY ...] [--out benchmarks/results]
@@ -8,7 +8,7 @@ The folder is ``sysconfig``'s stdlib less ``site-packages`` and the test folders
 test/ --exclude tests/ --exclude idle_test/``). Each run: ``SCRATCH/LABEL/`` with a fresh CTXRAG_HOME and PREFECT_HOME
 (the command starts its local Prefect server there; it is stopped after the run, and its CPU time is not counted),
 the code copy first on PYTHONPATH (a ``git archive`` of a commit, so the tree can be edited meanwhile), this
-environment's packages. ``time.txt`` (``/usr/bin/time -v``), ``stdout.json`` (the run's report), ``uptime.txt``
+environment's packages. ``time.txt`` (``time -v``), ``stdout.json`` (the run's report), ``uptime.txt``
 (load before and after) are kept there; ``--report-only`` renders existing run folders.
 """
 
@@ -69,7 +69,7 @@ def render(rows: list[dict], meta: dict, note: str = "") -> str:
         "",
         f"{provenance(meta)}; produced by `benchmarks/stdlib_index.py` (method in its docstring); runs one after the "
         "other. *wall*, *CPU* (user + system) and *peak RSS* (the largest process: the command; Prefect's server is a "
-        "process of its own) from `/usr/bin/time -v`; stage seconds from the run's own report; *load*: the load "
+        "process of its own) from GNU `time -v`; stage seconds from the run's own report; *load*: the load "
         "average (1, 5, 15 min) before and after." + (f" {note}" if note else ""),
         "",
         "| run | chunks | embedded | wall s | CPU s | peak RSS MB | " + " | ".join(f"{stage} s" for stage in stages) + " | load before / after |",
