@@ -238,12 +238,12 @@ def evaluate(
 @app.command("list")
 def list_indexes() -> None:
     """List the indexes under $CTXRAG_HOME: documents, chunks, contextualizer, search strategy, created, source."""
-    from ctxrag.tasks.retrieval.search import strategy_of
+    from ctxrag.tasks.retrieval.search import tuned_strategy
 
     store = IndexStore(ctxrag_home())
     with _user_errors():
         listed = [(index_name, store.manifest(index_name) or {}, store.tuning(index_name)) for index_name in store.names()]
-        strategies = [strategy_of(store, index_name).label for index_name, _, _ in listed]
+        strategies = [tuned_strategy(tuning, index_name).label for index_name, _, tuning in listed]
     for (index_name, manifest, tuning), strategy in zip(listed, strategies):
         counts = manifest.get("counts", {})
         config = manifest.get("config", {})

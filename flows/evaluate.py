@@ -63,10 +63,9 @@ def save_evaluation(run_dir: Path, config: dict[str, object], result: Evaluation
     return write_chart(result.metrics, run_dir / "chart.png", f"{config['index']}: {Path(str(config['evalset'])).name}")
 
 
-def every_strategy(home: Path, name: str) -> list[StrategyConfig]:
+def every_strategy(own: StrategyConfig) -> list[StrategyConfig]:
     """Each strategy at its defaults, then the index's own (``ctxrag tune``'s choice) if it is not one of them."""
     every = [StrategyConfig(strategy) for strategy in Strategy]
-    own = strategy_of(IndexStore(home), name)
     return every + ([own] if own not in every else [])
 
 
@@ -94,7 +93,8 @@ def evaluate_index(
     """
     root = Path(home) if home else ctxrag_home()
     run_id = str(flow_run.id or uuid.uuid4())
-    chosen = [StrategyConfig.from_str(value) for value in strategies] if strategies else every_strategy(root, name)
+    own = strategy_of(IndexStore(root), name)
+    chosen = [StrategyConfig.from_str(value) for value in strategies] if strategies else every_strategy(own)
     questions = load_evaluation_set(evalset)
     ks = sorted(set(ks)) if ks else questions.format.default_ks
     if any(k < 1 for k in ks):
@@ -122,7 +122,7 @@ def evaluate_index(
         "format": questions.format.value,
         "ks": ks,
         "strategies": [strategy.label for strategy in chosen],
-        "index_strategy": strategy_of(IndexStore(root), name).label,
+        "index_strategy": own.label,
         "rerank": {"provider": rerank, "model": rerank_model} if rerank != "none" else None,
         "end_to_end": judge_settings,
         "unavailable": unavailable,

@@ -68,14 +68,14 @@ def default_metric(evalset: EvalSet) -> str:
     return "pass@10" if evalset.format is EvalFormat.PASS_AT_K else "mrr@10"
 
 
-def score_candidates(searcher: Searcher, evalset: EvalSet, metric: str) -> np.ndarray:
-    """The metric of every candidate (rows) on every question (columns), from one pair of rankings per question."""
+def score_candidates(searcher: Searcher, evalset: EvalSet, metric: str, refs: list[str]) -> np.ndarray:
+    """The metric of every candidate (rows) on every question (columns), from one pair of rankings per question;
+    ``refs``: how each index row is named in the set (``chunk_refs``)."""
     family, _, cut = metric.partition("@")
     if not cut.isdigit() or int(cut) < 1 or f"{family}@1" not in query_metrics(evalset.format, [], [], [1]):
         choices = ", ".join(name.removesuffix("@1") + "@K" for name in query_metrics(evalset.format, [], [], [1]))
         raise InvalidInput(f"cannot tune on metric {metric!r} for {Path(evalset.path).name}; choose one of: {choices}")
     k = int(cut)
-    refs = chunk_refs(searcher, evalset)
     searcher.prefetch([question.query for question in evalset.queries])
     values = np.zeros((len(CANDIDATES), len(evalset.queries)))
     for column, question in enumerate(evalset.queries):
@@ -86,17 +86,18 @@ def score_candidates(searcher: Searcher, evalset: EvalSet, metric: str) -> np.nd
     return values
 
 
-def document_groups(searcher: Searcher, evalset: EvalSet) -> list[str]:
+def document_groups(searcher: Searcher, evalset: EvalSet, refs: list[str]) -> list[str]:
     """Each question's group: the document of its first golden chunk (the chunk reference itself if not indexed)."""
-    document_of = dict(zip(chunk_refs(searcher, evalset), searcher.index.chunks["doc_id"].to_pylist()))
+    document_of = dict(zip(refs, searcher.index.chunks["doc_id"].to_pylist()))
     return [document_of.get(question.golden[0], question.golden[0]) if question.golden else "" for question in evalset.queries]
 
 
 def tune(searcher: Searcher, evalset: EvalSet, metric: str | None = None) -> Tuning:
     """Choose the index's strategy on ``evalset`` (see the module's docstring)."""
     metric = metric or default_metric(evalset)
-    values = score_candidates(searcher, evalset, metric)
-    groups = document_groups(searcher, evalset)
+    refs = chunk_refs(searcher, evalset)
+    values = score_candidates(searcher, evalset, metric, refs)
+    groups = document_groups(searcher, evalset, refs)
     means = values.mean(axis=1) if values.size else np.zeros(len(CANDIDATES))
     scores = {config.label: round(float(value), 6) for config, value in zip(CANDIDATES, means)}
     documents, questions, default = len(set(groups)), len(groups), float(means[0])

@@ -136,9 +136,12 @@ class StrategyConfig:
 def strategy_of(store: IndexStore, name: str, given: str | None = None) -> StrategyConfig:
     """The strategy a search of index ``name`` uses: ``given`` if named, else what ``ctxrag tune`` chose for the
     index, else the default."""
-    if given:
-        return StrategyConfig.from_str(given)
-    chosen = (store.tuning(name) or {}).get("strategy")
+    return StrategyConfig.from_str(given) if given else tuned_strategy(store.tuning(name), name)
+
+
+def tuned_strategy(tuning: Mapping[str, Any] | None, name: str) -> StrategyConfig:
+    """The strategy index ``name``'s saved tuning names (none saved, or the default kept: the default)."""
+    chosen = (tuning or {}).get("strategy")
     if not chosen:
         return StrategyConfig.from_str(DEFAULT_STRATEGY)
     try:

@@ -7,6 +7,7 @@ import pytest
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet
+from ctxrag.tasks.evaluation.evaluate import chunk_refs
 from ctxrag.tasks.evaluation.tune import CANDIDATES, MINIMUM_QUESTIONS, document_groups, fold_assignment, score_candidates, tune
 from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY, StrategyConfig
 from tests.equipment.fixed_searcher import make_searcher
@@ -69,12 +70,12 @@ def test_folds_keep_a_documents_questions_together_and_are_fixed() -> None:
     assert sorted(set(folds.tolist())) == [0, 1, 2, 3, 4]
     assert np.array_equal(folds, fold_assignment(groups, 5))
     searcher, questions = keyword_corpus(12, 3)
-    assert document_groups(searcher, questions) == [f"doc{i % 3}" for i in range(12)]
+    assert document_groups(searcher, questions, chunk_refs(searcher, questions)) == [f"doc{i % 3}" for i in range(12)]
 
 
 def test_score_candidates_is_each_candidates_metric_per_question() -> None:
     searcher, questions = keyword_corpus(6, 2)
-    values = score_candidates(searcher, questions, "mrr@3")
+    values = score_candidates(searcher, questions, "mrr@3", chunk_refs(searcher, questions))
     assert values.shape == (len(CANDIDATES), 6)
     bm25 = [config.label for config in CANDIDATES].index("bm25")
     assert values[bm25].tolist() == [1.0] * 6
