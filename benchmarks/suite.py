@@ -17,6 +17,9 @@ Selection (suite_select): leave one corpus out. With a corpus out, each tuned fa
 primary metric (so a big set weighs no more than a small one), then scored on the left-out sets. Significance: the
 LOCO default minus ``hybrid`` (RRF k=60), paired, resampling golden documents with all their questions (10,000
 resamples, 95% percentile interval); the mean over sets resamples each set on its own.
+
+Per index (suite_tune): what ``ctxrag tune`` keeps when a set's own questions are its evaluation set, with the
+product's candidates and decision, beside the set's best strategy held out.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import suite_select as select  # noqa: E402
 import suite_sets as sets_  # noqa: E402
 from common import machine_meta  # noqa: E402
 from suite_adaptive import AdaptiveWRRF  # noqa: E402
+from suite_tune import suite_variant, tuned  # noqa: E402
 
 SHOWN = ("bm25", "vector", "hybrid", "hybrid-weighted", "hybrid-doc", "hybrid-score")
 CHOSEN_ON_ALL = ("hybrid-score",)  # the product's default: its constant was chosen with every set in, so never *best*
@@ -56,19 +60,22 @@ def relative(text: str) -> str:
 
 
 def product_check(home: Path, specs: list[sets_.SetSpec], data: list[sets_.SetData]) -> dict[str, dict[str, str]]:
-    """Per set and fixed strategy: for how many questions ``ctxrag.tasks.retrieval.search.Searcher`` returns the suite's top 20."""
-    from ctxrag.tasks.retrieval.search import Searcher, Strategy
+    """Per set, for each fixed strategy and each of ``ctxrag tune``'s candidates: for how many questions
+    ``ctxrag.tasks.retrieval.search.Searcher`` returns the suite's top 20."""
+    from ctxrag.tasks.evaluation.tune import CANDIDATES
+    from ctxrag.tasks.retrieval.search import Searcher, StrategyConfig
 
+    configs = {config.label: config for config in [StrategyConfig.from_str(name) for name in SHOWN] + CANDIDATES}
     found = {}
     for spec, d in zip(specs, data):
         searcher = Searcher(sets_.corpora.IndexStore(home).open(spec.corpus.index), home=home)
         searcher.prefetch(d.texts)
         found[d.name] = {}
-        for name in SHOWN:
-            function, params = select.FIXED[name]
-            same = sum([hit.row for hit in searcher.search(text, Strategy(name), sets_.RANKED)] == d.rank(i, function, params)
+        for label, config in configs.items():
+            variant = select.FIXED[label] if label in select.FIXED else suite_variant(config)
+            same = sum([hit.row for hit in searcher.search(text, config, sets_.RANKED)] == d.rank(i, *variant)
                        for i, text in enumerate(d.texts))
-            found[d.name][name] = f"{same}/{len(d.texts)}"
+            found[d.name][label] = f"{same}/{len(d.texts)}"
     return found
 
 
@@ -118,6 +125,7 @@ def evaluate(data: list[sets_.SetData], home: Path) -> dict:
             "entries": entry_means, "best": best, "gap": float(default.mean()) - entry_means[best],
             "in-set best": {"config": grid[int(np.argmax(means[:, s]))].describe(), "value": float(means[:, s].max())},
             "default - hybrid": list(select.cluster_bootstrap(default, hybrid, d.clusters)),
+            "tune": tuned(d),
         })
     groups = {base: [(held["select"]["held"][s], matrices[s][index[base]], d.clusters) for s, d in enumerate(data)] for base in ("hybrid", "hybrid-doc")}
     return {
@@ -205,6 +213,22 @@ def render(result: dict, meta: dict) -> str:
     ]
     for name in means:
         lines.append(f"| {name} | " + " | ".join(pct(row["entries"][name]) for row in rows) + f" | {pct(means[name])} |")
+    lines += ["", "## With `ctxrag tune` on the set's own questions", "",
+              "What `ctxrag tune` keeps for an index when the set's questions are its evaluation set: the product's "
+              "candidates and decision (`ctxrag.tasks.evaluation.tune.decide`: 5 folds grouped by golden document; the "
+              "choice is kept only if its cross-validated figure beats the default; under 30 questions the default "
+              "stays), on the set's primary metric (x100). *expected*: the cross-validated figure if a choice is kept, "
+              "else the default's; *best*: as in the first table; *gap*: expected minus best.", "",
+              "| set | questions | kept | cross-validated | default | expected | best | gap |", "|---|---:|---|---:|---:|---:|---|---:|"]
+    for row in rows:
+        tune = row["tune"]
+        cv = pct(tune["cv"]) if tune["cv"] is not None else "-"
+        lines.append(f"| {row['set']} | {row['questions']} | {tune['kept'] or '(default)'} | {cv} | {pct(tune['default'])} | "
+                     f"**{pct(tune['expected'])}** | {row['best']} ({pct(row['entries'][row['best']])}) | "
+                     f"{100 * (tune['expected'] - row['entries'][row['best']]):+.1f} |")
+    expected, best = np.mean([row["tune"]["expected"] for row in rows]), np.mean([row["entries"][row["best"]] for row in rows])
+    lines.append(f"| **mean over sets** | | | | {pct(np.mean([row['tune']['default'] for row in rows]))} | **{pct(expected)}** | "
+                 f"{pct(best)} | {100 * (expected - best):+.1f} |")
     lines += ["", "## What was chosen with each corpus left out", "", "| left out | default (`select`) | adaptive-wrrf |", "|---|---|---|"]
     for unit, chosen in result["loco"].items():
         lines.append(f"| {unit} | `{chosen['select']}` | {chosen['adaptive-wrrf']} |")
@@ -224,7 +248,7 @@ def render(result: dict, meta: dict) -> str:
         agree = all(value.split("/")[0] == value.split("/")[1] for row in checks.values() for value in row.values())
         lines += ["", "Fixed strategies through `ctxrag.tasks.retrieval.search.Searcher` on the same indexes: the top 20 equals the suite's for "
                   + ("every question of every set" if agree else "; ".join(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items()) for name, row in checks.items()))
-                  + " (" + ", ".join(SHOWN) + ")."]
+                  + " (" + ", ".join(SHOWN) + ", and `ctxrag tune`'s candidates)."]
     if meta["skipped"]:
         lines += ["", "Skipped: " + "; ".join(meta["skipped"]) + "."]
     seconds = meta["seconds"]

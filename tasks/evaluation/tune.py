@@ -96,8 +96,12 @@ def tune(searcher: Searcher, evalset: EvalSet, metric: str | None = None) -> Tun
     """Choose the index's strategy on ``evalset`` (see the module's docstring)."""
     metric = metric or default_metric(evalset)
     refs = chunk_refs(searcher, evalset)
-    values = score_candidates(searcher, evalset, metric, refs)
-    groups = document_groups(searcher, evalset, refs)
+    return decide(score_candidates(searcher, evalset, metric, refs), document_groups(searcher, evalset, refs), metric)
+
+
+def decide(values: np.ndarray, groups: list, metric: str) -> Tuning:
+    """The choice from every candidate's ``metric`` (rows, ``CANDIDATES``' order) on every question (columns), each
+    question in a group (its document) for the folds."""
     means = values.mean(axis=1) if values.size else np.zeros(len(CANDIDATES))
     scores = {config.label: round(float(value), 6) for config, value in zip(CANDIDATES, means)}
     documents, questions, default = len(set(groups)), len(groups), float(means[0])
@@ -107,15 +111,8 @@ def tune(searcher: Searcher, evalset: EvalSet, metric: str | None = None) -> Tun
 
     if questions < MINIMUM_QUESTIONS:
         return result(None, f"{questions} questions are too few to choose on ({MINIMUM_QUESTIONS} or more needed): the default stays")
-    fold_of = fold_assignment(groups, min(FOLDS, documents))
-    folds = int(fold_of.max()) + 1
-    held_out = np.zeros(questions)
-    picks = []
-    for fold in range(folds):
-        train, test = fold_of != fold, fold_of == fold
-        pick = _best(values[:, train].mean(axis=1))
-        held_out[test] = values[pick, test]
-        picks.append(CANDIDATES[pick].label)
+    folds, held_out, fold_picks = cross_validate(values, groups)
+    picks = [CANDIDATES[pick].label for pick in fold_picks]
     cv = float(held_out.mean())
     best = _best(means)
     if best == 0:
@@ -128,7 +125,21 @@ def tune(searcher: Searcher, evalset: EvalSet, metric: str | None = None) -> Tun
     return result(CANDIDATES[best], reason, folds, cv, picks)
 
 
-def fold_assignment(groups: list[str], folds: int) -> np.ndarray:
+def cross_validate(values: np.ndarray, groups: list) -> tuple[int, np.ndarray, list[int]]:
+    """Candidates (rows of ``values``) x questions (columns), each question in a group (its document): the number of
+    folds, each question's held-out value (the candidate best on the other folds), and each fold's pick."""
+    fold_of = fold_assignment(groups, min(FOLDS, len(set(groups))))
+    folds = int(fold_of.max()) + 1
+    held_out = np.zeros(values.shape[1])
+    picks = []
+    for fold in range(folds):
+        train, test = fold_of != fold, fold_of == fold
+        picks.append(_best(values[:, train].mean(axis=1)))
+        held_out[test] = values[picks[-1], test]
+    return folds, held_out, picks
+
+
+def fold_assignment(groups: list, folds: int) -> np.ndarray:
     """A fold per question: groups (documents) are shuffled with a fixed seed and dealt out in turn, so a
     document's questions share a fold and the same set always splits the same way."""
     names = sorted(set(groups))

@@ -75,9 +75,9 @@ def test_stratified_bootstrap_averages_sets() -> None:
     assert select.stratified_bootstrap([one, other], resamples=500) == (0.5, 0.5, 0.5)
 
 
-def toy_set(seed: int, level: str) -> sets_.SetData:
+def toy_set(seed: int, level: str, questions: int = 12) -> sets_.SetData:
     rng = np.random.default_rng(seed)
-    rows, questions, depth = 60, 12, 25
+    rows, depth = 60, 25
     doc_of_row = np.sort(rng.integers(0, 15, rows))
     arrays = {"brow": np.full((questions, depth), -1), "bscore": np.zeros((questions, depth)), "vrow": np.full((questions, depth), -1),
               "vscore": np.full((questions, depth), np.nan), "chunk_index": np.zeros(rows, int)}

@@ -8,7 +8,7 @@ import pytest
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet
 from ctxrag.tasks.evaluation.evaluate import chunk_refs
-from ctxrag.tasks.evaluation.tune import CANDIDATES, MINIMUM_QUESTIONS, document_groups, fold_assignment, score_candidates, tune
+from ctxrag.tasks.evaluation.tune import CANDIDATES, MINIMUM_QUESTIONS, decide, document_groups, fold_assignment, score_candidates, tune
 from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY, StrategyConfig
 from tests.equipment.fixed_searcher import make_searcher
 
@@ -61,6 +61,20 @@ def test_tune_keeps_the_default_with_too_few_questions() -> None:
     assert tuning.choice is None and tuning.cv is None and tuning.folds == 0
     assert tuning.reason == f"{MINIMUM_QUESTIONS - 1} questions are too few to choose on ({MINIMUM_QUESTIONS} or more needed): the default stays"
     assert tuning.scores["bm25"] == 1.0  # the figures are still reported
+
+
+def test_a_candidate_that_wins_on_one_documents_questions_only_is_not_kept() -> None:
+    groups = [f"doc{i % 8}" for i in range(40)]
+    values = np.full((len(CANDIDATES), 40), 0.1)
+    lucky = len(CANDIDATES) - 1
+    values[lucky] = [1.0 if group == "doc0" else 0.0 for group in groups]  # best on all questions: mean 0.125 > 0.1
+    tuning = decide(values, groups, "mrr@10")
+    assert tuning.scores[CANDIDATES[lucky].label] == 0.125 and tuning.default == pytest.approx(0.1)
+    assert tuning.cv < tuning.default  # held out, it wins nowhere: doc0's fold gets the default, the others get 0
+    assert tuning.choice is None and tuning.reason.startswith("tuning did not beat the default on held-out questions")
+    values[1] = 0.3  # a candidate better on every document is kept, and every fold picks it
+    tuning = decide(values, groups, "mrr@10")
+    assert tuning.choice == CANDIDATES[1] and tuning.cv == pytest.approx(0.3) and set(tuning.fold_picks) == {CANDIDATES[1].label}
 
 
 def test_folds_keep_a_documents_questions_together_and_are_fixed() -> None:
