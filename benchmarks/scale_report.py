@@ -39,13 +39,20 @@ def table_rows(records: list[dict]) -> list[list[str]]:
             _fmt((record.get("search") or {}).get("wall_seconds"), ".2f"),
             _fmt((record.get("queries") or {}).get("hybrid_p50_ms"), ".1f"),
             _fmt((record.get("queries") or {}).get("hybrid_ranking_p50_ms"), ".2f"),
+            _fmt(_default_query(record, "p50_ms"), ".1f"), _fmt(_default_query(record, "ranking_p50_ms"), ".2f"),
         ])
     return rows
 
 
 HEADER = ["size", "chunks", "docs", "wall s", "load s", "context. s", "embed s", "publish s", "other s", "chunks/s",
           "CPU s", "peak RSS sum MB", "largest proc MB", "peak threads", "largest proc threads", "task runs", "search proc s", "hybrid p50 ms",
-          "ranking p50 ms"]
+          "ranking p50 ms", "default p50 ms", "default ranking p50 ms"]
+
+
+def _default_query(record: dict, figure: str) -> object:
+    """A figure of the default strategy's queries (recorded since the default became a strategy of its own)."""
+    queries = record.get("queries") or {}
+    return queries.get(f"{queries['default'].replace('-', '_')}_{figure}") if queries.get("default") else None
 
 
 def _fmt(value: object, spec: str) -> str:
@@ -124,7 +131,8 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
         "the server fills from events, is read too (per run, below). `search proc s`: `ctxrag search QUERY --json` as a process, median "
         "of 3. `hybrid p50 ms`: a helper process loads the index (`IndexStore.open`, `Searcher`), warms the model, then "
         f"times {len(QUERIES)} distinct queries (each embeds its query once); `ranking p50 ms`: the same hybrid queries "
-        "with their vectors already made (BM25 + exact cosine + fusion: the part that depends on the index's size).",
+        "with their vectors already made (BM25 + exact cosine + fusion: the part that depends on the index's size); "
+        "`default ...`: the same for the default strategy (`hybrid-score` now; `-` where a run did not time it).",
         "",
         markdown_table(records),
         "",
@@ -195,7 +203,10 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
             q = record["queries"]
             lines.append(f"- in-process: open {q['open_seconds']} s; p50/p95 ms hybrid {q['hybrid_p50_ms']}/{q['hybrid_p95_ms']}, "
                          f"vector {q['vector_p50_ms']}/{q['vector_p95_ms']}, bm25 {q['bm25_p50_ms']}/{q['bm25_p95_ms']}; hybrid with "
-                         f"query vectors made {q.get('hybrid_ranking_p50_ms')}; RSS {q['rss_mb']} MB")
+                         f"query vectors made {q.get('hybrid_ranking_p50_ms')}"
+                         + (f"; default {q['default']} {_default_query(record, 'p50_ms')}/{_default_query(record, 'p95_ms')}, with query "
+                            f"vectors made {_default_query(record, 'ranking_p50_ms')}" if q.get("default") else "")
+                         + f"; RSS {q['rss_mb']} MB")
         if record.get("search") and "error" not in record["search"]:
             lines.append(f"- search process: {record['search']['walls']} s, peak RSS {record['search']['peak_rss_mb']} MB")
         if record.get("status") in {"timeout", "failed"}:
