@@ -120,13 +120,18 @@ class RetryPolicy:
         return retrying(function)
 
 
+def may_pass(error: BaseException) -> bool:
+    """Whether trying again could help: I/O hiccups and the unexpected may pass; bad input will not get better, and a
+    paid call that failed for good has spent its own budget (one budget per call). An error's own ``retryable`` wins."""
+    if isinstance(error, (UserError, ValueError)):  # ApiCallFailed, CorpusError, MissingKey, InvalidInput are UserErrors
+        return False
+    return bool(getattr(error, "retryable", True))
+
+
 def retry_only_io(task, task_run, state) -> bool:  # type: ignore[no-untyped-def]
-    """Prefect's ``retry_condition_fn``: retry I/O hiccups only; never bad input (it will not get better) and never a
-    paid call that failed for good (its own budget is spent: one budget per call)."""
+    """Prefect's ``retry_condition_fn``: retry only what ``may_pass``."""
     try:
         state.result()
-    except (UserError, ValueError):  # ApiCallFailed, CorpusError, MissingKey, InvalidInput are UserErrors
-        return False
-    except Exception as error:  # noqa: BLE001 - decide by the error's own word when it has one
-        return bool(getattr(error, "retryable", True))
+    except Exception as error:  # noqa: BLE001 - decided by may_pass
+        return may_pass(error)
     return False

@@ -18,7 +18,7 @@ from ctxrag.storage.errors import UserError
 from ctxrag.storage.ledger import Ledger
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
-from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.common.retry import may_pass, retry_only_io
 from ctxrag.tasks.stored import Keyed, context_keys, pending_chunks, stored_keys  # noqa: F401  (context_keys: the flow's)
 
 CHUNKS_PER_TASK = 512  # offline contextualizers: ~20 task runs per 10,000 chunks (one task run costs ~75 ms)
@@ -44,7 +44,21 @@ class BatchFailed(UserError, RuntimeError):
         self.failures = failures
 
     def __reduce__(self):  # type: ignore[no-untyped-def]  (keeps ``failures`` across processes, e.g. Dask)
-        return (BatchFailed, (self.failures,))
+        return (type(self), (self.failures,))
+
+
+class BatchToRetry(RuntimeError):
+    """Some documents of a task met an error that may pass (I/O, an unexpected error), none failed for good: the
+    task is retried, and a retry does only what is not saved yet. ``failures``: doc_id -> error."""
+
+    retryable = True  # read by ``retry_only_io``
+
+    def __init__(self, failures: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{doc_id}: {error}" for doc_id, error in sorted(failures.items())))
+        self.failures = failures
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.failures,))
 
 
 def document_batches(pending: dict[str, Keyed], documents: dict[str, Document], chunks_per_task: int) -> list[list[tuple[Document, Keyed]]]:
@@ -73,9 +87,11 @@ def chunks_per_task(spec: ContextualizerSpec) -> int:
 def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: ContextualizerSpec, home: Path, run_id: str, label: str = "") -> int:
     """Write the contexts of a batch of documents' pending chunks, each saved as soon as it exists.
 
-    Returns how many contexts were written. Documents that fail for good do not stop the others: the task then
-    ends failed (as the Prefect UI shows it) with ``BatchFailed`` naming each one; the others' contexts are saved.
-    A task retry (an I/O error) skips every context already saved: a retry (or a call outside a Prefect task run)
+    Returns how many contexts were written. A document that fails does not stop the others. If any failed for good,
+    the task ends failed (as the Prefect UI shows it) with ``BatchFailed`` naming each failed document; if the errors
+    may pass (I/O, or unexpected), with ``BatchToRetry``, which Prefect retries. A document that failed for good is
+    never retried by the task: its paid calls spent their own retries (one budget per call).
+    A task retry skips every context already saved: a retry (or a call outside a Prefect task run)
     reads the stored keys again; a first attempt does not, since the flow handed it only chunks that had none when
     the run began (one read of the store per task made the stage quadratic: the journal grows with every task).
     """
@@ -85,6 +101,7 @@ def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: Contextua
     worker = spec.build(run_id)
     ledger = Ledger(home).append
     failures: dict[str, str] = {}
+    to_retry: dict[str, str] = {}
     written = 0
     for document, keyed in batch:
         todo = {chunk.chunk_id: (chunk, key) for chunk, key in keyed if key not in stored}
@@ -96,11 +113,14 @@ def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: Contextua
 
         try:
             worker.run(document, [chunk for chunk, _ in todo.values()], save, ledger)
-        except UserError as error:  # this document failed for good; the batch's others go on
-            failures[document.doc_id] = str(error)
+        except Exception as error:  # noqa: BLE001 - this document failed; the batch's others go on
+            said = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+            (to_retry if may_pass(error) else failures)[document.doc_id] = said
         written += len(todo)
-    if failures:
-        raise BatchFailed(failures)
+    if failures:  # not retried: that would run the documents that failed for good again
+        raise BatchFailed({**to_retry, **failures})
+    if to_retry:
+        raise BatchToRetry(to_retry)
     return written
 
 

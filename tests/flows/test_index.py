@@ -15,6 +15,7 @@ from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.windows import local_word_pieces
 from ctxrag.storage.artifacts import contexts_cache
 from ctxrag.tasks.common.models import CorpusError
+from ctxrag.tasks.stages.contextualize import contextualize_documents
 from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -77,20 +78,25 @@ def test_bad_source_fails_and_leaves_the_live_index_untouched(corpus_dir: Path, 
 
 def test_a_failed_document_keeps_the_others_work(corpus_dir: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     original = StructuralContextualizer.contextualize
+    attempts: list[str] = []
 
-    def fail_on_worker(self, document, chunks):  # type: ignore[no-untyped-def]
-        if document.doc_id == "tinyq/worker.py":
+    def fail_on_changelog(self, document, chunks):  # type: ignore[no-untyped-def]
+        if document.doc_id == "CHANGELOG.txt":  # the first document of the run's one task
+            attempts.append(document.doc_id)
             raise RuntimeError("simulated failure")
         return original(self, document, chunks)
 
-    monkeypatch.setattr(StructuralContextualizer, "contextualize", fail_on_worker)
-    with pytest.raises(DocumentsFailed, match="tinyq/worker.py"):
+    monkeypatch.setattr(StructuralContextualizer, "contextualize", fail_on_changelog)
+    monkeypatch.setattr(contextualize_documents, "retry_delay_seconds", [0, 0])  # the task's own 5 s and 30 s
+    with pytest.raises(DocumentsFailed) as failed:
         run(corpus_dir, home)
+    assert str(failed.value).startswith("1 of 8 documents failed (the rest are saved): CHANGELOG.txt: RuntimeError: simulated failure")
+    assert attempts == ["CHANGELOG.txt"] * 3  # an error that may pass: the task and its two retries
     assert IndexStore(home).manifest("sample") is None  # nothing half-built went live
     stored = contexts_cache(home).read(columns=["doc_id"])
     assert set(stored["doc_id"].to_pylist()) == {
-        "CHANGELOG.txt", "README.md", "docs/configuration.md", "docs/guide.md",
-        "tinyq/queue.py", "tinyq/retry.py", "tinyq/storage.py",
+        "README.md", "docs/configuration.md", "docs/guide.md",
+        "tinyq/queue.py", "tinyq/retry.py", "tinyq/storage.py", "tinyq/worker.py",
     }
 
     monkeypatch.setattr(StructuralContextualizer, "contextualize", original)

@@ -11,9 +11,10 @@ from ctxrag.storage.artifacts import contexts_cache
 from ctxrag.tasks.context.contextualize import StructuralContextualizer
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
-from ctxrag.tasks.common.retry import ApiCallFailed
+from ctxrag.tasks.common.retry import ApiCallFailed, may_pass
 from ctxrag.tasks.stages.contextualize import (
     BatchFailed,
+    BatchToRetry,
     chunks_to_contextualize,
     context_keys,
     contextualize_documents,
@@ -73,6 +74,30 @@ def test_a_document_that_fails_for_good_does_not_stop_the_others(tmp_path: Path,
     assert failed.value.failures == {"b": "400 invalid_request_error: no"}
     assert set(chunks_to_contextualize.fn(data, keys, tmp_path)) == {"b"}  # a and c are saved
     assert pickle.loads(pickle.dumps(failed.value)).failures == failed.value.failures  # crosses a Dask worker
+
+
+@pytest.mark.parametrize("for_good", [False, True])
+def test_an_error_that_may_pass_does_not_stop_the_others_and_retries_only_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, for_good: bool
+) -> None:
+    class FailsForA(StructuralContextualizer):
+        def run(self, document, chunks, save, ledger):  # type: ignore[no-untyped-def]
+            if document.doc_id == "a":
+                raise OSError("disk full")
+            if document.doc_id == "c" and for_good:
+                raise ApiCallFailed("400 invalid_request_error: no")
+            super().run(document, chunks, save, ledger)
+
+    monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": FailsForA())
+    data = corpus({"a": 1, "b": 1, "c": 1})
+    keys = context_keys(data, ContextualizerSpec("structural"))
+    pending = chunks_to_contextualize.fn(data, keys, tmp_path)
+    with pytest.raises(BatchFailed if for_good else BatchToRetry) as failed:
+        contextualize_documents.fn([(d, pending[d.doc_id]) for d in data.documents], ContextualizerSpec("structural"), tmp_path, "run")
+    assert set(chunks_to_contextualize.fn(data, keys, tmp_path)) == ({"a", "c"} if for_good else {"a"})  # b is saved
+    assert failed.value.failures == {"a": "OSError: disk full", **({"c": "400 invalid_request_error: no"} if for_good else {})}
+    assert may_pass(failed.value) is not for_good  # retried only when nothing failed for good (one budget per call)
+    assert pickle.loads(pickle.dumps(failed.value)).failures == failed.value.failures
 
 
 def test_a_missing_context_is_named(tmp_path: Path) -> None:
