@@ -26,8 +26,7 @@ from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.gc import artifact_lock
 from ctxrag.tasks.stages.contextualize import (
-    BatchFailed,
-    BatchToRetry,
+    DocumentFailures,
     chunks_per_task,
     chunks_to_contextualize,
     context_keys,
@@ -143,7 +142,7 @@ def index_corpus(
                     update(done, len(futures))
             for batch, future in zip(batches, futures):
                 outcome = future.result(raise_on_failure=False)
-                if isinstance(outcome, (BatchFailed, BatchToRetry)):  # some of the task's documents failed; the others are saved
+                if isinstance(outcome, DocumentFailures):  # some of the task's documents failed; the others are saved
                     failed.update(outcome.failures)
                 elif isinstance(outcome, BaseException):  # the whole task failed (after its retries)
                     failed.update({document.doc_id: str(outcome) for document, _ in batch})

@@ -36,8 +36,8 @@ def chunks_to_contextualize(corpus: Corpus, keys: list[str], home: Path) -> dict
     return pending_chunks(corpus, keys, home)
 
 
-class BatchFailed(UserError, RuntimeError):
-    """Some documents of a task failed for good (the others' contexts are saved); ``failures``: doc_id -> error."""
+class DocumentFailures(RuntimeError):
+    """Some documents of a task failed (the others' contexts are saved); ``failures``: doc_id -> error."""
 
     def __init__(self, failures: dict[str, str]) -> None:
         super().__init__("; ".join(f"{doc_id}: {error}" for doc_id, error in sorted(failures.items())))
@@ -47,18 +47,15 @@ class BatchFailed(UserError, RuntimeError):
         return (type(self), (self.failures,))
 
 
-class BatchToRetry(RuntimeError):
-    """Some documents of a task met an error that may pass (I/O, an unexpected error), none failed for good: the
-    task is retried, and a retry does only what is not saved yet. ``failures``: doc_id -> error."""
+class BatchFailed(UserError, DocumentFailures):
+    """At least one of them failed for good: the task is not retried."""
+
+
+class BatchToRetry(DocumentFailures):
+    """Each met an error that may pass (I/O, an unexpected error): the task is retried, and a retry does only what
+    is not saved yet."""
 
     retryable = True  # read by ``retry_only_io``
-
-    def __init__(self, failures: dict[str, str]) -> None:
-        super().__init__("; ".join(f"{doc_id}: {error}" for doc_id, error in sorted(failures.items())))
-        self.failures = failures
-
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (type(self), (self.failures,))
 
 
 def document_batches(pending: dict[str, Keyed], documents: dict[str, Document], chunks_per_task: int) -> list[list[tuple[Document, Keyed]]]:

@@ -58,46 +58,33 @@ def test_pending_chunks_are_contextualized_stored_and_then_found(tmp_path: Path)
     assert all(row["paid"] is False for row in rows)
 
 
-def test_a_document_that_fails_for_good_does_not_stop_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    class FailsForB(StructuralContextualizer):
-        def run(self, document, chunks, save, ledger):  # type: ignore[no-untyped-def]
-            if document.doc_id == "b":
-                raise ApiCallFailed("400 invalid_request_error: no")
-            super().run(document, chunks, save, ledger)
-
-    monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": FailsForB())
-    data = corpus({"a": 1, "b": 1, "c": 1})
-    keys = context_keys(data, ContextualizerSpec("structural"))
-    pending = chunks_to_contextualize.fn(data, keys, tmp_path)
-    with pytest.raises(BatchFailed) as failed:
-        contextualize_documents.fn([(d, pending[d.doc_id]) for d in data.documents], ContextualizerSpec("structural"), tmp_path, "run")
-    assert failed.value.failures == {"b": "400 invalid_request_error: no"}
-    assert set(chunks_to_contextualize.fn(data, keys, tmp_path)) == {"b"}  # a and c are saved
-    assert pickle.loads(pickle.dumps(failed.value)).failures == failed.value.failures  # crosses a Dask worker
+FOR_GOOD, MAY_PASS = ApiCallFailed("400 invalid_request_error: no"), OSError("disk full")
 
 
-@pytest.mark.parametrize("for_good", [False, True])
-def test_an_error_that_may_pass_does_not_stop_the_others_and_retries_only_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, for_good: bool
+@pytest.mark.parametrize(("errors", "raised", "said"), [
+    ({"b": FOR_GOOD}, BatchFailed, {"b": "400 invalid_request_error: no"}),
+    ({"a": MAY_PASS}, BatchToRetry, {"a": "OSError: disk full"}),
+    ({"a": MAY_PASS, "c": FOR_GOOD}, BatchFailed, {"a": "OSError: disk full", "c": "400 invalid_request_error: no"}),
+], ids=["for-good", "may-pass", "both"])
+def test_a_failing_document_does_not_stop_the_others_and_the_task_is_retried_only_if_all_may_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errors: dict[str, Exception], raised: type, said: dict[str, str]
 ) -> None:
-    class FailsForA(StructuralContextualizer):
+    class Failing(StructuralContextualizer):
         def run(self, document, chunks, save, ledger):  # type: ignore[no-untyped-def]
-            if document.doc_id == "a":
-                raise OSError("disk full")
-            if document.doc_id == "c" and for_good:
-                raise ApiCallFailed("400 invalid_request_error: no")
+            if document.doc_id in errors:
+                raise errors[document.doc_id]
             super().run(document, chunks, save, ledger)
 
-    monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": FailsForA())
+    monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": Failing())
     data = corpus({"a": 1, "b": 1, "c": 1})
     keys = context_keys(data, ContextualizerSpec("structural"))
     pending = chunks_to_contextualize.fn(data, keys, tmp_path)
-    with pytest.raises(BatchFailed if for_good else BatchToRetry) as failed:
+    with pytest.raises(raised) as failed:
         contextualize_documents.fn([(d, pending[d.doc_id]) for d in data.documents], ContextualizerSpec("structural"), tmp_path, "run")
-    assert set(chunks_to_contextualize.fn(data, keys, tmp_path)) == ({"a", "c"} if for_good else {"a"})  # b is saved
-    assert failed.value.failures == {"a": "OSError: disk full", **({"c": "400 invalid_request_error: no"} if for_good else {})}
-    assert may_pass(failed.value) is not for_good  # retried only when nothing failed for good (one budget per call)
-    assert pickle.loads(pickle.dumps(failed.value)).failures == failed.value.failures
+    assert failed.value.failures == said
+    assert set(chunks_to_contextualize.fn(data, keys, tmp_path)) == set(errors)  # the others are saved
+    assert may_pass(failed.value) is (raised is BatchToRetry)  # retried only when nothing failed for good (one budget per call)
+    assert pickle.loads(pickle.dumps(failed.value)).failures == failed.value.failures  # crosses a Dask worker
 
 
 def test_a_missing_context_is_named(tmp_path: Path) -> None:
