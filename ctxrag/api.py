@@ -120,6 +120,8 @@ class Index:
 
 def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
     """The reranker named (None for ``none``); an unknown one, or one whose key is not set, is a ``UserError``."""
+    if rerank in {"", "none"}:
+        return None  # without importing the rerankers (and their ledger)
     from ctxrag.storage.secrets import MissingKey
     from ctxrag.tasks.retrieval.rerank import RerankSpec
 

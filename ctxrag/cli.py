@@ -15,10 +15,8 @@ from rich.table import Table
 
 from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions
 from ctxrag.prefect_commands import register as register_prefect_commands
-from ctxrag.runs import run_evaluate, run_index, user_message
+from ctxrag.errors import user_message
 from ctxrag.storage.environment import ctxrag_home
-from ctxrag.storage.index_store import IndexStore
-from ctxrag.tables import metrics_table
 
 app = typer.Typer(
     add_completion=False,
@@ -46,7 +44,7 @@ def _fail(message: str) -> None:
 
 @contextmanager
 def _user_errors() -> Iterator[None]:
-    """A user error raised in the block (ctxrag.runs.user_message) becomes one line on stderr and exit code 2;
+    """A user error raised in the block (ctxrag.errors.user_message) becomes one line on stderr and exit code 2;
     anything else propagates with its traceback."""
     try:
         yield
@@ -126,6 +124,8 @@ def index(
     with _user_errors():  # bad input fails in well under a second, before Prefect or a model is loaded
         if plan:  # plain Python: no Prefect server, no flow, no paid call
             return _show_plan(source, name, options, as_json)
+        from ctxrag.runs import run_index
+
         report = run_index(source, name, options)
     if as_json:
         print(json.dumps(report))
@@ -205,11 +205,13 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print only {strategy: {metric: value}} as JSON."),
 ) -> None:
     """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
-    options = EvaluateOptions(
-        k=_parse_ks(k), strategy=strategy or None, rerank=rerank, rerank_model=rerank_model, end_to_end=end_to_end,
-        answer_model=answer_model, judge_model=judge_model, subject=subject, server_rrf=server_rrf,
-    )
     with _user_errors():  # bad input fails before Prefect starts; the set's warnings (skipped questions) print first
+        options = EvaluateOptions(
+            k=_parse_ks(k), strategy=strategy or None, rerank=rerank, rerank_model=rerank_model, end_to_end=end_to_end,
+            answer_model=answer_model, judge_model=judge_model, subject=subject, server_rrf=server_rrf,
+        )
+        from ctxrag.runs import run_evaluate
+
         result = run_evaluate(evalset, name, options, warn=_warn)
     if result["missing_golden"]:
         _warn(f"{len(result['missing_golden'])} golden chunks are not in the index (scored as misses)")
@@ -224,6 +226,8 @@ def evaluate(
     if as_json:
         print(json.dumps(result["metrics"]))
         return
+    from ctxrag.tables import metrics_table
+
     metrics = result["metrics"]
     names = list(dict.fromkeys(metric for values in metrics.values() for metric in values))
     if "accuracy" in result["unavailable"] and "accuracy" not in names:
@@ -238,6 +242,7 @@ def evaluate(
 @app.command("list")
 def list_indexes() -> None:
     """List the indexes under $CTXRAG_HOME: documents, chunks, contextualizer, search strategy, created, source."""
+    from ctxrag.storage.index_store import IndexStore
     from ctxrag.tasks.retrieval.search import tuned_strategy
 
     store = IndexStore(ctxrag_home())
@@ -284,6 +289,8 @@ def tune(
 @app.command()
 def delete(name: str = typer.Argument(...)) -> None:
     """Delete an index, and its Elasticsearch alias and indexes if it lives there (stored contexts and embeddings stay cached)."""
+    from ctxrag.storage.index_store import IndexStore
+
     with _user_errors():
         deleted = IndexStore(ctxrag_home()).delete(name)
     if not deleted:
@@ -297,6 +304,7 @@ def gc(
     paid_older_than: Optional[float] = typer.Option(None, "--paid-older-than", min=0, help="Also remove paid results no index uses, older than DAYS."),
 ) -> None:
     """Remove stored contexts and embeddings that no kept index version references; paid ones stay unless asked."""
+    from ctxrag.storage.index_store import IndexStore
     from ctxrag.tasks.gc import collect_garbage
 
     with _user_errors():

@@ -1,52 +1,19 @@
 """Runs of the index and evaluate flows, made the same way by ``ctxrag index``/``evaluate`` and by ``ctxrag.index``/
 ``ctxrag.evaluate``: the input is checked first (well under a second, before Prefect or a model is loaded), then the
-flow runs against the reused local Prefect server (or the configured one). Errors are raised; ``user_message`` says
+flow runs against the reused local Prefect server (or the configured one). Errors are raised; ``ctxrag.errors.user_message`` says
 which are the user's to fix (the command shows those as one line, exit code 2).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 from ctxrag.flows.options import EvaluateOptions, IndexOptions
 from ctxrag.storage.environment import ctxrag_home
-from ctxrag.storage.errors import UserError
-from ctxrag.storage.secrets import redact
-
-# Errors the user can act on: shown as one line. Anything else is a bug in ctxrag and keeps its traceback. A new
-# user-facing error subclasses ctxrag.storage.errors.UserError; it is not listed here.
-USER_ERRORS: tuple[type[BaseException], ...] = (
-    UserError,
-    OSError,  # permission denied, disk full, a missing file: the message names the file
-)
-_ELASTICSEARCH_ERRORS = (("elastic_transport", "ApiError"), ("elastic_transport", "TransportError"))
-
-
-def _loaded(module: str, name: str) -> type[BaseException] | None:
-    found = getattr(sys.modules.get(module), name, None)
-    return found if isinstance(found, type) and issubclass(found, BaseException) else None
-
-
-def user_message(error: BaseException) -> str | None:
-    """The one line to show for an error the user can act on; None for a bug in ctxrag (it keeps its traceback)."""
-    elasticsearch = tuple(kind for kind in (_loaded(*name) for name in _ELASTICSEARCH_ERRORS) if kind)
-    if elasticsearch and isinstance(error, elasticsearch):
-        from ctxrag.storage.elasticsearch import describe_error
-
-        return describe_error(error)  # type: ignore[arg-type]
-    if isinstance(error, OSError) and not isinstance(error, UserError):
-        if error.filename is None:
-            return redact(str(error) or type(error).__name__)
-        where = str(error.filename) + (f" -> {error.filename2}" if error.filename2 is not None else "")
-        return redact(f"{where}: {error.strerror or error}")
-    if isinstance(error, USER_ERRORS):
-        return redact(str(error) or type(error).__name__)
-    return None
-
+from ctxrag.errors import user_message
 
 class _NoTracebackForUserErrors(logging.Filter):
     """Prefect logs a failed task's traceback; for bad input the one-line message is the whole story."""
@@ -125,6 +92,10 @@ def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn
         store.open(name)  # raises UnknownIndexError, naming the indexes there are
     for value in options.strategies() or []:
         StrategyConfig.from_str(value)
+    if options.rerank not in {"", "none"}:
+        from ctxrag.tasks.retrieval.rerank import RerankSpec
+
+        RerankSpec.from_str(options.rerank, options.rerank_model)
 
 
 def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.errors import UserError
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.names import validate_name
-from ctxrag.tasks.context.claude.contextualizer import ClaudeSettings
+from ctxrag.tasks.context.claude.settings import ClaudeSettings
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.gc import artifact_lock

@@ -111,7 +111,7 @@ class RowCache:
         """The stored rows (only those whose key is in ``keys``, when given), deduplicated by key; None if empty."""
         wanted = None if keys is None else pa.array(sorted(set(keys)), type=pa.string())
         names = None if columns is None else [KEY, *(c for c in columns if c != KEY)]
-        tables = [pq.read_table(part, columns=names) for part in self.parts()]
+        tables = [pq.ParquetFile(part).read(columns=names) for part in self.parts()]
         journal = self._journal_table()
         if journal is not None:
             tables.append(journal.select(names) if names else journal)

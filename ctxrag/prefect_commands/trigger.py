@@ -11,7 +11,7 @@ import typer
 
 from ctxrag.prefect_commands.errors import CommandError, err, fail
 from ctxrag.prefect_commands.params import parse_env, parse_params
-from ctxrag.prefect_commands.server import client
+from ctxrag.prefect_commands.server import client, prefect_server
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -35,7 +35,7 @@ def trigger(
         job_variables = {"env": parse_env(env)} if env else None
         if "/" not in deployment and not _is_uuid(deployment):
             raise CommandError(f"name the deployment as FLOW/DEPLOYMENT, e.g. ctxrag-index/reindex (got {deployment!r})")
-        with client() as api:
+        with prefect_server(), client() as api:
             _check_parameters(api, deployment, parameters)
             try:
                 flow_run = cast(
@@ -46,9 +46,8 @@ def trigger(
                 raise CommandError(_no_deployment(deployment)) from None
             except PrefectHTTPStatusError as error:
                 raise CommandError(f"the server refused the run: {_detail(error)}") from None
-            err.print(
-                f"created flow run {flow_run.name!r} ({flow_run.id}) of {deployment}: {_ui_url(flow_run)}", highlight=False, markup=False
-            )
+            url = _ui_url(flow_run)
+            err.print(f"created flow run {flow_run.name!r} ({flow_run.id}) of {deployment}: {url}", highlight=False, markup=False)
             if watch:
                 flow_run = _watch(api, flow_run, timeout)
                 tables = _result_tables(api, flow_run) if flow_run.state and flow_run.state.is_completed() else []
@@ -64,7 +63,7 @@ def trigger(
         print(json.dumps({
             "id": str(flow_run.id), "name": flow_run.name, "deployment": deployment, "state": state_type,
             "state_name": state.name if state else None, "message": state.message if state else None,
-            "parameters": flow_run.parameters, "url": _ui_url(flow_run),
+            "parameters": flow_run.parameters, "url": url,
         }))
     else:
         print(f"{flow_run.id}\t{state_type}")

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ctxrag.storage.errors import InvalidInput
-from ctxrag.tasks.context.contextualize import shorten_defines
-from ctxrag.tasks.common.models import indexed_text, sha256_hex
-from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, windowed_text
+from ctxrag.tasks.common.models import sha256_hex
 
 DEFAULT_MAX_SEQ_LENGTH = 512
 LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
@@ -80,6 +78,9 @@ class EmbedderSpec:
 
     def embedded_texts(self, contexts: list[str], contents: list[str]) -> list[str]:
         """``embedded_text`` of many chunks (a context cap counts the word pieces of all of them in one call)."""
+        from ctxrag.tasks.common.models import indexed_text
+        from ctxrag.tasks.context.contextualize import shorten_defines
+        from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, windowed_text
         if self.defines_chars:
             contexts = [shorten_defines(context, self.defines_chars) for context in contexts]
         if self.context_tokens:

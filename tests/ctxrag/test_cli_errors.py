@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ctxrag.cli as cli
-from ctxrag.runs import user_message
+from ctxrag.errors import user_message
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 
@@ -185,7 +185,7 @@ def test_a_bare_builtin_error_is_a_bug_not_a_one_liner(
 
 def test_a_listed_message_raised_somewhere_else_is_still_a_bug(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("ctxrag.tasks.retrieval.rerank.RerankSpec.from_str", a_bug(ValueError("unknown reranker 'x'")))
-    assert_bug(invoke("search", "kiwi"), ValueError, "raising")
+    assert_bug(invoke("search", "kiwi", "--rerank", "cohere"), ValueError, "raising")  # 'none' never asks RerankSpec
 
 
 # --- user errors stay one line -----------------------------------------------------------------------------------
