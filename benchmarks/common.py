@@ -148,16 +148,3 @@ def start_ctxrag(args: list[str], env: dict[str, str], **popen: object) -> subpr
 def stop_server(env: dict[str, str]) -> None:
     """``ctxrag server stop`` for the server the commands with ``env`` started (if any)."""
     subprocess.run(CTXRAG + ["server", "stop"], env=env, capture_output=True, timeout=120, cwd=REPO)
-
-
-def server_cpu_seconds(prefect_home: Path) -> float:
-    """User + system CPU seconds of the local server recorded in ``prefect_home`` and its children (0 if none)."""
-    import psutil  # comes with the [test] and [dask] extras, not with Prefect itself
-
-    try:
-        pid = json.loads((prefect_home / "ctxrag-server.json").read_text())["pid"]
-        process = psutil.Process(pid)
-        times = process.cpu_times()
-        return times.user + times.system + times.children_user + times.children_system
-    except (OSError, ValueError, KeyError, psutil.Error):
-        return 0.0
