@@ -28,12 +28,25 @@ def ctxrag(home: Path, *args: str, columns: int = 200) -> subprocess.CompletedPr
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
+def indexing(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tuple[Path, subprocess.CompletedProcess[str]]:  # type: ignore[no-untyped-def]
+    """The sample indexed as "sample" in a fresh home: (home, what the command printed)."""
     home = tmp_path_factory.mktemp("cli") / "home"
     result = ctxrag(home, "index", str(SAMPLE_CORPUS), "--name", "sample")
     assert result.returncode == 0, result.stderr
     assert "published" in result.stdout
-    return home
+    return home, result
+
+
+@pytest.fixture(scope="module")
+def home(indexing: tuple[Path, subprocess.CompletedProcess[str]]) -> Path:
+    return indexing[0]
+
+
+def test_an_index_run_logs_no_debug_lines(indexing: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """Prefect logs at INFO: no library's DEBUG line among them (bm25s set its own logger to DEBUG)."""
+    stderr = indexing[1].stderr
+    assert "| INFO" in stderr  # the run's logs are there
+    assert [line for line in stderr.splitlines() if "| DEBUG" in line] == []
 
 
 def test_evaluate_json_prints_exactly_one_json_object(home: Path) -> None:
