@@ -53,7 +53,7 @@ def run_evaluation(
     rerankers = [rerank.build(ledger, run_id)] if rerank else []
     judge = EndToEnd(ledger=ledger, run_id=run_id, **end_to_end) if end_to_end is not None else None
     paid = bool(judge) or any(not isinstance(reranker, CrossEncoderReranker) for reranker in rerankers)
-    with stage_progress("evaluating") as update:
+    with stage_progress("evaluating", "searches") as update:
         return evaluate(searcher, evalset, strategies, ks, progress=update, rerankers=rerankers, end_to_end=judge, workers=4 if paid else 1)
 
 

@@ -137,9 +137,13 @@ def index_corpus(
                 contextualize_documents.submit(batch, spec_of_contexts, root, run_id, label=f"{number}-of-{len(batches)}")
                 for number, batch in enumerate(batches, start=1)
             ]
-            with stage_progress("contextualizing") as update:
-                for done, _ in enumerate(as_completed(futures), start=1):
-                    update(done, len(futures))
+            sizes = {id(future): sum(len(keyed) for _, keyed in batch) for future, batch in zip(futures, batches)}
+            to_do = sum(sizes.values())
+            with stage_progress("contextualizing", "chunks", stored=len(corpus.chunks) - to_do) as update:
+                done = 0
+                for future in as_completed(futures):
+                    done += sizes[id(future)]
+                    update(done, to_do)
             for batch, future in zip(batches, futures):
                 outcome = future.result(raise_on_failure=False)
                 if isinstance(outcome, DocumentFailures):  # some of the task's documents failed; the others are saved
