@@ -13,6 +13,7 @@ from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 
 from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions
+from ctxrag.flows.runners import run_name
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.index_store import IndexStore
@@ -69,7 +70,7 @@ def every_strategy(own: StrategyConfig) -> list[StrategyConfig]:
     return every + ([own] if own not in every else [])
 
 
-@flow(name="ctxrag-evaluate")
+@flow(name="ctxrag-evaluate", flow_run_name=run_name("evaluate"))
 def evaluate_index(
     evalset: str,
     name: str = DEFAULT_NAME,

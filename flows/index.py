@@ -15,7 +15,7 @@ from prefect.runtime import flow_run
 from prefect.transactions import transaction
 
 from ctxrag.flows.options import DEFAULT_NAME, IndexOptions
-from ctxrag.flows.runners import make_task_runner, spreads_tasks
+from ctxrag.flows.runners import make_task_runner, run_name, spreads_tasks
 from ctxrag.storage.backends import backend_for
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.errors import UserError
@@ -67,7 +67,7 @@ class DocumentsFailed(UserError, RuntimeError):
     """Some documents could not be contextualized; the others' results are stored and reused by the next run."""
 
 
-@flow(name="ctxrag-index", task_runner=make_task_runner())
+@flow(name="ctxrag-index", flow_run_name=run_name("index"), task_runner=make_task_runner())
 def index_corpus(
     source: str,
     name: str = DEFAULT_NAME,

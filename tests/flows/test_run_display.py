@@ -51,6 +51,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> dict[str,
     return {"first": run_of(first), "again": run_of(again), "evaluate": run_of(evaluation)}
 
 
+def test_flow_runs_are_named_for_the_command_and_the_index(runs: dict[str, tuple[Any, list[Any]]]) -> None:
+    names = {label: flow_run.name for label, (flow_run, _) in runs.items()}
+    assert re.fullmatch(r"index-docs-[a-z]+-[a-z]+", names["first"]), names
+    assert re.fullmatch(r"index-docs-[a-z]+-[a-z]+", names["again"]) and names["again"] != names["first"]
+    assert re.fullmatch(r"evaluate-docs-[a-z]+-[a-z]+", names["evaluate"]), names
+
+
 def test_an_index_with_nothing_to_contextualize_says_so_in_words(runs: dict[str, tuple[Any, list[Any]]]) -> None:
     def cards(label: str) -> list[str]:
         return [artifact.description for artifact in runs[label][1] if artifact.type == "progress"]
