@@ -19,6 +19,7 @@ from ctxrag.runs import run_evaluate, run_index, user_message
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tables import metrics_table
+from ctxrag.tasks.common.display import figure
 
 app = typer.Typer(
     add_completion=False,
@@ -137,20 +138,21 @@ def index(
     table.add_column("value", justify="right")
     for key, value in report.items():
         if key not in {"index", "version", "status"} and not isinstance(value, (dict, list, type(None))):
-            table.add_row(key.replace("_", " "), str(value))
+            table.add_row(key.replace("_", " "), figure(value, key))
     table.add_row("warnings", str(len(report["warnings"])))
-    table.add_row("seconds", ", ".join(f"{stage} {value:.1f}" for stage, value in report["seconds"].items()))
+    table.add_row("seconds", ", ".join(f"{stage} {figure(value, 'seconds')}" for stage, value in report["seconds"].items()))
     out.print(table)
     costs = report["contextualizer_calls"]
     if costs["calls"]:
         out.print(
             f"Claude: {costs['calls']} calls ({costs['failed_calls']} failed), {costs['cache_read_share']:.1%} of input "
-            f"tokens read from cache, ${costs['cost_usd']:.4f} (without caching ${costs['cost_without_cache_usd']:.4f})",
+            f"tokens read from cache, ${figure(costs['cost_usd'], 'cost_usd')} "
+            f"(without caching ${figure(costs['cost_without_cache_usd'], 'cost_usd')})",
             highlight=False,
         )
     if report["embedding_calls"]["calls"]:
         spent = report["embedding_calls"]
-        out.print(f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${spent['cost_usd']:.4f}", highlight=False)
+        out.print(f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${figure(spent['cost_usd'], 'cost_usd')}", highlight=False)
     if costs["calls"]:
         if costs["documents_without_caching"]:
             out.print(f"caching could not apply (below the model's minimum length) to {len(costs['documents_without_caching'])} documents: "
@@ -184,7 +186,7 @@ def search(
         print(json.dumps(rows))
         return
     for row in rows:
-        out.print(f"[bold]{row['rank']}. {escape(str(row['chunk_id']))}[/]  score {row['score']:.4f}  found by {', '.join(row['found_by'])}", highlight=False)
+        out.print(f"[bold]{row['rank']}. {escape(str(row['chunk_id']))}[/]  score {figure(row['score'], 'score')}  found by {', '.join(row['found_by'])}", highlight=False)
         snippet = " ".join(str(row["content"]).split())[:240]
         out.print(f"   {snippet}", highlight=False, markup=False)
 
@@ -231,7 +233,7 @@ def evaluate(
     out.print(metrics_table(out, f"{result['queries']} queries on index {name!r}", metrics, names, result["unavailable"]))
     spent = result["paid_calls"]
     if spent["calls"]:
-        out.print(f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${spent['cost_usd']:.4f}", highlight=False)
+        out.print(f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${figure(spent['cost_usd'], 'cost_usd')}", highlight=False)
     err.print(f"chart: {result['chart']}\nper-query results: {result['run_dir']}", highlight=False)
 
 
@@ -274,10 +276,10 @@ def tune(
     table.add_column("strategy")
     table.add_column(record["metric"], justify="right")
     for label, value in sorted(record["scores"].items(), key=lambda item: -item[1]):
-        table.add_row(label, f"{value:.4f}")
+        table.add_row(label, figure(value, record["metric"]))
     out.print(table)
     if record["cv"] is not None:
-        out.print(f"held out ({record['folds']} folds by document): {record['cv']:.4f}; picks: {', '.join(record['fold_picks'])}", highlight=False)
+        out.print(f"held out ({record['folds']} folds by document): {figure(record['cv'], record['metric'])}; picks: {', '.join(record['fold_picks'])}", highlight=False)
     out.print(f"index {name!r} searches with {record['label'] or 'the default'}: {record['reason']}", highlight=False, markup=False)
 
 

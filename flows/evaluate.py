@@ -21,6 +21,7 @@ from ctxrag.storage.ledger import Ledger, summarize
 from ctxrag.tasks.evaluation.evalset import EvalSet, load_evalset
 from ctxrag.tasks.evaluation.answer import EndToEnd
 from ctxrag.tasks.evaluation.evaluate import Evaluation, evaluate, require_golden_chunks
+from ctxrag.tasks.common.display import readable_rows
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.evaluation.report import chart_markdown, metrics_rows, write_chart, write_run
 from ctxrag.tasks.retrieval.rerank import CrossEncoderReranker, RerankSpec
@@ -129,7 +130,7 @@ def evaluate_index(
         "unavailable": unavailable,
     }
     chart = save_evaluation(run_dir, config, result)
-    rows = metrics_rows(result.metrics)
+    rows = readable_rows(metrics_rows(result.metrics))  # rounded for people; metrics.parquet and the result keep all
     create_table_artifact(key=f"ctxrag-metrics-{name}".replace("_", "-"), table=rows, description=f"{Path(evalset).name} on {name!r}")
     create_markdown_artifact(
         key=f"ctxrag-chart-{name}".replace("_", "-"),

@@ -42,6 +42,7 @@ from ctxrag.tasks.stages.embed_documents import embed_whole_documents
 from ctxrag.tasks.stages.gate import check_gate
 from ctxrag.tasks.stages.load import compare_with_live, load_corpus
 from ctxrag.tasks.stages.publish import plan_index, promote_index, publish_index
+from ctxrag.tasks.common.display import figure, readable_rows
 from ctxrag.tasks.common.progress import stage_progress
 
 
@@ -50,16 +51,17 @@ SUMMARY_PARTS = {"contextualizer_calls": ("calls", "cost_usd"), "embedding_calls
 
 
 def summary_rows(report: dict[str, object]) -> list[dict[str, str]]:
-    """The run report as (item, value) rows: nested values flattened (``seconds.embed``), nothing left as ``None``."""
+    """The run report as (item, value) rows for people: nested values flattened (``seconds.embed``), figures rounded
+    (``figure``), nothing left as ``None``."""
     rows = []
     for key, value in report.items():
         if value is None or isinstance(value, list):
             continue
         if isinstance(value, dict):
             wanted = SUMMARY_PARTS.get(key, tuple(value))
-            rows += [{"item": f"{key}.{inner}", "value": str(value[inner])} for inner in wanted if inner in value]
+            rows += [{"item": f"{key}.{inner}", "value": figure(value[inner], f"{key}.{inner}")} for inner in wanted if inner in value]
         else:
-            rows.append({"item": key, "value": str(value)})
+            rows.append({"item": key, "value": figure(value, key)})
     return rows
 
 
@@ -215,12 +217,12 @@ def index_corpus(
     get_run_logger().info(
         "ctxrag index %r: %s, version %s; %d documents, %d chunks (%d contextualized, %d embedded); %s",
         name, report["status"], version, len(corpus.documents), len(corpus.chunks), report["chunks_contextualized"],
-        embedded, ", ".join(f"{stage} {value:.1f} s" for stage, value in seconds.items()),
+        embedded, ", ".join(f"{stage} {figure(value, 'seconds')} s" for stage, value in seconds.items()),
     )
     if costs["calls"]:
         create_table_artifact(
             key=f"ctxrag-costs-{name}".replace("_", "-"),
-            table=[{"item": key, "value": str(value)} for key, value in costs.items()],
+            table=readable_rows({"item": key, "value": value} for key, value in costs.items()),
             description=f"paid contextualizer calls of this run ({spec_of_contexts.kind})",
         )
     return report

@@ -58,6 +58,17 @@ def test_flow_runs_are_named_for_the_command_and_the_index(runs: dict[str, tuple
     assert re.fullmatch(r"evaluate-docs-[a-z]+-[a-z]+", names["evaluate"]), names
 
 
+def test_table_artifacts_show_metrics_to_3_decimals_and_seconds_to_one(runs: dict[str, tuple[Any, list[Any]]]) -> None:
+    summary = {row["item"]: row["value"] for row in table(runs["first"][1], "ctxrag-index-docs")}
+    seconds = {item: value for item, value in summary.items() if item.startswith("seconds.")}
+    assert set(seconds) == {"seconds.load", "seconds.contextualize", "seconds.embed", "seconds.publish"}
+    assert all(re.fullmatch(r"\d+(\.\d)?", value) for value in seconds.values()), seconds
+    metrics = table(runs["evaluate"][1], "ctxrag-metrics-docs")
+    values = [value for row in metrics for column, value in row.items() if column != "strategy"]
+    assert len(values) == 6 * 9  # six strategies, pass/hit/ndcg at 5, 10, 20
+    assert all(re.fullmatch(r"[01]\.\d{3}", str(value)) for value in values), values
+
+
 def test_an_index_with_nothing_to_contextualize_says_so_in_words(runs: dict[str, tuple[Any, list[Any]]]) -> None:
     def cards(label: str) -> list[str]:
         return [artifact.description for artifact in runs[label][1] if artifact.type == "progress"]
