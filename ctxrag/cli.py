@@ -9,7 +9,6 @@ from typing import Iterator, Optional
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -19,7 +18,7 @@ from ctxrag.runs import run_evaluate, run_index, user_message
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tables import metrics_table
-from ctxrag.tasks.common.display import figure
+from ctxrag.tasks.common.display import console, figure
 
 app = typer.Typer(
     add_completion=False,
@@ -27,8 +26,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,  # plain tracebacks for unexpected errors; never locals (they can hold secrets)
     help="Contextual Retrieval as a Prefect workflow.",
 )
-out = Console()
-err = Console(stderr=True)
+out = console()
+err = console(stderr=True)
 
 # The defaults of every option: ctxrag.flows.options, read by the flows and the Python API too.
 INDEX, SEARCH, EVALUATE = IndexOptions(), SearchOptions(), EvaluateOptions()

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
-
 from ctxrag.prefect_commands.local_server import LocalServer, find_server, server_homes, stop_server
 from ctxrag.prefect_commands.server_process import LOG_FILE
+from ctxrag.tasks.common.display import console
 
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ctxrag starts and reuses (see docs/operations.md).")
-out = Console()
-err = Console(stderr=True)
+out = console()
+err = console(stderr=True)
 
 
 def announce_started(server: LocalServer, home: Path) -> None:

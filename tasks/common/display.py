@@ -1,9 +1,16 @@
-"""What people read: figures rounded to what a reader uses. Machine outputs (``--json``, stored results) keep full
-precision: they do not come through here."""
+"""What people read: figures rounded to what a reader uses, and rich consoles that keep a line on one line when the
+output goes to a file or a CI log. Machine outputs (``--json``, stored results) keep full precision: they do not
+come through here."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, Iterable
+
+from rich.console import Console
+
+PIPED_WIDTH = 10_000  # columns of a console writing to a file or a pipe: a table row or a path is never wrapped
 
 
 def figure(value: object, name: str = "") -> str:
@@ -27,3 +34,19 @@ def readable_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
         {column: figure(value, str(row.get("item", column)) if column == "value" else column) for column, value in row.items()}
         for row in rows
     ]
+
+
+def console(stderr: bool = False, soft_wrap: bool = False) -> Console:
+    """A rich console on stdout (or stderr). On a terminal it wraps at the terminal's width, as rich does; written to
+    a file or a pipe (a CI log) it does not hard-wrap (rich's default there is 80 columns), unless ``COLUMNS`` asks
+    for a width. ``soft_wrap``: never hard-wrap printed text, on a terminal too."""
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not _is_terminal(stream) and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, width=PIPED_WIDTH if piped else None, soft_wrap=soft_wrap or piped)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False

@@ -7,10 +7,11 @@ import logging
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-_stderr = Console(stderr=True)
+from ctxrag.tasks.common.display import console
+
+_stderr = console(stderr=True)
 ARTIFACT_STEP = 5.0  # percent between two updates of the Prefect artifact
 
 
