@@ -296,6 +296,7 @@ def delete(name: str = typer.Argument(...)) -> None:
 def gc(
     include_paid: bool = typer.Option(False, "--include-paid", help="Also remove paid results (Claude contexts, Voyage vectors) no index uses."),
     paid_older_than: Optional[float] = typer.Option(None, "--paid-older-than", min=0, help="Also remove paid results no index uses, older than DAYS."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts kept and removed, and bytes_freed, as one JSON object."),
 ) -> None:
     """Remove stored contexts and embeddings that no kept index version references; paid ones stay unless asked."""
     from ctxrag.tasks.gc import collect_garbage
@@ -307,7 +308,20 @@ def gc(
         if report[f"{table}_kept_paid"]:
             err.print(f"kept {report[f'{table}_kept_paid']} paid {table} no index uses (paid for; "
                       "--include-paid or --paid-older-than DAYS removes them)", highlight=False)
-    print(json.dumps(report))
+    if as_json:
+        print(json.dumps(report))
+        return
+    removed = " and ".join(f"{report[f'{table}_removed']:,} {table}" for table in ("contexts", "embeddings"))
+    kept = " and ".join(f"{report[f'{table}_kept']:,} {table}" for table in ("contexts", "embeddings"))
+    out.print(f"removed {removed} no index uses, freeing {_size(report['bytes_freed'])}; kept {kept}", highlight=False)
+
+
+def _size(count: int) -> str:
+    """Bytes as people read them: 512 bytes, 3.4 MB, 1.2 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count:,} bytes"
 
 
 def main() -> None:
