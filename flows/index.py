@@ -24,6 +24,7 @@ from ctxrag.storage.names import validate_name
 from ctxrag.tasks.context.claude.contextualizer import ClaudeSettings
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+from ctxrag.tasks.embedding.precision import with_index_precision
 from ctxrag.tasks.gc import artifact_lock
 from ctxrag.tasks.stages.contextualize import (
     DocumentFailures,
@@ -124,6 +125,9 @@ def index_corpus(
     with store.lock(name), artifact_lock(root, exclusive=False):
         corpus = load_corpus(source, include, exclude, max_file_bytes)
         documents = compare_with_live(corpus, name, root)
+        spec, why = with_index_precision(spec, store.manifest(name))  # one precision per index, kept across runs
+        if why:
+            get_run_logger().info("local embedder precision for %r: %s, %s", name, spec.precision, why)
         lap("load")
         keys = context_keys(corpus, spec_of_contexts)  # each chunk's context key, once per run
         pending = chunks_to_contextualize(corpus, keys, root)
