@@ -9,7 +9,6 @@ from typing import Iterator, Optional
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -17,6 +16,7 @@ from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, Se
 from ctxrag.prefect_commands import register as register_prefect_commands
 from ctxrag.errors import user_message
 from ctxrag.storage.environment import ctxrag_home
+from ctxrag.tasks.common.display import console, figure
 
 app = typer.Typer(
     add_completion=False,
@@ -24,8 +24,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,  # plain tracebacks for unexpected errors; never locals (they can hold secrets)
     help="Contextual Retrieval as a Prefect workflow.",
 )
-out = Console()
-err = Console(stderr=True)
+out = console()
+err = console(stderr=True)
 
 # The defaults of every option: ctxrag.flows.options, read by the flows and the Python API too.
 INDEX, SEARCH, EVALUATE = IndexOptions(), SearchOptions(), EvaluateOptions()
@@ -137,20 +137,21 @@ def index(
     table.add_column("value", justify="right")
     for key, value in report.items():
         if key not in {"index", "version", "status"} and not isinstance(value, (dict, list, type(None))):
-            table.add_row(key.replace("_", " "), str(value))
+            table.add_row(key.replace("_", " "), figure(value, key))
     table.add_row("warnings", str(len(report["warnings"])))
-    table.add_row("seconds", ", ".join(f"{stage} {value:.1f}" for stage, value in report["seconds"].items()))
+    table.add_row("seconds", ", ".join(f"{stage} {figure(value, 'seconds')}" for stage, value in report["seconds"].items()))
     out.print(table)
     costs = report["contextualizer_calls"]
     if costs["calls"]:
         out.print(
             f"Claude: {costs['calls']} calls ({costs['failed_calls']} failed), {costs['cache_read_share']:.1%} of input "
-            f"tokens read from cache, ${costs['cost_usd']:.4f} (without caching ${costs['cost_without_cache_usd']:.4f})",
+            f"tokens read from cache, ${figure(costs['cost_usd'], 'cost_usd')} "
+            f"(without caching ${figure(costs['cost_without_cache_usd'], 'cost_usd')})",
             highlight=False,
         )
     if report["embedding_calls"]["calls"]:
         spent = report["embedding_calls"]
-        out.print(f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${spent['cost_usd']:.4f}", highlight=False)
+        out.print(f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${figure(spent['cost_usd'], 'cost_usd')}", highlight=False)
     if costs["calls"]:
         if costs["documents_without_caching"]:
             out.print(f"caching could not apply (below the model's minimum length) to {len(costs['documents_without_caching'])} documents: "
@@ -184,7 +185,7 @@ def search(
         print(json.dumps(rows))
         return
     for row in rows:
-        out.print(f"[bold]{row['rank']}. {escape(str(row['chunk_id']))}[/]  score {row['score']:.4f}  found by {', '.join(row['found_by'])}", highlight=False)
+        out.print(f"[bold]{row['rank']}. {escape(str(row['chunk_id']))}[/]  score {figure(row['score'], 'score')}  found by {', '.join(row['found_by'])}", highlight=False)
         snippet = " ".join(str(row["content"]).split())[:240]
         out.print(f"   {snippet}", highlight=False, markup=False)
 
@@ -235,7 +236,7 @@ def evaluate(
     out.print(metrics_table(out, f"{result['queries']} queries on index {name!r}", metrics, names, result["unavailable"]))
     spent = result["paid_calls"]
     if spent["calls"]:
-        out.print(f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${spent['cost_usd']:.4f}", highlight=False)
+        out.print(f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${figure(spent['cost_usd'], 'cost_usd')}", highlight=False)
     err.print(f"chart: {result['chart']}\nper-query results: {result['run_dir']}", highlight=False)
 
 
@@ -279,10 +280,10 @@ def tune(
     table.add_column("strategy")
     table.add_column(record["metric"], justify="right")
     for label, value in sorted(record["scores"].items(), key=lambda item: -item[1]):
-        table.add_row(label, f"{value:.4f}")
+        table.add_row(label, figure(value, record["metric"]))
     out.print(table)
     if record["cv"] is not None:
-        out.print(f"held out ({record['folds']} folds by document): {record['cv']:.4f}; picks: {', '.join(record['fold_picks'])}", highlight=False)
+        out.print(f"held out ({record['folds']} folds by document): {figure(record['cv'], record['metric'])}; picks: {', '.join(record['fold_picks'])}", highlight=False)
     out.print(f"index {name!r} searches with {record['label'] or 'the default'}: {record['reason']}", highlight=False, markup=False)
 
 
@@ -302,6 +303,7 @@ def delete(name: str = typer.Argument(...)) -> None:
 def gc(
     include_paid: bool = typer.Option(False, "--include-paid", help="Also remove paid results (Claude contexts, Voyage vectors) no index uses."),
     paid_older_than: Optional[float] = typer.Option(None, "--paid-older-than", min=0, help="Also remove paid results no index uses, older than DAYS."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts kept and removed, and bytes_freed, as one JSON object."),
 ) -> None:
     """Remove stored contexts and embeddings that no kept index version references; paid ones stay unless asked."""
     from ctxrag.storage.index_store import IndexStore
@@ -314,7 +316,20 @@ def gc(
         if report[f"{table}_kept_paid"]:
             err.print(f"kept {report[f'{table}_kept_paid']} paid {table} no index uses (paid for; "
                       "--include-paid or --paid-older-than DAYS removes them)", highlight=False)
-    print(json.dumps(report))
+    if as_json:
+        print(json.dumps(report))
+        return
+    removed = " and ".join(f"{report[f'{table}_removed']:,} {table}" for table in ("contexts", "embeddings"))
+    kept = " and ".join(f"{report[f'{table}_kept']:,} {table}" for table in ("contexts", "embeddings"))
+    out.print(f"removed {removed} no index uses, freeing {_size(report['bytes_freed'])}; kept {kept}", highlight=False)
+
+
+def _size(count: int) -> str:
+    """Bytes as people read them: 512 bytes, 3.4 MB, 1.2 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count:,} bytes"
 
 
 def main() -> None:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import bm25s
 import numpy as np
 
 from ctxrag.storage.tokenize import tokenize
+
+# bm25s sets its own logger to DEBUG when imported, so its "Building index from tokens" reached every handler of
+# the root logger (Prefect's console handler prints all levels) as a DEBUG line among an INFO-level run's logs.
+# Back to NOTSET: it follows the root logger's level, as every other library's logger does.
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 BM25_K1 = 1.2  # as Lucene and Elasticsearch default them; the Elasticsearch backend's similarity uses the same
 BM25_B = 0.75

@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from ctxrag.prefect_commands.errors import fail
 from ctxrag.prefect_commands.local_server import (
     LocalServer, configured_api_url, ensure_server, find_server, prefect_home, prefect_version, stop_server,
 )
 from ctxrag.storage.errors import UserError
+from ctxrag.tasks.common.display import console
 
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server every ctxrag command uses (see docs/operations.md).")
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+out = console()
+err = console(stderr=True)
 
 
 def announce_started(server: LocalServer, home: Path) -> None:

@@ -12,6 +12,7 @@ import typer
 from ctxrag.prefect_commands.errors import CommandError, err, fail
 from ctxrag.prefect_commands.params import parse_env, parse_params
 from ctxrag.prefect_commands.server import client, prefect_server
+from ctxrag.tasks.common.display import readable_rows
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -56,9 +57,7 @@ def trigger(
     state = flow_run.state
     state_type = state.type.value if state else "UNKNOWN"
     for key, rows in tables if watch else []:  # what the run found (metrics, the index summary), on stderr
-        err.print(f"{key}:", highlight=False, markup=False)
-        for row in rows:
-            err.print("  " + "  ".join(f"{column}={value}" for column, value in row.items()), highlight=False, markup=False)
+        err.print("\n".join(table_lines(key, rows)), highlight=False, markup=False)
     if as_json:
         print(json.dumps({
             "id": str(flow_run.id), "name": flow_run.name, "deployment": deployment, "state": state_type,
@@ -71,6 +70,11 @@ def trigger(
         if state and state.message:
             err.print(f"flow run {flow_run.name!r} ended {state.name}: {state.message}", highlight=False, markup=False)
         raise typer.Exit(code=1)
+
+
+def table_lines(key: str, rows: list[dict[str, Any]]) -> list[str]:
+    """A table artifact as log lines: its key, then each row as ``column=value``, figures rounded for people."""
+    return [f"{key}:"] + ["  " + "  ".join(f"{column}={value}" for column, value in row.items()) for row in readable_rows(rows)]
 
 
 def _result_tables(api: SyncPrefectClient, flow_run: FlowRun) -> list[tuple[str, list[dict[str, Any]]]]:

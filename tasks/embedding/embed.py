@@ -6,8 +6,9 @@ only texts it has not seen; the model is loaded only when something is missing.
 Speed (docs/decisions.md, benchmarks/embedding_speed.py): texts are batched by *token* count, longest first, so a
 batch pads little; and where bfloat16 is native and measurably faster (``ctxrag.tasks.embedding.precision``) the model runs under bf16
 autocast (matrix products in bf16, LayerNorm, softmax and pooling in fp32). ``CTXRAG_EMBED_PRECISION=auto|bf16|fp32``
-overrides the choice. Vectors are float32 and unit length either way; bf16 ones are within 1e-4 cosine of fp32 ones,
-so the cache key leaves precision out and an index may mix vectors of both.
+overrides the choice. Vectors are float32 and unit length either way; bf16 ones are within 1e-4 cosine of fp32 ones.
+An index records its precision (``EmbedderSpec.precision``) and a bf16 vector's key says bf16, so one index never
+mixes the two.
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ def _query_encoder(models_dir: Path, model: str, max_seq_length: int):  # type: 
 class LocalEmbedder:
     """sentence-transformers on the CPU; one loaded model per process, shared by every caller.
 
-    ``precision``: "bf16" or "fp32", chosen on first use by ``choose_precision`` (``requested_precision``, else
-    ``CTXRAG_EMBED_PRECISION``, else auto-detection); ``precision_reason`` says why. Resolved lazily, so building an
+    ``precision``: "bf16" or "fp32", chosen on first use by ``choose_precision`` (``requested_precision``, else the
+    spec's, else ``CTXRAG_EMBED_PRECISION``, else the machine's auto decision); ``precision_reason`` says why. Resolved lazily, so building an
     embedder that has nothing to embed imports no torch.
     """
 
@@ -117,7 +118,7 @@ class LocalEmbedder:
             raise ValueError(f"LocalEmbedder cannot serve provider {spec.provider!r}")
         self.spec = spec
         self.models_dir = models_dir
-        self.requested_precision = precision
+        self.requested_precision = precision or spec.precision or None
         self.batch_size = batch_size
         self._precision: tuple[str, str] | None = None
 

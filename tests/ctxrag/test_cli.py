@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,10 +18,13 @@ from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
-def ctxrag(home: Path, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
+def ctxrag(home: Path, *args: str, columns: int | None = 200) -> subprocess.CompletedProcess[str]:
+    """The command with its output captured (not a terminal), ``COLUMNS`` set to ``columns`` (None: unset)."""
     from prefect.settings import PREFECT_API_URL
 
     env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value()), "COLUMNS": str(columns)}
+    if columns is None:
+        del env["COLUMNS"]
     for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
         env.pop(variable, None)
     command = [sys.executable, "-c", "from ctxrag.cli import main; main()", *args]
@@ -28,12 +32,36 @@ def ctxrag(home: Path, *args: str, columns: int = 200) -> subprocess.CompletedPr
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
+def indexing(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tuple[Path, subprocess.CompletedProcess[str]]:  # type: ignore[no-untyped-def]
+    """The sample indexed as "sample" in a fresh home: (home, what the command printed)."""
     home = tmp_path_factory.mktemp("cli") / "home"
     result = ctxrag(home, "index", str(SAMPLE_CORPUS), "--name", "sample")
     assert result.returncode == 0, result.stderr
     assert "published" in result.stdout
-    return home
+    return home, result
+
+
+@pytest.fixture(scope="module")
+def home(indexing: tuple[Path, subprocess.CompletedProcess[str]]) -> Path:
+    return indexing[0]
+
+
+def test_an_index_run_logs_no_debug_lines(indexing: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """Prefect logs at INFO: no library's DEBUG line among them (bm25s set its own logger to DEBUG)."""
+    stderr = indexing[1].stderr
+    assert "| INFO" in stderr  # the run's logs are there
+    assert [line for line in stderr.splitlines() if "| DEBUG" in line] == []
+
+
+def test_piped_output_keeps_paths_and_table_rows_on_one_line(home: Path) -> None:
+    """Captured output (a CI log, a file) with no COLUMNS: nothing is wrapped at rich's default 80 columns."""
+    result = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", columns=None)
+    assert result.returncode == 0, result.stderr
+    run_dir = next(line for line in result.stderr.splitlines() if line.startswith("per-query results: ")).split(": ", 1)[1]
+    assert len(run_dir) > 80 and Path(run_dir).is_dir()  # the whole path, on its line
+    rows = [line for line in result.stdout.splitlines() if line.strip("│ ").startswith("hybrid-weighted")]
+    assert len(rows) == 1 and len(re.findall(r"\d\.\d{3}", rows[0])) == 9, result.stdout  # pass, hit, ndcg at 5, 10, 20
+    assert result.stdout.count("queries on index") == 1  # one table: not split per family to fit 80 columns
 
 
 def test_evaluate_json_prints_exactly_one_json_object(home: Path) -> None:
