@@ -39,14 +39,20 @@ def quiet_tracebacks() -> None:
             handler.addFilter(_NoTracebackForUserErrors())
 
 
-def run_flow(flow: Callable[..., Any], **parameters: Any) -> Any:
-    """Run a flow against the reused local Prefect server (or the configured one); its errors are raised."""
+def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> Any:
+    """Run the flow ``load_flow`` imports against the local Prefect server (or the configured one); its errors are
+    raised. The import, and Prefect's logging set-up, happen while the local server starts."""
     from ctxrag.prefect_commands.local_server import local_prefect_server
     from ctxrag.prefect_commands.server_commands import announce_started
 
-    quiet_tracebacks()
-    with local_prefect_server(announce=announce_started):
-        return flow(**parameters)
+    loaded: list[Callable[..., Any]] = []
+
+    def prepare() -> None:
+        loaded.append(load_flow())
+        quiet_tracebacks()
+
+    with local_prefect_server(announce=announce_started, meanwhile=prepare):
+        return loaded[0](**parameters)
 
 
 def check_index_input(source: str, name: str, options: IndexOptions) -> None:
@@ -69,13 +75,27 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
 
 
 def run_index(source: str, name: str, options: IndexOptions) -> dict[str, Any]:
-    """Check, then run the index flow; returns its report."""
+    """Check, then run the index flow; returns its report. A new index on the local model embeds every chunk, so the
+    model is loaded while the server starts (the embed task reuses it when its tasks run in this process)."""
     check_index_input(source, name, options)
-    from ctxrag.flows.index import index_corpus
-    from ctxrag.flows.runners import make_task_runner
+    from ctxrag.storage.index_store import IndexStore
 
-    flow = index_corpus.with_options(task_runner=make_task_runner(options.task_runner)) if options.task_runner else index_corpus
-    return run_flow(flow, **options.flow_parameters(source, name))
+    new_local_index = options.embedder == "local" and IndexStore(ctxrag_home()).live_version(name) is None
+
+    def load_flow() -> Callable[..., Any]:
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        from ctxrag.flows.index import index_corpus
+        from ctxrag.flows.runners import make_task_runner
+
+        runner = make_task_runner(options.task_runner)
+        if new_local_index and isinstance(runner, ThreadPoolTaskRunner):
+            from ctxrag.tasks.embedding.embed import preload_local_model
+
+            preload_local_model(options.embedder_spec())
+        return index_corpus.with_options(task_runner=runner)
+
+    return run_flow(load_flow, **options.flow_parameters(source, name))
 
 
 def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> None:
@@ -101,6 +121,10 @@ def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn
 def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> dict[str, Any]:
     """Check, then run the evaluate flow; returns its result (metrics, where the run's files went, ...)."""
     check_evaluate_input(evalset, name, options, warn)
-    from ctxrag.flows.evaluate import evaluate_index
 
-    return run_flow(evaluate_index, **options.flow_parameters(evalset, name))
+    def load_flow() -> Callable[..., Any]:
+        from ctxrag.flows.evaluate import evaluate_index
+
+        return evaluate_index
+
+    return run_flow(load_flow, **options.flow_parameters(evalset, name))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Iterator
@@ -130,23 +131,28 @@ def _wait_until_it_answers(server: LocalServer, seconds: float) -> None:
         time.sleep(0.2)
 
 
-def start_server(home: Path) -> LocalServer:
-    """``prefect server start --background`` with a scrubbed environment on a migrated database; waits for
-    /api/health, and stops the server again if the start fails or is interrupted (Ctrl-C, SIGTERM, any error)."""
+def start_server(home: Path, meanwhile: Callable[[], object] = lambda: None) -> LocalServer:
+    """``prefect server start --background`` with a scrubbed environment on a migrated database; runs ``meanwhile``
+    while the server starts (the command's own imports), then waits for /api/health. Stops the server again if the
+    start fails or is interrupted (Ctrl-C, SIGTERM, any error)."""
     check_writable(home)
     port = choose_port(int(os.environ.get("PREFECT_SERVER_API_PORT") or 4200))
     env = server_environment(home, port=port)
     prepare_database(_database(home), prefect_version(), env)
     command = [sys.executable, "-m", "prefect", "server", "start", "--background", "--host", "127.0.0.1", "--port", str(port)]
+    starting: subprocess.Popen[bytes] | None = None
     with sigterm_raises():
         try:
-            started = subprocess.run(command, env=env, cwd=home, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                     timeout=STARTUP_SECONDS, start_new_session=True, check=False)
+            with tempfile.TemporaryFile("w+") as output:
+                starting = subprocess.Popen(command, env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=output,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+                meanwhile()
+                code = starting.wait(timeout=STARTUP_SECONDS)
+                output.seek(0)
+                said = output.read().strip().splitlines()
             pid = _read_pid(home)
-            if started.returncode != 0 or pid is None:
-                output = (started.stdout + started.stderr).strip().splitlines()
-                raise ServerDidNotStart(f"`prefect server start --background` failed (exit code {started.returncode}): "
-                                        + " ".join(output[-3:]))
+            if code != 0 or pid is None:
+                raise ServerDidNotStart(f"`prefect server start --background` failed (exit code {code}): " + " ".join(said[-3:]))
             server = LocalServer(pid, f"http://127.0.0.1:{port}/api")
             deadline = time.monotonic() + STARTUP_SECONDS
             while not answers(server.api_url, timeout=2.0):
@@ -156,6 +162,9 @@ def start_server(home: Path) -> LocalServer:
                 time.sleep(0.1)
             return server
         except BaseException:
+            if starting is not None and starting.poll() is None:
+                starting.kill()  # before it spawns the server
+                starting.wait()
             if (pid := _read_pid(home)) is not None:
                 terminate(pid)
             (home / PID_FILE).unlink(missing_ok=True)
@@ -172,15 +181,16 @@ def _check_version(server: LocalServer, home: Path) -> None:
         )
 
 
-def ensure_server(home: Path | None = None) -> tuple[LocalServer, bool]:
-    """The running local server, or a new one (True when started now). One command at a time checks and starts
-    (two commands started together share one server)."""
+def ensure_server(home: Path | None = None, meanwhile: Callable[[], object] = lambda: None) -> tuple[LocalServer, bool]:
+    """The running local server, or a new one (True when started now), with ``meanwhile`` run while it starts. One
+    command at a time checks and starts (two commands started together share one server)."""
     home = home or prefect_home()
     home.mkdir(parents=True, exist_ok=True)
     with FileLock(home / "ctxrag-server.lock"):
         server = find_server(home)
         if server is None:
-            return start_server(home), True
+            return start_server(home, meanwhile), True
+        meanwhile()
         _wait_until_it_answers(server, BUSY_SECONDS)
         _check_version(server, home)
         return server, False
@@ -198,16 +208,21 @@ def stop_server(home: Path) -> LocalServer | None:
 
 
 @contextmanager
-def local_prefect_server(announce: Callable[[LocalServer, Path], None] | None = None) -> Iterator[str | None]:
+def local_prefect_server(
+    announce: Callable[[LocalServer, Path], None] | None = None, meanwhile: Callable[[], object] = lambda: None
+) -> Iterator[str | None]:
     """Point Prefect at the server to use for the block: the configured one, else the local one (started if it is not
-    running; ``announce(server, home)`` is then called). Yields its API URL; None in temporary mode."""
+    running, with ``meanwhile`` run while it starts; ``announce(server, home)`` is then called). Yields its API URL;
+    None in temporary mode."""
     if configured := configured_api_url():
+        meanwhile()
         yield configured
         return
     if server_mode() == "temporary":
+        meanwhile()
         yield None
         return
-    server, started = ensure_server()
+    server, started = ensure_server(meanwhile=meanwhile)
     if started and announce is not None:
         announce(server, prefect_home())
     from prefect.settings import PREFECT_API_URL, temporary_settings

@@ -102,6 +102,12 @@ def _query_encoder(models_dir: Path, model: str, max_seq_length: int):  # type: 
         return None
 
 
+def preload_local_model(spec: EmbedderSpec) -> None:
+    """Load the local model into this process now (a run that will embed loads it while it waits for something else;
+    every ``LocalEmbedder`` of the same spec then reuses it)."""
+    _sentence_transformer(str(packaged_model_path()), spec.max_seq_length)
+
+
 class LocalEmbedder:
     """sentence-transformers on the CPU; one loaded model per process, shared by every caller.
 
@@ -271,8 +277,7 @@ def embed_missing(
 ) -> int:
     """Embed and store the texts that have no stored vector yet (only the stored keys are read); returns how many."""
     keys = [spec.cache_key(text, input_type) for text in texts]
-    stored = cache.read(keys=keys, columns=[])
-    known = set() if stored is None else set(stored[KEY].to_pylist())
+    known = cache.stored(keys)
     missing = {key: text for key, text in zip(keys, texts) if key not in known}
     if missing:
         # Longest first: batches hold texts of similar length, so little padding; big batches fail early. Length in
@@ -299,7 +304,7 @@ def stored_vectors(
     """The stored vectors of ``texts``, one row per text in order (all must be stored); ``keys``: their cache keys
     when they are not the texts' own (``EmbedderSpec.document_keys``)."""
     keys = keys or [spec.cache_key(text, input_type) for text in texts]
-    known = _cached_vectors(cache, keys)
+    known = cache.vectors(keys)
     missing = [text for key, text in zip(keys, texts) if key not in known]
     if missing:
         raise RuntimeError(f"{len(missing)} texts have no stored vector (first: {missing[0][:80]!r})")
@@ -329,12 +334,3 @@ def vector_rows(keys: list[str], vectors: np.ndarray, paid: bool) -> pa.Table:
         "paid": pa.array([paid] * len(keys), type=pa.bool_()),
         "created_at": pa.array([time.time()] * len(keys), type=pa.float64()),
     })
-
-
-def _cached_vectors(cache: RowCache, keys: list[str]) -> dict[str, np.ndarray]:
-    table = cache.read(keys=keys)
-    if table is None or table.num_rows == 0:
-        return {}
-    flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    vectors = np.asarray(flat, dtype=np.float32).reshape(table.num_rows, -1)
-    return dict(zip(table[KEY].to_pylist(), vectors))
