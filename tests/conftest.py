@@ -2,6 +2,11 @@
 the API simulators and the Elasticsearch emulator (test equipment in tests/equipment/); the session fails if a Prefect
 server a test started is still running at its end.
 
+Markers (registered in pyproject.toml): ``server`` for a test that starts a real Prefect server or worker, ``browser``
+for headless Chromium, ``slow`` for any test of more than about 2 s. A test using the ``prefect_harness`` or
+``prefect_server`` fixture is marked ``server`` here, and every ``server`` or ``browser`` test is also ``slow``, so
+``-m "not slow"`` is the quick loop.
+
 Folder-local fixtures are in that folder's conftest.py; non-fixture helpers (paths, keys, corpora) in tests/helpers.py.
 """
 
@@ -34,6 +39,19 @@ import pytest  # noqa: E402
 
 from tests.equipment.local_server import kill_group, leftover_servers  # noqa: E402
 from tests.helpers import ANTHROPIC_TEST_KEY  # noqa: E402
+
+
+SERVER_FIXTURES = ("prefect_harness", "prefect_server")  # a real Prefect server: the session's test harness, or `prefect server start`
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m selection
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``server`` on every test using a server fixture, ``slow`` on every ``server`` or ``browser`` test."""
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in SERVER_FIXTURES):
+            item.add_marker(pytest.mark.server)
+        if item.get_closest_marker("server") or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

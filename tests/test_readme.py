@@ -153,6 +153,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, d
         yield folder, env
 
 
+@pytest.mark.server  # the README's commands start ctxrag's local Prefect server
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
 def test_readme_block_runs_as_written(block: Block, checkout: tuple[Path, dict[str, str]]) -> None:
     folder, env = checkout

@@ -207,6 +207,7 @@ def test_tune_errors_are_user_errors(home: Path, call: Any, kind: type[Exception
     assert IndexStore(home).tuning("sample") is None
 
 
+@pytest.mark.slow  # a new process
 def test_import_ctxrag_loads_the_api_on_first_use() -> None:
     """A new process: which modules ``import ctxrag`` loads can only be seen in one that has imported nothing yet."""
     code = (

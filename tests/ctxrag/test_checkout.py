@@ -11,6 +11,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from ctxrag.checkout import LAYERS, checkout_root
 from tests.helpers import REPO
 
@@ -34,6 +36,7 @@ def copy_checkout(target: Path) -> Path:
     return target
 
 
+@pytest.mark.slow  # new processes that import ctxrag's layers
 def test_an_uninstalled_checkout_imports_its_own_layers() -> None:
     # -S: no site-packages .pth files (no editable install); the dependencies come from site-packages by PYTHONPATH
     found = where(REPO, "-S", PYTHONPATH=sysconfig.get_paths()["purelib"])
@@ -41,6 +44,7 @@ def test_an_uninstalled_checkout_imports_its_own_layers() -> None:
                      str(REPO / "tasks" / "retrieval" / "search.py"), str(REPO / "storage" / "index_store.py")]
 
 
+@pytest.mark.slow  # new processes that import ctxrag's layers
 def test_another_checkout_never_mixes_in_this_one_s_layers(tmp_path: Path) -> None:
     other = copy_checkout(tmp_path / "other")  # this environment's editable install still points to REPO
     assert all(path.startswith(str(other) + os.sep) for path in where(other))

@@ -144,6 +144,7 @@ def test_a_window_below_16_word_pieces_fails_before_any_work(tmp_path: Path) -> 
     assert not (tmp_path / "home").exists()
 
 
+@pytest.mark.slow  # a process that imports ctxrag's command
 def test_an_injected_bug_shows_its_traceback_in_a_real_process(tmp_path: Path) -> None:
     """A real process: the traceback on stderr and exit code 1 are Python's own handling of an uncaught error, which
     CliRunner (it catches the error) cannot show."""

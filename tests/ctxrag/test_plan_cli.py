@@ -42,6 +42,7 @@ def plan(tmp_path: Path, *args: str, columns: int = 200) -> Result:
     return CliRunner().invoke(cli.app, list(args), env=env)
 
 
+@pytest.mark.slow  # a new process
 @pytest.mark.skipif(not CODEBASE.is_file(), reason=f"{CODEBASE} is not here")
 def test_plan_of_the_codebase_corpus_is_one_json_object_and_starts_nothing(tmp_path: Path) -> None:
     """A real process: the seconds include its imports, and PREFECT_HOME is its own (this process's Prefect is set)."""

@@ -31,6 +31,7 @@ def _post(api_url: str, path: str, body: dict) -> object:
         return json.loads(response.read())
 
 
+@pytest.mark.server
 def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_path: Path) -> None:
     prefect_home = tmp_path / "prefect"
     first_home, second_home = tmp_path / "project-a", tmp_path / "project-b"
@@ -75,6 +76,7 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
         assert ctxrag_as_user(first_home, prefect_home, "server", "status").returncode == 1
 
 
+@pytest.mark.slow  # Prefect's migrations
 def test_the_template_is_migrated_in_a_private_home_and_seeds_an_empty_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXRAG_CACHE_DIR", str(tmp_path / "cache"))
     template = server_template.template_path("test")
@@ -153,6 +155,7 @@ def test_a_server_of_another_prefect_version_is_left_alone(tmp_path: Path, monke
         other.wait()
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
     """Ctrl-C or SIGTERM while the server starts: the child is stopped and its record removed. The command's health
@@ -178,6 +181,7 @@ def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signa
         stop_server(prefect_home)
 
 
+@pytest.mark.server
 def test_a_server_that_dies_at_start_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A database migrated by a newer Prefect: the error names it, the exit code and the log's last lines."""
     prefect_home = tmp_path / "prefect"
