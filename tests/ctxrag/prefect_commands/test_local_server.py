@@ -23,6 +23,9 @@ from ctxrag.storage.errors import UserError
 from tests.equipment.local_server import ctxrag_as_user, fake_server, recorded_server, stopped_afterwards, wait_for
 from tests.helpers import REPO, SAMPLE_CORPUS
 
+# One xdist worker for every test that lets ctxrag start its server (port 4200 when free): tests/equipment/parallel.py.
+pytestmark = pytest.mark.xdist_group("local-server")
+
 
 def _post(api_url: str, path: str, body: dict) -> object:
     request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
