@@ -18,6 +18,8 @@ import pytest
 
 from tests.helpers import REPO, SHADOWING_MODULES, shadowing_folder
 
+pytestmark = pytest.mark.slow  # the wheel build, installs, new processes
+
 FOLDERS = {"ctxrag": "ctxrag", "flows": "ctxrag/flows", "tasks": "ctxrag/tasks", "storage": "ctxrag/storage"}  # repo -> wheel
 
 

@@ -75,10 +75,15 @@ def prefect_home() -> Path:
 
 
 def configured_api_url() -> str | None:
-    """The server the user configured: PREFECT_API_URL in the environment, else in the active profile
-    (``prefect config set`` / ``prefect profile use`` write it to PREFECT_HOME's profiles.toml)."""
+    """The server the user configured: PREFECT_API_URL in the environment; else, when this process has imported
+    Prefect already, Prefect's own settings (a program's ``temporary_settings``, .env, prefect.toml); else the active
+    profile (``prefect config set`` / ``prefect profile use`` write it to PREFECT_HOME's profiles.toml)."""
     if url := os.environ.get("PREFECT_API_URL", "").strip():
         return url
+    if "prefect.settings" in sys.modules:
+        from prefect.settings import get_current_settings
+
+        return get_current_settings().api.url or None
     path = Path(os.environ.get("PREFECT_PROFILES_PATH") or prefect_home() / "profiles.toml")
     try:
         profiles = tomllib.loads(path.read_text())

@@ -23,6 +23,9 @@ from ctxrag.storage.errors import UserError
 from tests.equipment.local_server import ctxrag_as_user, fake_server, recorded_server, stopped_afterwards, wait_for
 from tests.helpers import REPO, SAMPLE_CORPUS
 
+# One xdist worker for every test that lets ctxrag start its server (port 4200 when free): tests/equipment/parallel.py.
+pytestmark = pytest.mark.xdist_group("local-server")
+
 
 def _post(api_url: str, path: str, body: dict) -> object:
     request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
@@ -31,6 +34,7 @@ def _post(api_url: str, path: str, body: dict) -> object:
         return json.loads(response.read())
 
 
+@pytest.mark.server
 def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_path: Path) -> None:
     prefect_home = tmp_path / "prefect"
     first_home, second_home = tmp_path / "project-a", tmp_path / "project-b"
@@ -76,6 +80,7 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
         assert ctxrag_as_user(first_home, prefect_home, "server", "status").returncode == 1
 
 
+@pytest.mark.slow  # Prefect's migrations
 def test_the_template_is_migrated_in_a_private_home_and_seeds_an_empty_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXRAG_CACHE_DIR", str(tmp_path / "cache"))
     template = server_template.template_path("test")
@@ -155,6 +160,7 @@ def test_a_server_of_another_prefect_version_is_left_alone(tmp_path: Path, monke
         other.wait()
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
     """Ctrl-C or SIGTERM while the server starts: the server is stopped and its pid file removed. The command's
@@ -181,6 +187,7 @@ def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signa
         stop_server(prefect_home)
 
 
+@pytest.mark.server
 def test_a_server_that_dies_at_start_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A database migrated by a newer Prefect: the error names it, the exit code and the log's last lines."""
     prefect_home = tmp_path / "prefect"

@@ -109,6 +109,7 @@ def test_detection_needs_a_native_bf16_flag(monkeypatch: pytest.MonkeyPatch) -> 
     assert precision.cpu_has_native_bf16() is False
 
 
+@pytest.mark.slow  # torch, timed in both precisions
 def test_the_timing_runs_here_and_is_measured_once_per_process() -> None:
     """The real measurement on this machine's torch: a positive ratio, cached (one timing per process)."""
     precision.measured_bf16_speedup.cache_clear()
