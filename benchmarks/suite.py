@@ -3,14 +3,17 @@
     .venv/bin/python benchmarks/suite.py --home SCRATCH_HOME [--sets benchmarks/suite/sets] [--only a,b] [--out benchmarks/results]
         [--context-tokens N]
 
-Sets (suite_sets): the cookbook's codebase and docs-sample sets, docstring-derived sets (quality_repos' miner on
-docstring-free copies of rich, httpx and a stdlib subset), README headings and the docs summaries (quality_prose),
+Sets (suite_sets): the cookbook's codebase and docs-sample sets, docstring-derived sets (suite_questions' miner on
+docstring-free copies of rich, httpx and a stdlib subset), README headings and the docs summaries (suite_questions),
 and the hand-written sets found in ``--sets`` (``<name>/set.json`` + ``questions.jsonl``); a set whose corpus this
 machine cannot give (another package version, another Python) is skipped with the reason. Each corpus is indexed
 once with the ``ctxrag index`` CLI on offline defaults into ``--home`` (reused there; ``--context-tokens`` is passed
 on, and an index whose embedder differs from what the options choose is indexed again), and every question's BM25
 and vector rankings (150 deep) are cached there too, as is each set's score of every configuration; a re-run only
 selects and reports.
+
+Strategies (suite_fusion): the product's own (bm25 ... hybrid-score and ``ctxrag tune``'s candidates) ranked by the
+product's fusion code, ``ctxrag.tasks.retrieval.search.fuse_rankings``; the tuned families over their grids.
 
 Selection (suite_select): leave one corpus out. With a corpus out, each tuned family's constants and the default
 (family and constants: ``select``) are chosen on the other corpora's sets, by the mean over sets of each set's
@@ -72,7 +75,7 @@ def product_check(home: Path, specs: list[sets_.SetSpec], data: list[sets_.SetDa
         searcher.prefetch(d.texts)
         found[d.name] = {}
         for label, config in configs.items():
-            variant = select.FIXED[label] if label in select.FIXED else suite_variant(config)
+            variant = suite_variant(config)
             same = sum([hit.row for hit in searcher.search(text, config, sets_.RANKED)] == d.rank(i, *variant)
                        for i, text in enumerate(d.texts))
             found[d.name][label] = f"{same}/{len(d.texts)}"
@@ -166,7 +169,7 @@ def render(result: dict, meta: dict) -> str:
         f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}; produced by "
         f"`benchmarks/suite.py` (method in its docstring). Offline defaults (structural contexts, local MiniLM, "
         f"embedded BM25){embedder_note(meta.get('embedder'))}. {len(rows)} sets on {len(result['loco'])} corpora; {result['configurations']:,} "
-        "configurations (fixed strategies and quality_cv's family grids).",
+        "configurations (the product's strategies and the tuned families' grids).",
         "",
         "Each set's primary metric, x100: `mrr@10` is the reciprocal rank of the first golden chunk within the top 10; "
         "`doc-mrr@10` the same for the first chunk of any golden document (document-level sets); `pass@10` (codebase) "

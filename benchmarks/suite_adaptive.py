@@ -3,7 +3,7 @@
 Features of a question and its two rankings (``features``): identifier-like terms, length, BM25's hit count and
 top-score margins, the vector ranking's top cosine and its gap to the top 10, and the retrievers' agreement (top-10
 overlap, same first row). ``fit``: k is the one of the ``wrrf`` family best on the training sets (as that family's
-LOCO fit picks it); then a softmax over the vector weights of quality_cv's grid (``WS``), linear in the
+LOCO fit picks it); then a softmax over the vector weights of the families' grid (``WS``), linear in the
 standardized features, is fitted by gradient ascent on the expected primary metric, each training set weighing the
 same (every question weighs 1 / (its set's size x the number of sets)), with a fixed L2 penalty. A question is ranked
 with its most probable weight. Held-out figures come from the cached ``wrrf`` scores of that (k, weight).
@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quality_cv_data import DEPTH, Dataset, Query
-from quality_cv_fusion import WS
+from suite_fusion import DEPTH, WS, Dataset, Query
 from suite_select import GridEntry, pick
 from ctxrag.tasks.context.structure import mentioned_names
 
