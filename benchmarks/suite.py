@@ -44,7 +44,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import suite_select as select  # noqa: E402
 import suite_sets as sets_  # noqa: E402
 from common import machine_meta  # noqa: E402
-from suite_adaptive import AdaptiveWRRF  # noqa: E402
 from suite_tune import suite_variant, tuned  # noqa: E402
 
 SHOWN = ("bm25", "vector", "hybrid", "hybrid-weighted", "hybrid-doc", "hybrid-score")
@@ -104,8 +103,6 @@ def evaluate(data: list[sets_.SetData], home: Path) -> dict:
     matrices = [select.matrix(home, d, grid) for d in data]
     scored = time.perf_counter() - started
     registry = select.entries(grid)
-    wrrf = next(entry for entry in registry if entry.name == "wrrf")
-    registry.append(AdaptiveWRRF(wrrf))  # type: ignore[arg-type]
     started = time.perf_counter()
     held = select.loco(data, matrices, registry)
     means = np.stack([m.mean(axis=1) for m in matrices], axis=1)
@@ -177,7 +174,7 @@ def render(result: dict, meta: dict) -> str:
         "metric. **default (LOCO)**: the configuration chosen with the set's corpus left out (by the mean over the "
         "other sets of their primary metric, every set weighing the same), scored on the set; *chosen*: what that was. "
         "*best*: the strategy with the best held-out figure on the set among the fixed ones, each tuned family (LOCO "
-        "too), `select` and the learned `adaptive-wrrf`; *gap*: default minus best. `hybrid-score` is the product's "
+        "too) and `select`; *gap*: default minus best. `hybrid-score` is the product's "
         "default at the constant this selection chose with every set in (so it is not held out and is never *best*). "
         "Last column: default minus "
         "`hybrid`, paired bootstrap resampling golden documents with all their questions, 95%; `*`: excludes 0.",
@@ -232,9 +229,9 @@ def render(result: dict, meta: dict) -> str:
     expected, best = np.mean([row["tune"]["expected"] for row in rows]), np.mean([row["entries"][row["best"]] for row in rows])
     lines.append(f"| **mean over sets** | | | | {pct(np.mean([row['tune']['default'] for row in rows]))} | **{pct(expected)}** | "
                  f"{pct(best)} | {100 * (expected - best):+.1f} |")
-    lines += ["", "## What was chosen with each corpus left out", "", "| left out | default (`select`) | adaptive-wrrf |", "|---|---|---|"]
+    lines += ["", "## What was chosen with each corpus left out", "", "| left out | default (`select`) |", "|---|---|"]
     for unit, chosen in result["loco"].items():
-        lines.append(f"| {unit} | `{chosen['select']}` | {chosen['adaptive-wrrf']} |")
+        lines.append(f"| {unit} | `{chosen['select']}` |")
     lines += ["", "## Other metrics", "", "Every metric of each set (x100) for the fixed strategies and the LOCO default.", "",
               "| set | metric | " + " | ".join(SHOWN) + " | default (LOCO) |", "|---|---|" + "---:|" * (len(SHOWN) + 1)]
     for row in rows:
@@ -256,8 +253,8 @@ def render(result: dict, meta: dict) -> str:
         lines += ["", "Skipped: " + "; ".join(meta["skipped"]) + "."]
     seconds = meta["seconds"]
     lines += ["", f"Timings: sets loaded (indexing and ranking where not cached) {sum(seconds['sets'].values()):.0f} s; "
-              f"configurations scored {seconds['scores']:.0f} s (cached after the first run); LOCO selection, learned "
-              f"strategy and bootstraps {seconds['selection']:.0f} s; whole run {seconds['total']:.0f} s."]
+              f"configurations scored {seconds['scores']:.0f} s (cached after the first run); LOCO selection "
+              f"and bootstraps {seconds['selection']:.0f} s; whole run {seconds['total']:.0f} s."]
     if meta["indexing"]:
         lines += ["", "`ctxrag index` of each corpus, as recorded when its live index was built in this home (cold the first "
                   "time; a re-index for another embedder reuses the stored contexts and the vectors of unchanged texts): "

@@ -1,7 +1,7 @@
 """Strategies of the evaluation suite and their leave-one-corpus-out (LOCO) selection; the cluster bootstrap.
 
 Strategies are entries of one registry (``entries``): the product's fixed strategies (ranked by the product's own
-fusion, suite_fusion.product), the tuned families over their grids (suite_fusion.FAMILIES), and learned strategies.
+fusion, suite_fusion.product), the tuned families over their grids (suite_fusion.FAMILIES), and any learned ones.
 An entry is fitted on training sets (``fit``) and then ranks any question; a grid family's fit is the configuration
 with the best objective on the training sets. The objective is the mean over sets of each set's mean primary metric:
 every set weighs the same, whatever its size.
