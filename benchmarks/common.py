@@ -88,11 +88,6 @@ def machine_meta() -> dict:
     return {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
 
 
-def provenance(meta: dict) -> str:
-    """The opening of a report: one run, on which machine, when."""
-    return f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}"
-
-
 def write_report(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (its folder made if needed) and print it."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,11 +133,6 @@ def run_ctxrag(args: list[str], env: dict[str, str], check: bool = True, timeout
     if check and result.returncode != 0:
         raise failed(args, result.returncode, result.stderr)
     return result
-
-
-def start_ctxrag(args: list[str], env: dict[str, str], **popen: object) -> subprocess.Popen:
-    """``ctxrag ARGS`` started as a subprocess with ``env``, for a benchmark that watches or stops it while it runs."""
-    return subprocess.Popen(CTXRAG + args, env=env, cwd=REPO, **popen)  # type: ignore[call-overload]
 
 
 def stop_server(env: dict[str, str]) -> None:

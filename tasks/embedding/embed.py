@@ -3,7 +3,7 @@
 Vectors are cached in the artifact store by (text sha, model, max sequence length, input type), so a re-run embeds
 only texts it has not seen; the model is loaded only when something is missing.
 
-Speed (docs/decisions.md, benchmarks/embedding_speed.py): texts are batched by *token* count, longest first, so a
+Speed (docs/decisions.md, benchmarks/results/embedding_speed.md): texts are batched by *token* count, longest first, so a
 batch pads little; and where bfloat16 is native and measurably faster (``ctxrag.tasks.embedding.precision``) the model runs under bf16
 autocast (matrix products in bf16, LayerNorm, softmax and pooling in fp32). ``CTXRAG_EMBED_PRECISION=auto|bf16|fp32``
 overrides the choice. Vectors are float32 and unit length either way; bf16 ones are within 1e-4 cosine of fp32 ones.
