@@ -179,7 +179,7 @@ def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, me
         return {"forgot": store.forget_tuning(name)}
     if evalset is None:
         raise InvalidInput("tune needs an evaluation set (or reset=True to forget the index's choice)")
-    questions = load_evalset(evalset)
+    questions = load_evalset(os.fspath(evalset))
     index = Index(name)
     require_golden_chunks(index._searcher, questions, name)
     record = choose(index._searcher, questions, metric).record(os.fspath(evalset), index.version)

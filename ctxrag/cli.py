@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
@@ -174,7 +173,7 @@ def search(
 
     with _user_errors():
         hits = search_index(query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "rank": hit.rank, "chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "chunk_index": hit.chunk_index,
             "score": round(hit.score, 6), "found_by": hit.found_by, "context": hit.context, "content": hit.content,
@@ -340,4 +339,4 @@ register_prefect_commands(app)  # serve, deploy, trigger (ctxrag.prefect_command
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

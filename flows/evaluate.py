@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 from pathlib import Path
 
 import ctxrag.storage.environment  # noqa: F401  (before Prefect)
@@ -44,7 +45,7 @@ def run_evaluation(
     strategies: list[StrategyConfig],
     ks: list[int],
     rerank: RerankSpec | None = None,
-    end_to_end: dict[str, str] | None = None,
+    end_to_end: dict[str, Any] | None = None,
     run_id: str = "",
     server_rrf: bool = False,
 ) -> Evaluation:
@@ -117,7 +118,7 @@ def evaluate_index(
             len(result.missing_golden), Path(evalset).name, name, ", ".join(result.missing_golden[:3]),
         )
     run_dir = root / "runs" / f"evaluate-{name}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**6:06d}"
-    config = {
+    config: dict[str, object] = {
         "index": name,
         "index_manifest": IndexStore(root).manifest(name),
         "evalset": str(Path(evalset).resolve()),

@@ -146,15 +146,15 @@ def index_corpus(
             sizes = {id(future): sum(len(keyed) for _, keyed in batch) for future, batch in zip(futures, batches)}
             to_do = sum(sizes.values())
             with stage_progress("contextualizing", "chunks", stored=len(corpus.chunks) - to_do) as update:
-                done = 0
+                finished = 0
                 for future in as_completed(futures):
-                    done += sizes[id(future)]
-                    update(done, to_do)
+                    finished += sizes[id(future)]
+                    update(finished, to_do)
             for batch, future in zip(batches, futures):
-                outcome = future.result(raise_on_failure=False)
-                if isinstance(outcome, DocumentFailures):  # some of the task's documents failed; the others are saved
-                    failed.update(outcome.failures)
-                elif isinstance(outcome, BaseException):  # the whole task failed (after its retries)
+                result = future.result(raise_on_failure=False)
+                if isinstance(result, DocumentFailures):  # some of the task's documents failed; the others are saved
+                    failed.update(result.failures)
+                elif isinstance(result, BaseException):  # the whole task failed (after its retries)
                     failed.update({document.doc_id: str(outcome) for document, _ in batch})
         finish_contextualization(root)
         costs = paid_calls(root, run_id, "contextualize")
@@ -183,7 +183,7 @@ def index_corpus(
         live = store.manifest(name)
         up_to_date = live is not None and live.get("build_key") == plan.build_key
         gate = None
-        if up_to_date:
+        if up_to_date and live is not None:
             version = live["version"]
         elif gate_evalset and live is not None:
             with transaction():  # a rejected gate rolls back: publish_index's hook discards the staged version

@@ -12,7 +12,7 @@ bound (``--concurrency``, held by one limiter per process: per Dask worker proce
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Any, Callable
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
@@ -34,7 +34,7 @@ def task_workers() -> int:
     return workers
 
 
-def make_task_runner(kind: str | None = None, address: str | None = None) -> TaskRunner:
+def make_task_runner(kind: str | None = None, address: str | None = None) -> TaskRunner[Any]:
     kind = (kind or os.environ.get("CTXRAG_TASK_RUNNER") or "threads").lower()
     if kind == "threads":
         return ThreadPoolTaskRunner(max_workers=task_workers())

@@ -16,7 +16,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -131,7 +131,7 @@ class RowCache:
         found = {key for part in self.parts() for key in pq.ParquetFile(part).read(columns=[KEY])[KEY].to_pylist() if key in wanted}
         return found | {row[KEY] for row in self._journal_rows() if row.get(KEY) in wanted}
 
-    def lookup(self, keys: Iterable[str], column: str) -> dict[str, object]:
+    def lookup(self, keys: Iterable[str], column: str) -> dict[str, Any]:
         """``column``'s stored value of each of ``keys`` that has a row (later rows win)."""
         table = self.read(keys=keys, columns=[column])
         return {} if table is None else dict(zip(table[KEY].to_pylist(), table[column].to_pylist()))

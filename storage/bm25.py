@@ -43,7 +43,7 @@ class Bm25Index:
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no query term is in the vocabulary)."""
         token_ids = self._retriever.get_tokens_ids(tokenize(query)) if self._retriever else []
-        if not token_ids:
+        if not token_ids or self._retriever is None:
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self._retriever.get_scores(token_ids), dtype=np.float32)
 

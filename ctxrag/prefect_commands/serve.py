@@ -121,7 +121,7 @@ def _summary(served: list[tuple[Deployment, Flow[Any, Any]]], deployments: list[
     """``flow/name (cron '0 3 * * *' UTC) and flow/name; trigger with `...```: what serve runs, for stderr."""
     described = []
     for (entry, flow), deployment in zip(served, deployments):
-        schedules = [_describe(item.schedule) for item in deployment.schedules]
+        schedules = [_describe(item.schedule) for item in deployment.schedules or []]
         when = f" ({', '.join(schedules)})" if schedules else " (no schedule)" if entry.schedules else ""
         described.append(full_name(entry, flow) + when)
     listed = " and ".join([", ".join(described[:-1]), described[-1]] if len(described) > 1 else described)

@@ -14,8 +14,8 @@ from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
 
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server every ctxrag command uses (see docs/operations.md).")
-out = console()
-err = console(stderr=True)
+out = console(soft_wrap=True)  # addresses and commands to copy: never broken
+err = console(stderr=True, soft_wrap=True)
 
 
 def announce_started(server: LocalServer, home: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -48,7 +48,7 @@ class _PrefectProgress:
 
     def __init__(self, description: str, unit: str, stored: int) -> None:
         self.description, self.unit, self.stored = description, unit, stored
-        self.artifact_id = None
+        self.artifact_id: Any = None  # the artifact's UUID once created
         self.shown = -ARTIFACT_STEP
         self.last = (0, 0)
 

@@ -54,7 +54,7 @@ def load_run(run_dir: str | Path) -> pd.DataFrame:
     for row in rows:
         retrieved, golden = list(row.get("retrieved") or []), list(row.get("golden") or [])
         row["retrieved"], row["golden"] = retrieved, golden
-        wanted, ranks = set(golden), {}
+        wanted, ranks = set(golden), dict[str, int]()
         for rank, ref in enumerate(retrieved, start=1):
             if ref in wanted:
                 ranks.setdefault(ref, rank)

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 import numpy as np
 
@@ -130,7 +130,7 @@ class StrategyConfig:
                 values[name] = int(raw) if typed[name] == "int" else float(raw)
             except (TypeError, ValueError):
                 raise InvalidInput(f"strategy {self.strategy.value}: {name}={raw!r} is not a number") from None
-        return replace(self, **values)
+        return replace(self, **cast(dict[str, Any], values))
 
 
 def strategy_of(store: IndexStore, name: str, given: str | None = None) -> StrategyConfig:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from prefect import task
 from prefect.cache_policies import NONE
@@ -21,6 +22,9 @@ from ctxrag.tasks.common.batching import packed
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
 from ctxrag.tasks.common.retry import may_pass, retry_only_io
 from ctxrag.tasks.stored import Keyed, context_keys, pending_chunks  # noqa: F401  (context_keys: the flow's)
+
+if TYPE_CHECKING:
+    from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer
 
 CHUNKS_PER_TASK = 512  # offline contextualizers: ~20 task runs per 10,000 chunks (one task run costs ~75 ms)
 PAID_CHUNKS_PER_TASK = 32
@@ -44,7 +48,7 @@ class DocumentFailures(RuntimeError):
         super().__init__("; ".join(f"{doc_id}: {error}" for doc_id, error in sorted(failures.items())))
         self.failures = failures
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]  (keeps ``failures`` across processes, e.g. Dask)
+    def __reduce__(self):  # type: ignore[no-untyped-def]  # keeps ``failures`` across processes, e.g. Dask
         return (type(self), (self.failures,))
 
 
@@ -130,7 +134,7 @@ def contextualize_in_batches(
         done.update(key for key, _, _ in rows)
 
     return run_batches(
-        spec.build(run_id), [(documents[doc_id], [chunk for chunk, _ in keyed]) for doc_id, keyed in pending.items()],
+        cast("ClaudeContextualizer", spec.build(run_id)), [(documents[doc_id], [chunk for chunk, _ in keyed]) for doc_id, keyed in pending.items()],
         save, Ledger(home).append, BatchState(home), poll_seconds, is_done=lambda key: key in done,
     )
 

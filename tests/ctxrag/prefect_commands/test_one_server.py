@@ -15,10 +15,16 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.equipment.local_server import (
     _server_processes, ctxrag_as_user, recorded_server, stopped_afterwards, user_env, wait_for,
 )
 from tests.helpers import REPO, SAMPLE_CORPUS
+
+
+# a real server and scheduler (slow), and one xdist worker for the tests that start the local server (port 4200)
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.xdist_group("local-server")]
 
 
 def _post(api_url: str, path: str, body: dict) -> list[dict]:
