@@ -8,7 +8,8 @@ CTXRAG_HOME and PREFECT_HOME with no server running, so the first command starts
 caches (the ONNX query export, the migrated Prefect database, the embedding precision decision) are made before the
 first round, as on a machine that has indexed before. The commands, on the cookbook corpus (737 chunks, 248 queries):
 a bad input (a missing folder), `--help`, the cold index, the same 737 embedded texts embedded alone (a plain Python
-process: load the model, embed; the cold index less this is its overhead), a no-op re-index, `server status`,
+process: load the model, embed; the cold index less this is its overhead, split by the run report's own stage clock:
+outside the stages, the other stages, the embed stage less the texts alone), a no-op re-index, `server status`,
 evaluate (every strategy; first, and again), search (a query seen before, and a new one). Wall seconds per command,
 the median over rounds; the ratio is this checkout's over the base's. Writes commands.json and commands.md.
 Public tools only (subprocess, git, time, statistics).
@@ -47,14 +48,19 @@ TARGETS = {  # the issue's targets, wall seconds
 }
 
 
-def timed(args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0, command: list[str] | None = None) -> float:
-    """Wall seconds of one command (``ctxrag ARGS`` unless ``command``); stops the benchmark if it exits otherwise."""
+def run(args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0, command: list[str] | None = None) -> tuple[float, str]:
+    """Wall seconds and stdout of one command (``ctxrag ARGS`` unless ``command``); stops the benchmark if it exits
+    otherwise."""
     started = time.perf_counter()
     result = subprocess.run(command or CTXRAG + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=1800)
     seconds = time.perf_counter() - started
     if expect is not None and result.returncode != expect:
         raise SystemExit(f"{' '.join(command or args)} ({cwd}) exited {result.returncode}:\n{result.stderr[-3000:]}")
-    return seconds
+    return seconds, result.stdout
+
+
+def timed(args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0, command: list[str] | None = None) -> float:
+    return run(args, env, cwd, expect, command)[0]
 
 
 def environment(code: Path, scratch: Path, machine: Path) -> dict[str, str]:
@@ -74,10 +80,15 @@ def one_round(code: Path, scratch: Path, machine: Path, shared: Path) -> dict[st
         rows["bad input (missing folder)"] = timed(["index", str(scratch / "missing")], env, code, expect=2)
         rows["--help"] = timed(["--help"], env, code)
         rows["server status"] = timed(["server", "status"], env, code, expect=None)
-        rows["cold index (starts the server)"] = timed(["index", str(corpus), "--name", "codebase"], env, code)
+        cold, report = run(["index", str(corpus), "--name", "codebase", "--json"], env, code)
+        rows["cold index (starts the server)"] = cold
         chunks = next((scratch / "home" / "indexes" / "codebase" / "versions").glob("*/chunks.parquet"))
         rows["the same texts embedded alone"] = timed([], env, code, command=[sys.executable, "-c", EMBED_ALONE, str(chunks)])
-        rows["cold index overhead (cold index less embedded alone)"] = rows["cold index (starts the server)"] - rows["the same texts embedded alone"]
+        rows["cold index overhead (cold index less embedded alone)"] = cold - rows["the same texts embedded alone"]
+        stages = json.loads(report)["seconds"]  # the flow's own stage clock
+        rows["  split: outside the flow's stages (start-up, server, Prefect, shut-down)"] = cold - sum(stages.values())
+        rows["  split: load + contextualize + publish stages"] = stages["load"] + stages["contextualize"] + stages["publish"]
+        rows["  split: embed stage less embedded alone (model load, task runs, stores)"] = stages["embed"] - rows["the same texts embedded alone"]
         rows["no-op re-index"] = timed(["index", str(corpus), "--name", "codebase"], env, code)
         rows["evaluate 248 questions, every strategy, first"] = timed(["evaluate", str(evalset), "--name", "codebase"], env, code)
         rows["evaluate 248 questions, every strategy, again"] = timed(["evaluate", str(evalset), "--name", "codebase"], env, code)

@@ -57,15 +57,20 @@ def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> 
 
 def check_index_input(source: str, name: str, options: IndexOptions) -> None:
     """What ``index`` can check without Prefect: the name, the choices, the ``--include``/``--exclude`` patterns, and
-    the source (a JSON corpus is read and validated in full, which takes well under a second; a folder must exist)."""
-    from ctxrag.storage.backends import backend_for
+    the source (a JSON corpus is read and validated in full, which takes well under a second; a folder must exist).
+    The cheap checks come first: a mistyped name or path is refused before the loaders are imported."""
     from ctxrag.storage.names import validate_name
+    from ctxrag.tasks.common.models import CorpusError
+
+    validate_name(name)
+    if not Path(source).exists():
+        raise CorpusError(f"{source}: no such file or directory")  # as the loader says it
+    from ctxrag.storage.backends import backend_for
     from ctxrag.tasks.context.contextualize import ContextualizerKind
     from ctxrag.tasks.load import load_source
     from ctxrag.tasks.load.directory import filter_spec
 
     options.embedder_spec()
-    validate_name(name)
     backend_for(options.backend)
     ContextualizerKind.from_str(options.contextualizer)
     filter_spec(options.include, "--include")  # a pattern pathspec cannot compile is named here, not after Prefect started

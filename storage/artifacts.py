@@ -132,9 +132,15 @@ class RowCache:
         return found | {row[KEY] for row in self._journal_rows() if row.get(KEY) in wanted}
 
     def lookup(self, keys: Iterable[str], column: str) -> dict[str, Any]:
-        """``column``'s stored value of each of ``keys`` that has a row (later rows win)."""
-        table = self.read(keys=keys, columns=[column])
-        return {} if table is None else dict(zip(table[KEY].to_pylist(), table[column].to_pylist()))
+        """``column``'s stored value of each of ``keys`` that has a row (later rows win), read as Python values: no
+        Arrow array is made from them (see ``vectors``)."""
+        wanted = set(keys)
+        found: dict[str, Any] = {}
+        for part in self.parts():
+            table = pq.ParquetFile(part).read(columns=[KEY, column])
+            found.update((key, value) for key, value in zip(table[KEY].to_pylist(), table[column].to_pylist()) if key in wanted)
+        found.update((row[KEY], row.get(column)) for row in self._journal_rows() if row.get(KEY) in wanted)
+        return found
 
     def vectors(self, keys: Iterable[str], column: str = "vector") -> dict[str, np.ndarray]:
         """The stored float32 vectors of ``keys`` (later rows win). Read from Arrow's buffers: no Python value is made

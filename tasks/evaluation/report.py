@@ -17,15 +17,17 @@ def metrics_rows(metrics: dict[str, dict[str, float]]) -> list[dict[str, object]
 
 
 def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) -> Path:
-    """Grouped bars: one group per metric, one bar per strategy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Grouped bars: one group per metric, one bar per strategy. Drawn on a Figure of its own with the Agg canvas, not
+    through pyplot: no global backend or figure registry of the host process is touched, and pyplot's import (half a
+    second of an evaluate command) is skipped."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     strategies = list(metrics)
     names = list(dict.fromkeys(name for values in metrics.values() for name in values))
-    figure, axes = plt.subplots(figsize=(max(7, 1.6 * len(names) + 3.5), 4))
+    figure = Figure(figsize=(max(7, 1.6 * len(names) + 3.5), 4))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots()
     width = 0.8 / max(1, len(strategies))
     for offset, strategy in enumerate(strategies):
         positions = [index + offset * width for index in range(len(names))]
@@ -37,7 +39,6 @@ def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) ->
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
-    plt.close(figure)
     return path
 
 
