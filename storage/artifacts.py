@@ -46,6 +46,7 @@ class JournalLockTimeout(UserError, TimeoutError):
 
 _journal_locks: dict[Path, tuple[threading.RLock, filelock.FileLock]] = {}
 _journal_locks_guard = threading.Lock()
+os.register_at_fork(after_in_child=_journal_locks.clear)  # a forked child starts with no lock another thread held
 
 
 def _locks_of(journal: Path) -> tuple[threading.RLock, filelock.FileLock]:
