@@ -1,17 +1,17 @@
-"""What each `ctxrag` command costs as a user runs it, without a running Prefect server and with one (speed issue).
+"""What each `ctxrag` command costs as a user runs it: this checkout against an earlier commit, side by side.
 
-    .venv/bin/python benchmarks/commands.py [--shared-data PATH] [--out benchmarks/results] [--repeats 3]
+    .venv/bin/python benchmarks/commands.py --base REV [--rounds 3] [--shared-data PATH] [--out benchmarks/results]
 
-Two modes, each from nothing (fresh CTXRAG_HOME, PREFECT_HOME, model and cache folders), run one after the other:
-- ``temporary``: ``CTXRAG_PREFECT_SERVER=temporary``, Prefect's temporary server inside every command (the old way);
-- ``reused``: the default, the local server the first command starts and later ones reuse.
-In each: a bad input, the cookbook corpus indexed cold, re-indexed with nothing changed, evaluated (first time: its
-queries are embedded; again: stored), searched with a query seen before and with new queries, and the README's
-sample indexed and evaluated; last, the cookbook indexed and evaluated in a second CTXRAG_HOME of the same user (the
-query export exists; the local server is reused). Each command is a subprocess; wall time and its CPU time (user + sys
-of the command and its children, from ``resource.getrusage``, plus the local server's CPU while the command ran, from
-its pid with psutil) are recorded; repeated commands report the median. Writes commands.json and commands.md. Public
-tools only (subprocess, resource, statistics, psutil).
+Both code trees run in this environment (REV is checked out in a temporary git worktree; each command's PYTHONPATH
+names its tree). Each round runs both trees one after the other, alternating which goes first, each from a new
+CTXRAG_HOME and PREFECT_HOME with no server running, so the first command starts the local server; the machine's
+caches (the ONNX query export, the migrated Prefect database, the embedding precision decision) are made before the
+first round, as on a machine that has indexed before. The commands, on the cookbook corpus (737 chunks, 248 queries):
+a bad input (a missing folder), `--help`, the cold index, the same 737 embedded texts embedded alone (a plain Python
+process: load the model, embed; the cold index less this is its overhead), a no-op re-index, `server status`,
+evaluate (every strategy; first, and again), search (a query seen before, and a new one). Wall seconds per command,
+the median over rounds; the ratio is this checkout's over the base's. Writes commands.json and commands.md.
+Public tools only (subprocess, git, time, statistics).
 """
 
 from __future__ import annotations
@@ -19,117 +19,143 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import REPO, RESULTS, SHARED_DATA, cpu_model, failed, git, private_env, run_ctxrag, server_cpu_seconds, stop_server  # benchmarks/common.py
+from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git
 
-MODES = {"temporary": {"CTXRAG_PREFECT_SERVER": "temporary"}, "reused": {"CTXRAG_PREFECT_SERVER": "background"}}
+EMBED_ALONE = """
+import sys, time
+import pyarrow.parquet as pq
+from ctxrag.flows.options import IndexOptions
+from ctxrag.tasks.embedding.embed import LocalEmbedder
+table = pq.ParquetFile(sys.argv[1]).read(columns=["context", "content"])
+spec = IndexOptions().embedder_spec()
+texts = spec.embedded_texts(table["context"].to_pylist(), table["content"].to_pylist())
+LocalEmbedder(spec).embed(texts)
+"""
 
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def timed(args: list[str], env: dict[str, str], expect_ok: bool = True) -> dict[str, float]:
-    """One command: wall seconds, CPU seconds (of it and its children, reaped, plus what the local server it talks to
-    spent meanwhile, read from the server's pid), its exit code."""
-    prefect_home = Path(env["PREFECT_HOME"])
-    server_before = server_cpu_seconds(prefect_home)
-    cpu_before, start = _children_cpu(), time.perf_counter()
-    result = run_ctxrag(args, env, check=False, timeout=1800)
-    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu_before
-    server = server_cpu_seconds(prefect_home) - server_before
-    if expect_ok and result.returncode != 0:
-        raise failed(args, result.returncode, result.stderr)
-    return {"wall": wall, "cpu": cpu + server, "server_cpu": server, "code": result.returncode}
+TARGETS = {  # the issue's targets, wall seconds
+    "bad input (missing folder)": 0.5, "--help": 0.4, "cold index overhead (cold index less embedded alone)": 8.0,
+    "no-op re-index": 2.5, "evaluate 248 questions, every strategy, again": 4.0, "search, a query seen before": 0.6,
+    "server status": 0.6,
+}
 
 
-def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu", "server_cpu")} | {"runs": len(runs)}
+def timed(args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0, command: list[str] | None = None) -> float:
+    """Wall seconds of one command (``ctxrag ARGS`` unless ``command``); stops the benchmark if it exits otherwise."""
+    started = time.perf_counter()
+    result = subprocess.run(command or CTXRAG + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - started
+    if expect is not None and result.returncode != expect:
+        raise SystemExit(f"{' '.join(command or args)} ({cwd}) exited {result.returncode}:\n{result.stderr[-3000:]}")
+    return seconds
 
 
-def bench_mode(mode: str, shared: Path, scratch: Path, repeats: int) -> dict[str, dict[str, float]]:
-    base = scratch / mode
-    env = private_env(base / "home", base / "prefect", CTXRAG_MODELS_DIR=str(base / "models"), CTXRAG_CACHE_DIR=str(base / "cache"),
-                      COLUMNS="200", **MODES[mode])
-    # a second CTXRAG_HOME of the same user: the machine-wide files (the query export) and the local server exist
-    again = {**env, "CTXRAG_HOME": str(base / "home-2")}
+def environment(code: Path, scratch: Path, machine: Path) -> dict[str, str]:
+    """A new user's environment running ``code``: no Prefect setting, new homes, the machine's caches."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("PREFECT_", "CTXRAG_")) and name != "CI"}
+    env.update({"PYTHONPATH": str(code), "CTXRAG_HOME": str(scratch / "home"), "PREFECT_HOME": str(scratch / "prefect"),
+                "CTXRAG_MODELS_DIR": str(machine / "models"), "CTXRAG_CACHE_DIR": str(machine / "cache"), "COLUMNS": "200"})
+    return env
+
+
+def one_round(code: Path, scratch: Path, machine: Path, shared: Path) -> dict[str, float]:
+    env = environment(code, scratch, machine)
     corpus, evalset = shared / "codebase" / "codebase_chunks.json", shared / "codebase" / "evaluation_set.jsonl"
-    seen_query = json.loads(evalset.read_text().splitlines()[0])["query"]
-    rows: dict[str, dict[str, float]] = {}
+    seen = json.loads(evalset.read_text().splitlines()[0])["query"]
+    rows: dict[str, float] = {}
     try:
-        rows["bad input (missing folder)"] = timed(["index", str(base / "missing")], env, expect_ok=False)
-        rows["index cookbook, cold"] = timed(["index", str(corpus), "--name", "codebase"], env)
-        rows["index cookbook, nothing changed"] = median_of([timed(["index", str(corpus), "--name", "codebase"], env) for _ in range(repeats)])
-        rows["evaluate 248 questions, first"] = timed(["evaluate", str(evalset), "--name", "codebase"], env)
-        rows["evaluate 248 questions, again"] = median_of([timed(["evaluate", str(evalset), "--name", "codebase"], env) for _ in range(repeats)])
-        rows["search, a query seen before"] = median_of([timed(["search", seen_query, "--name", "codebase"], env) for _ in range(repeats)])
-        rows["search, first new query"] = timed(["search", "first new query: how are ids hashed", "--name", "codebase"], env)
-        rows["search, later new queries"] = median_of(
-            [timed(["search", f"new query {i}: where is the config parsed", "--name", "codebase"], env) for i in range(repeats)]
-        )
-        sample, questions = REPO / "data" / "sample" / "corpus", REPO / "data" / "sample" / "questions.jsonl"
-        rows["README: index the sample"] = timed(["index", str(sample)], env)
-        rows["README: evaluate the sample"] = timed(["evaluate", str(questions)], env)
-        rows["index cookbook, cold, a second CTXRAG_HOME"] = timed(["index", str(corpus), "--name", "codebase"], again)
-        rows["evaluate 248 questions, first, a second CTXRAG_HOME"] = timed(["evaluate", str(evalset), "--name", "codebase"], again)
+        rows["bad input (missing folder)"] = timed(["index", str(scratch / "missing")], env, code, expect=2)
+        rows["--help"] = timed(["--help"], env, code)
+        rows["server status"] = timed(["server", "status"], env, code, expect=None)
+        rows["cold index (starts the server)"] = timed(["index", str(corpus), "--name", "codebase"], env, code)
+        chunks = next((scratch / "home" / "indexes" / "codebase" / "versions").glob("*/chunks.parquet"))
+        rows["the same texts embedded alone"] = timed([], env, code, command=[sys.executable, "-c", EMBED_ALONE, str(chunks)])
+        rows["cold index overhead (cold index less embedded alone)"] = rows["cold index (starts the server)"] - rows["the same texts embedded alone"]
+        rows["no-op re-index"] = timed(["index", str(corpus), "--name", "codebase"], env, code)
+        rows["evaluate 248 questions, every strategy, first"] = timed(["evaluate", str(evalset), "--name", "codebase"], env, code)
+        rows["evaluate 248 questions, every strategy, again"] = timed(["evaluate", str(evalset), "--name", "codebase"], env, code)
+        rows["search, a query seen before"] = timed(["search", seen, "--name", "codebase"], env, code)
+        rows["search, a new query"] = timed(["search", f"where is the config parsed {time.time_ns()}", "--name", "codebase"], env, code)
+        rows["server status (running)"] = timed(["server", "status"], env, code)
     finally:
-        stop_server(env)
+        subprocess.run(CTXRAG + ["server", "stop"], env=env, cwd=code, capture_output=True, timeout=120)
     return rows
 
 
-def write(out: Path, results: dict[str, dict[str, dict[str, float]]], meta: dict[str, object]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "commands.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+def warm_machine(code: Path, machine: Path, shared: Path) -> None:
+    """What a machine keeps once (query export, migrated database, precision decision): one index of a small corpus."""
+    with tempfile.TemporaryDirectory(prefix="ctxrag-warm-") as scratch:
+        env = environment(code, Path(scratch), machine)
+        try:
+            timed(["index", str(REPO / "data" / "sample" / "corpus"), "--name", "warm"], env, code)
+        finally:
+            subprocess.run(CTXRAG + ["server", "stop"], env=env, cwd=code, capture_output=True, timeout=120)
+
+
+def write(out: Path, results: dict[str, list[dict[str, float]]], meta: dict[str, object]) -> str:
+    medians = {tree: {row: statistics.median(run[row] for run in runs) for row in runs[0]} for tree, runs in results.items()}
     lines = [
-        "# What each command costs: without a running Prefect server, and with the reused local one",
+        "# What each command costs, this checkout against the commit before",
         "",
-        f"`benchmarks/commands.py`, {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs ({meta['cpu']}), load average before: "
-        f"{meta['load_before']}. One run of each mode, the two modes one after the other, each from nothing. Wall s / "
-        "CPU s (user + sys of the command and its children, plus the local server's CPU while it ran, read from its pid). "
-        "Repeated rows: median of "
-        f"{meta['repeats']}. Embedder precision: {meta['precision']}.",
+        f"`benchmarks/commands.py`, {meta['date']}, {meta['cpus']} CPUs ({meta['cpu']}), load average before {meta['load_before']:.2f}, "
+        f"after {meta['load_after']:.2f}. Base {meta['base']}, new {meta['new']}. {meta['rounds']} rounds, the two trees alternating; "
+        "wall seconds, the median over rounds; each round from new homes with no server running (the cold index starts it), "
+        "the machine's caches made before. Ratio: new / base.",
         "",
-        "| command | temporary server (per command) | reused local server | wall ratio |",
-        "|---|---:|---:|---:|",
+        "| command | base | new | ratio | target |",
+        "|---|---:|---:|---:|---:|",
     ]
-    for command, temporary in results["temporary"].items():
-        reused = results["reused"][command]
-        ratio = temporary["wall"] / reused["wall"] if reused["wall"] else float("nan")
-        lines.append(f"| {command} | {temporary['wall']:.2f} / {temporary['cpu']:.2f} | {reused['wall']:.2f} / {reused['cpu']:.2f} | {ratio:.2f}x |")
-    lines += ["", "In the reused mode the first command (the cold index) also starts the server (its new database is "
-              "seeded from the migrated, empty template, made first in a private scratch home); the rows after it reuse it, "
-              "the second CTXRAG_HOME too (one server per user and PREFECT_HOME)."]
-    (out / "commands.md").write_text("\n".join(lines) + "\n")
+    for row, base in medians["base"].items():
+        new = medians["new"][row]
+        target = TARGETS.get(row)
+        lines.append(f"| {row} | {base:.2f} | {new:.2f} | {new / base if base else float('nan'):.2f} | "
+                     f"{'' if target is None else f'{target:g}'} |")
+    text = "\n".join(lines) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "commands.json").write_text(json.dumps({"meta": meta, "rounds": results, "medians": medians}, indent=2))
+    (out / "commands.md").write_text(text)
+    return text
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", required=True, help="the commit to compare with (e.g. the one before the change)")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args()
-    from ctxrag.tasks.embedding.precision import choose_precision
-
-    meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "cpu": cpu_model(), "load_before": os.getloadavg()[0],
-        "commit": git("rev-parse", "--short", "HEAD"),
-        "repeats": options.repeats, "precision": "%s (%s)" % choose_precision(), "python": platform.python_version(),
-    }
     scratch = Path(tempfile.mkdtemp(prefix="ctxrag-commands-"))
+    base = scratch / "base-tree"
+    subprocess.run(["git", "worktree", "add", "--detach", str(base), options.base], cwd=REPO, check=True, capture_output=True)
+    meta: dict[str, object] = {
+        "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "cpu": cpu_model(), "load_before": os.getloadavg()[0],
+        "base": git("rev-parse", "--short", options.base), "new": git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain") else ""),
+        "rounds": options.rounds,
+    }
+    trees = {"base": base, "new": REPO}
+    results: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
     try:
-        results = {mode: bench_mode(mode, options.shared_data, scratch, options.repeats) for mode in MODES}
+        for name, code in trees.items():
+            warm_machine(code, scratch / f"machine-{name}", options.shared_data)
+        for number in range(options.rounds):
+            order = list(trees) if number % 2 == 0 else list(reversed(trees))
+            for name in order:
+                round_dir = scratch / f"{name}-{number}"
+                results[name].append(one_round(trees[name], round_dir, scratch / f"machine-{name}", options.shared_data))
+                shutil.rmtree(round_dir, ignore_errors=True)
+                print(name, number, {row: round(value, 2) for row, value in results[name][-1].items()}, flush=True)
     finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=REPO, capture_output=True)
         shutil.rmtree(scratch, ignore_errors=True)
-    write(options.out, results, meta)
-    print((options.out / "commands.md").read_text())
+    meta["load_after"] = os.getloadavg()[0]
+    print(write(options.out, results, meta))
 
 
 if __name__ == "__main__":

@@ -88,11 +88,6 @@ def machine_meta() -> dict:
     return {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
 
 
-def provenance(meta: dict) -> str:
-    """The opening of a report: one run, on which machine, when."""
-    return f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}"
-
-
 def write_report(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (its folder made if needed) and print it."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,24 +135,6 @@ def run_ctxrag(args: list[str], env: dict[str, str], check: bool = True, timeout
     return result
 
 
-def start_ctxrag(args: list[str], env: dict[str, str], **popen: object) -> subprocess.Popen:
-    """``ctxrag ARGS`` started as a subprocess with ``env``, for a benchmark that watches or stops it while it runs."""
-    return subprocess.Popen(CTXRAG + args, env=env, cwd=REPO, **popen)  # type: ignore[call-overload]
-
-
 def stop_server(env: dict[str, str]) -> None:
     """``ctxrag server stop`` for the server the commands with ``env`` started (if any)."""
     subprocess.run(CTXRAG + ["server", "stop"], env=env, capture_output=True, timeout=120, cwd=REPO)
-
-
-def server_cpu_seconds(prefect_home: Path) -> float:
-    """User + system CPU seconds of the local server recorded in ``prefect_home`` and its children (0 if none)."""
-    import psutil  # comes with the [test] and [dask] extras, not with Prefect itself
-
-    try:
-        pid = json.loads((prefect_home / "ctxrag-server.json").read_text())["pid"]
-        process = psutil.Process(pid)
-        times = process.cpu_times()
-        return times.user + times.system + times.children_user + times.children_system
-    except (OSError, ValueError, KeyError, psutil.Error):
-        return 0.0

@@ -107,12 +107,18 @@ def bench_elasticsearch_emulator(home: Path, label: str, corpus: Path, evalset: 
 
 
 def render(results: dict) -> str:
+    from ctxrag.flows.options import IndexOptions
+    from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
+
+    options = IndexOptions()
     lines = [
         "# ctxrag benchmark results",
         "",
         f"Machine: {results['machine']['cpus']} cores ({results['machine']['cpu']}), Python {results['machine']['python']}, "
-        f"{results['machine']['date']}. Produced by `benchmarks/run.py`: embedded defaults, no API and no simulator; "
-        "the last section runs the Elasticsearch backend against the noida-db emulator.",
+        f"{results['machine']['date']}. Produced by `benchmarks/run.py`: embedded defaults (the local model reads windows "
+        f"of {options.window_tokens} word pieces, the context cut to {options.context_tokens}; the default strategy is "
+        f"`{DEFAULT_STRATEGY}`), no API and no simulator; the last section runs the Elasticsearch backend against the "
+        "noida-db emulator." + (f" {results['note']}" if results.get("note") else ""),
         "",
     ]
     for run in results["runs"]:
@@ -121,7 +127,8 @@ def render(results: dict) -> str:
         lines += [f"## {run['label']}", "", f"`{run['corpus']}` ({run['chunks']} chunks), questions `{run['evalset']}`.", ""]
         lines += ["| strategy | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
         for strategy, values in metrics.items():
-            lines.append(f"| ctxrag {strategy} | " + " | ".join(_fmt(name, values[name]) for name in names) + " |")
+            shown = f"**{strategy}** (default)" if strategy == DEFAULT_STRATEGY else strategy
+            lines.append(f"| ctxrag {shown} | " + " | ".join(_fmt(name, values[name]) for name in names) + " |")
         published = PUBLISHED_CODEBASE if "pass@10" in names else PUBLISHED_DOCS
         for row, values in published.items():
             lines.append(f"| cookbook {row} (published) | " + " | ".join(str(value) for value in values) + " |" + " |" * (len(names) - len(values)))
@@ -174,6 +181,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     data = args.shared_data
+    started_load = os.getloadavg()[0]
     codebase_queries = [json.loads(line)["query"] for line in (data / "codebase" / "evaluation_set.jsonl").read_text().splitlines() if line.strip()]
     docs_queries = [item["question"] for item in json.loads((data / "anthropic_docs" / "docs_evaluation_sample.json").read_text())]
     runs, homes = [], []
@@ -193,7 +201,9 @@ def main() -> None:
     )
     for home in homes:  # each fresh CTXRAG_HOME (with its own PREFECT_HOME) started a local Prefect server: stop it
         stop_server(private_env(home))
-    results = {"machine": machine_meta(), "runs": runs, "elasticsearch_emulator": emulator}
+    load = f"{started_load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    results = {"machine": machine_meta(), "runs": runs, "elasticsearch_emulator": emulator,
+               "note": f"Load average (1 min) {load}: timings on a busy machine are slower than on an idle one."}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     write_report(args.out / "results.md", render(results))

@@ -3,14 +3,17 @@
     .venv/bin/python benchmarks/suite.py --home SCRATCH_HOME [--sets benchmarks/suite/sets] [--only a,b] [--out benchmarks/results]
         [--context-tokens N]
 
-Sets (suite_sets): the cookbook's codebase and docs-sample sets, docstring-derived sets (quality_repos' miner on
-docstring-free copies of rich, httpx and a stdlib subset), README headings and the docs summaries (quality_prose),
+Sets (suite_sets): the cookbook's codebase and docs-sample sets, docstring-derived sets (suite_questions' miner on
+docstring-free copies of rich, httpx and a stdlib subset), README headings and the docs summaries (suite_questions),
 and the hand-written sets found in ``--sets`` (``<name>/set.json`` + ``questions.jsonl``); a set whose corpus this
 machine cannot give (another package version, another Python) is skipped with the reason. Each corpus is indexed
 once with the ``ctxrag index`` CLI on offline defaults into ``--home`` (reused there; ``--context-tokens`` is passed
 on, and an index whose embedder differs from what the options choose is indexed again), and every question's BM25
 and vector rankings (150 deep) are cached there too, as is each set's score of every configuration; a re-run only
 selects and reports.
+
+Strategies (suite_fusion): the product's own (bm25 ... hybrid-score and ``ctxrag tune``'s candidates) ranked by the
+product's fusion code, ``ctxrag.tasks.retrieval.search.fuse_rankings``; the tuned families over their grids.
 
 Selection (suite_select): leave one corpus out. With a corpus out, each tuned family's constants and the default
 (family and constants: ``select``) are chosen on the other corpora's sets, by the mean over sets of each set's
@@ -41,7 +44,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import suite_select as select  # noqa: E402
 import suite_sets as sets_  # noqa: E402
 from common import machine_meta  # noqa: E402
-from suite_adaptive import AdaptiveWRRF  # noqa: E402
 from suite_tune import suite_variant, tuned  # noqa: E402
 
 SHOWN = ("bm25", "vector", "hybrid", "hybrid-weighted", "hybrid-doc", "hybrid-score")
@@ -72,7 +74,7 @@ def product_check(home: Path, specs: list[sets_.SetSpec], data: list[sets_.SetDa
         searcher.prefetch(d.texts)
         found[d.name] = {}
         for label, config in configs.items():
-            variant = select.FIXED[label] if label in select.FIXED else suite_variant(config)
+            variant = suite_variant(config)
             same = sum([hit.row for hit in searcher.search(text, config, sets_.RANKED)] == d.rank(i, *variant)
                        for i, text in enumerate(d.texts))
             found[d.name][label] = f"{same}/{len(d.texts)}"
@@ -101,8 +103,6 @@ def evaluate(data: list[sets_.SetData], home: Path) -> dict:
     matrices = [select.matrix(home, d, grid) for d in data]
     scored = time.perf_counter() - started
     registry = select.entries(grid)
-    wrrf = next(entry for entry in registry if entry.name == "wrrf")
-    registry.append(AdaptiveWRRF(wrrf))  # type: ignore[arg-type]
     started = time.perf_counter()
     held = select.loco(data, matrices, registry)
     means = np.stack([m.mean(axis=1) for m in matrices], axis=1)
@@ -166,7 +166,7 @@ def render(result: dict, meta: dict) -> str:
         f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}; produced by "
         f"`benchmarks/suite.py` (method in its docstring). Offline defaults (structural contexts, local MiniLM, "
         f"embedded BM25){embedder_note(meta.get('embedder'))}. {len(rows)} sets on {len(result['loco'])} corpora; {result['configurations']:,} "
-        "configurations (fixed strategies and quality_cv's family grids).",
+        "configurations (the product's strategies and the tuned families' grids).",
         "",
         "Each set's primary metric, x100: `mrr@10` is the reciprocal rank of the first golden chunk within the top 10; "
         "`doc-mrr@10` the same for the first chunk of any golden document (document-level sets); `pass@10` (codebase) "
@@ -174,7 +174,7 @@ def render(result: dict, meta: dict) -> str:
         "metric. **default (LOCO)**: the configuration chosen with the set's corpus left out (by the mean over the "
         "other sets of their primary metric, every set weighing the same), scored on the set; *chosen*: what that was. "
         "*best*: the strategy with the best held-out figure on the set among the fixed ones, each tuned family (LOCO "
-        "too), `select` and the learned `adaptive-wrrf`; *gap*: default minus best. `hybrid-score` is the product's "
+        "too) and `select`; *gap*: default minus best. `hybrid-score` is the product's "
         "default at the constant this selection chose with every set in (so it is not held out and is never *best*). "
         "Last column: default minus "
         "`hybrid`, paired bootstrap resampling golden documents with all their questions, 95%; `*`: excludes 0.",
@@ -229,9 +229,9 @@ def render(result: dict, meta: dict) -> str:
     expected, best = np.mean([row["tune"]["expected"] for row in rows]), np.mean([row["entries"][row["best"]] for row in rows])
     lines.append(f"| **mean over sets** | | | | {pct(np.mean([row['tune']['default'] for row in rows]))} | **{pct(expected)}** | "
                  f"{pct(best)} | {100 * (expected - best):+.1f} |")
-    lines += ["", "## What was chosen with each corpus left out", "", "| left out | default (`select`) | adaptive-wrrf |", "|---|---|---|"]
+    lines += ["", "## What was chosen with each corpus left out", "", "| left out | default (`select`) |", "|---|---|"]
     for unit, chosen in result["loco"].items():
-        lines.append(f"| {unit} | `{chosen['select']}` | {chosen['adaptive-wrrf']} |")
+        lines.append(f"| {unit} | `{chosen['select']}` |")
     lines += ["", "## Other metrics", "", "Every metric of each set (x100) for the fixed strategies and the LOCO default.", "",
               "| set | metric | " + " | ".join(SHOWN) + " | default (LOCO) |", "|---|---|" + "---:|" * (len(SHOWN) + 1)]
     for row in rows:
@@ -253,8 +253,8 @@ def render(result: dict, meta: dict) -> str:
         lines += ["", "Skipped: " + "; ".join(meta["skipped"]) + "."]
     seconds = meta["seconds"]
     lines += ["", f"Timings: sets loaded (indexing and ranking where not cached) {sum(seconds['sets'].values()):.0f} s; "
-              f"configurations scored {seconds['scores']:.0f} s (cached after the first run); LOCO selection, learned "
-              f"strategy and bootstraps {seconds['selection']:.0f} s; whole run {seconds['total']:.0f} s."]
+              f"configurations scored {seconds['scores']:.0f} s (cached after the first run); LOCO selection "
+              f"and bootstraps {seconds['selection']:.0f} s; whole run {seconds['total']:.0f} s."]
     if meta["indexing"]:
         lines += ["", "`ctxrag index` of each corpus, as recorded when its live index was built in this home (cold the first "
                   "time; a re-index for another embedder reuses the stored contexts and the vectors of unchanged texts): "

@@ -27,8 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import quality_prose as prose  # noqa: E402
-import quality_repos as repos  # noqa: E402
+import suite_questions as questions_  # noqa: E402
 from ctxrag.flows.options import IndexOptions  # noqa: E402
 from ctxrag.storage.index_store import IndexStore, StoredIndex  # noqa: E402
 
@@ -75,9 +74,9 @@ def site_package(path: str, distribution: str, version: str | None = None) -> Co
 
 
 def docstring_free(base: Corpus) -> Corpus:
-    """``base`` copied without its docstrings (quality_repos.strip_docstrings); same unit."""
+    """``base`` copied without its docstrings (suite_questions.strip_docstrings); same unit."""
     name = "nodoc-" + base.index
-    return Corpus(base.unit, name, f"{base.label}, docstrings removed", lambda home: repos.prepare_repository(base.prepare(home), home, name)[0])
+    return Corpus(base.unit, name, f"{base.label}, docstrings removed", lambda home: questions_.prepare_repository(base.prepare(home), home, name)[0])
 
 
 def check_python(python: str | None) -> None:
@@ -131,15 +130,15 @@ def pydoc_topics(python: str | None = None) -> Corpus:
 
 
 def readmes() -> Corpus:
-    """The Markdown READMEs of the installed distributions, question headings neutralized (quality_prose.build_set)."""
+    """The Markdown READMEs of the installed distributions, question headings neutralized (suite_questions.build_set)."""
 
     def prepare(home: Path) -> Path:
         folder = home / "sources" / "readmes"
         folder.mkdir(parents=True, exist_ok=True)
-        prose.build_set(prose.readmes(), folder)
+        questions_.build_set(questions_.readmes(), folder)
         return folder
 
-    return Corpus("readmes", "readmes", "READMEs of the installed distributions (quality_prose)", prepare)
+    return Corpus("readmes", "readmes", "READMEs of the installed distributions (suite_questions)", prepare)
 
 
 def embedder(context_tokens: int) -> dict:

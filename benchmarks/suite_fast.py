@@ -1,15 +1,16 @@
 """Every configuration's primary metric on a set, fast: the RRF-shaped configurations of a question scored at once.
 
-Most of the grid (the fixed fusions but bm25 and vector, and the families rrf-k, wrrf, wrrf-2k, wrrf-depth, gated,
-doc-rank, doc-def) share one form over a question's candidates:
+Most of the grid (the families rrf-k, wrrf, wrrf-2k, wrrf-depth, gated, doc-rank, doc-def) share one form over a
+question's candidates:
 
     wb / (kb + bm25 rank) + w / (kv + vector rank, cut at dv) + ub / (k + BM25 document rank)
         + uv / (k + vector document rank) + dm x (the chunk defines a name the question mentions)
 
-ordered as quality_cv.ranked orders (score, then best single rank, then row), the top 20 kept. ``fast_scores`` scores
-all of them as one array per question (numpy, same operations in the same order as quality_cv, so the same floats
-and ties); the other configurations go through quality_cv's own functions. ``check`` compares a seeded sample of
-(configuration, question) pairs with quality_cv's functions and ctxrag.tasks.evaluation.metrics, so the fast path cannot drift.
+ordered as suite_fusion.ranked orders (score, then best single rank, then row), the top 20 kept. ``fast_scores``
+scores all of them as one array per question (numpy, same operations in the same order as suite_fusion, so the same
+floats and ties); the other configurations (the product's strategies among them) go through their own functions.
+``check`` compares a seeded sample of (configuration, question) pairs with suite_fusion's functions and
+ctxrag.tasks.evaluation.metrics, so the fast path cannot drift.
 """
 
 from __future__ import annotations
@@ -18,37 +19,26 @@ import random
 
 import numpy as np
 
-from quality_cv_data import ABSENT, DEPTH, Dataset, KS, Query
-from quality_cv_fusion import v_gated
+from suite_fusion import ABSENT, DEPTH, TOP, Dataset, Query, gate, v_doc_signals, v_gated, v_rrf
 from ctxrag.tasks.context.structure import mentioned_names
 
 FORM = ("wb", "kb", "w", "kv", "dv", "k", "ub", "uv", "dm")
 
 
 def form(config) -> tuple[float, ...] | None:
-    """The configuration's coefficients in the shared form, or None (scored by quality_cv's function)."""
-    p, name = config.params, config.function.__name__
-    if name == "v_rrf":
+    """The configuration's coefficients in the shared form, or None (scored by its own function)."""
+    p, function = config.params, config.function
+    if function is v_rrf:
         return (1.0, p["kb"], p["w"], p["kv"], p.get("dv", DEPTH), 0.0, 0.0, 0.0, 0.0)
-    if name == "v_weighted":
-        return (p["wb"], 0.0, p["wv"], 0.0, DEPTH, 0.0, 0.0, 0.0, 0.0)
-    if name in ("v_doc_rank", "v_doc_signals") and not p.get("p"):
+    if function is v_doc_signals:
         return (1.0, p["k"], p["w"], p["k"], DEPTH, p["k"], p["ub"], p["uv"], p.get("dm", 0.0))
-    if name == "v_gated":
+    if function is v_gated:
         return (1.0, p["k"], np.nan, p["k"], DEPTH, 0.0, 0.0, 0.0, 0.0)  # w: per question (gate)
     return None
 
 
-def gate(query: Query, feature: str) -> float:
-    """quality_cv.v_gated's confidence feature."""
-    if feature == "gap10":
-        top = np.sort(query.sv[np.isfinite(query.sv)])[::-1][:10]
-        return float(top[0] - top.mean()) if top.size else 0.0
-    return float(np.sum((query.rb <= 10) & (query.rv <= 10)))
-
-
 def inverse(ranks: np.ndarray, k: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """quality_cv_fusion.inverse for a column of (k, weight) per configuration against a row of ranks."""
+    """suite_fusion.inverse for a column of (k, weight) per configuration against a row of ranks."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(np.isfinite(ranks), weight / (k + ranks), 0.0)
 
@@ -70,7 +60,7 @@ def top_rows(data: Dataset, query: Query, coefficients: np.ndarray, gated: list[
     best = np.where(candidate, np.minimum(query.rb[None, :], rv), np.inf)
     key = np.where(candidate, -score, np.inf)
     rows = np.broadcast_to(np.arange(query.rb.size), key.shape)
-    order = np.lexsort((rows, best, key), axis=-1)[:, : max(KS)]
+    order = np.lexsort((rows, best, key), axis=-1)[:, :TOP]
     return order, np.take_along_axis(candidate, order, axis=1)
 
 
@@ -111,7 +101,7 @@ def golden_mask(data, i: int, rows: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def check(data, grid: list, scores: np.ndarray, fast: np.ndarray, samples: int = 300, seed: int = 0) -> None:
-    """Fast scores equal quality_cv's function + ctxrag.tasks.evaluation.metrics on a seeded sample (AssertionError otherwise)."""
+    """Fast scores equal suite_fusion's function + ctxrag.tasks.evaluation.metrics on a seeded sample (AssertionError otherwise)."""
     rng = random.Random(seed)
     candidates = np.nonzero(fast)[0].tolist()
     for _ in range(min(samples, len(candidates) * len(data.texts))):

@@ -1,9 +1,10 @@
 """Strategies of the evaluation suite and their leave-one-corpus-out (LOCO) selection; the cluster bootstrap.
 
-Strategies are entries of one registry (``ENTRIES``): the product's fixed fusions with today's constants, quality_cv's
-tuned families over their grids, and learned strategies. An entry is fitted on training sets (``fit``) and then
-ranks any question; a grid family's fit is the configuration with the best objective on the training sets. The
-objective is the mean over sets of each set's mean primary metric: every set weighs the same, whatever its size.
+Strategies are entries of one registry (``entries``): the product's fixed strategies (ranked by the product's own
+fusion, suite_fusion.product), the tuned families over their grids (suite_fusion.FAMILIES), and any learned ones.
+An entry is fitted on training sets (``fit``) and then ranks any question; a grid family's fit is the configuration
+with the best objective on the training sets. The objective is the mean over sets of each set's mean primary metric:
+every set weighs the same, whatever its size.
 
 LOCO: the unit is the corpus. For each corpus, every entry is fitted on the sets of all other corpora and scored on
 that corpus's sets; the default strategy (family and constants together) is the grid configuration best on the
@@ -22,41 +23,15 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from quality_cv_data import Dataset, Query
-from quality_cv_fusion import VARIANTS, inverse, ranked, v_combsum, v_doc_signals, v_rrf, v_single
-from quality_cv_report import describe
 import suite_fast
-from ctxrag.tasks.retrieval.fusion import (
-    DOC_FUSION_DEFINITION_WEIGHT,
-    DOC_FUSION_DOCUMENT_WEIGHTS,
-    DOC_FUSION_RRF_K,
-    DOC_FUSION_WEIGHTS,
-    SCORE_FUSION_VECTOR_WEIGHT,
-    WEIGHTED_BM25_WEIGHT,
-    WEIGHTED_VECTOR_WEIGHT,
-)
+from suite_fusion import FAMILIES, describe, product
 
 RESAMPLES = 10_000
 
-
-def v_weighted(data: Dataset, query: Query, wb: float, wv: float) -> list[int]:
-    """ctxrag.tasks.retrieval.fusion.weighted_fusion (the cookbook's): wb / BM25 rank + wv / vector rank."""
-    return ranked(inverse(query.rb, 0, wb) + inverse(query.rv, 0, wv), query)
-
-
-HYBRID_DOC = {"k": DOC_FUSION_RRF_K, "w": DOC_FUSION_WEIGHTS["vector"], "ub": DOC_FUSION_DOCUMENT_WEIGHTS.get("bm25", 0.0),
-              "uv": DOC_FUSION_DOCUMENT_WEIGHTS.get("vector", 0.0), "dm": DOC_FUSION_DEFINITION_WEIGHT}
-assert DOC_FUSION_WEIGHTS["bm25"] == 1.0
+# The product's strategies, each ranked by ctxrag.tasks.retrieval.search.fuse_rankings at the shipped constants.
 FIXED: dict[str, tuple[Callable[..., list[int]], dict]] = {
-    "bm25": (v_single, {"retriever": "bm25"}),
-    "vector": (v_single, {"retriever": "vector"}),
-    "hybrid": (v_rrf, {"kb": 60, "kv": 60, "w": 1.0}),
-    "hybrid-weighted": (v_weighted, {"wb": WEIGHTED_BM25_WEIGHT, "wv": WEIGHTED_VECTOR_WEIGHT}),
-    "hybrid-doc": (v_doc_signals, HYBRID_DOC),
-    "hybrid-score": (v_combsum, {"norm": "z", "alpha": SCORE_FUSION_VECTOR_WEIGHT}),
+    name: (product, {"strategy": name}) for name in ("bm25", "vector", "hybrid", "hybrid-weighted", "hybrid-doc", "hybrid-score")
 }
-FAMILIES = ("rrf-k", "wrrf", "wrrf-2k", "wrrf-depth", "gated", "combsum", "doc-max", "doc-rank", "doc-def")
-# Left out: doc-position (a probe of the cookbook's lead skew), bm25-prf and rocchio (they read the index itself).
 
 
 @dataclass(frozen=True)
@@ -66,14 +41,13 @@ class Config:
     params: dict
 
     def describe(self) -> str:
-        return describe((self.family, self.params)) if self.family not in FIXED else self.family
+        return describe(self.family, self.params) if self.family not in FIXED else self.family
 
 
 def configs() -> list[Config]:
-    """Every grid point: the fixed strategies first, then each family's grid in quality_cv's order."""
+    """Every grid point: the fixed strategies first, then each family's grid in order."""
     found = [Config(name, function, params) for name, (function, params) in FIXED.items()]
-    for family in FAMILIES:
-        function, grid, _ = VARIANTS[family]
+    for family, (function, grid) in FAMILIES.items():
         found += [Config(family, function, params) for params in grid]
     return found
 

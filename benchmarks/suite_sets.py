@@ -21,8 +21,8 @@ import numpy as np
 import suite_corpora as corpora
 from suite_corpora import Corpus, Unavailable
 
-from quality_cv_data import ABSENT, DEPTH, Dataset, Query, document_ranks  # noqa: E402
-import quality_prose as prose  # noqa: E402
+import suite_questions as questions_  # noqa: E402
+from suite_fusion import ABSENT, DEPTH, TOP, Dataset, Query, document_ranks  # noqa: E402
 from ctxrag.storage.index_store import StoredIndex  # noqa: E402
 from ctxrag.tasks.evaluation.evalset import golden_ref, load_evalset  # noqa: E402
 from ctxrag.tasks.evaluation.metrics import hit_at_k, pass_at_k, recall_at_k, reciprocal_rank_at_k  # noqa: E402
@@ -30,7 +30,7 @@ from ctxrag.tasks.retrieval.search import DEFINES, Searcher  # noqa: E402
 from ctxrag.tasks.context.structure import defined_names  # noqa: E402
 
 
-RANKED = 20  # each strategy's ranking, as scored
+RANKED = TOP  # each strategy's ranking, as scored
 STDLIB_PATHS = ["asyncio", "email", "http", "json", "logging", "urllib", "concurrent"]  # as stdlib-behaviour's corpus
 CODE_METRICS = ["mrr@10", "hit@10", "mrr@3", "hit@3"]
 DOCUMENT_METRICS = ["doc-mrr@10", "doc-hit@10", "doc-mrr@3", "doc-hit@3"]
@@ -61,7 +61,7 @@ def rows_by(index: StoredIndex, column: str) -> dict[str, int]:
 
 
 def chunk_refs(index: StoredIndex) -> dict[str, int]:
-    """``doc_id#chunk_index`` -> row (the cookbook's golden pairs and quality_repos' question files)."""
+    """``doc_id#chunk_index`` -> row (the cookbook's golden pairs and the docstring sets' question files)."""
     chunks = index.chunks
     return {golden_ref(doc, position): row for row, (doc, position) in enumerate(zip(chunks["doc_id"].to_pylist(), chunks["chunk_index"].to_pylist()))}
 
@@ -92,11 +92,11 @@ def builtin_sets(data: Path) -> list[SetSpec]:
                 from_evalset(lambda home: data / "anthropic_docs" / "docs_evaluation_sample.json", True)),
         SetSpec("docs-summaries", docs_plain, "chunk", CODE_METRICS, "prose", "summary",
                 "The docs corpus's 232 Claude-written chunk summaries asked against the same chunks indexed without them "
-                "(quality_prose.summary_questions); golden: the summary's own chunk.",
-                lambda home, index: [Question(q.text, rows) for q, rows in zip(*prose.summary_questions(data, index))]),
+                "(suite_questions.summary_questions); golden: the summary's own chunk.",
+                lambda home, index: [Question(q.text, rows) for q, rows in zip(*questions_.summary_questions(data, index))]),
         SetSpec("readmes-heading", corpora.readmes(), "chunk", ["mrr@10", "pass@10", "hit@10"], "prose", "heading",
                 "Headings of the installed distributions' Markdown READMEs as questions, each heading replaced by "
-                "`Section N` in its file (quality_prose.build_set); golden: the chunks under that section.",
+                "`Section N` in its file (suite_questions.build_set); golden: the chunks under that section.",
                 readme_questions),
     ]
     for package, distribution in (("rich", "rich"), ("httpx", "httpx")):
@@ -108,14 +108,14 @@ def builtin_sets(data: Path) -> list[SetSpec]:
 def docstring_set(name: str, base: Corpus) -> SetSpec:
     corpus = corpora.docstring_free(base)
     made = ("First sentences (>= 6 words) of public docstrings as questions, asked of a docstring-free copy "
-            "(quality_repos.mine; at most 400, seeded sample); golden: the chunk holding the definition's header line.")
+            "(suite_questions.mine; at most 400, seeded sample); golden: the chunk holding the definition's header line.")
     return SetSpec(name, corpus, "chunk", CODE_METRICS, "code", "docstring", made,
                    from_evalset(lambda home: home / f"{corpus.index}.jsonl", False))
 
 
 def readme_questions(home: Path, index: StoredIndex) -> list[Question]:
-    questions, _ = prose.build_set(prose.readmes(), corpora.readmes().prepare(home))
-    return [Question(q.text, rows) for q, rows in zip(questions, prose.golden_rows(index, questions))]
+    questions, _ = questions_.build_set(questions_.readmes(), corpora.readmes().prepare(home))
+    return [Question(q.text, rows) for q, rows in zip(questions, questions_.golden_rows(index, questions))]
 
 
 def corpus_of(spec: dict, data: Path) -> Corpus:
@@ -196,7 +196,7 @@ class SetData:
         return [metric_value(name, ranking, self.golden[i], self.doc_of_row) for name in (metrics or self.metrics)]
 
     def rank(self, i: int, function: Callable[..., list[int]], params: dict) -> list[int]:
-        """Rows of the index, as a quality_cv variant ranks them for question ``i``."""
+        """Rows of the index, as a strategy of suite_fusion ranks them for question ``i``."""
         data, query, rows = self.views[i]
         return rows[function(data, query, **params)].tolist()
 
@@ -228,18 +228,8 @@ def build_cache(home: Path, spec: SetSpec) -> None:
         if wanted:
             kept.append(question.text)
             golden.append(wanted)
-    searcher = Searcher(index, home=home)
-    searcher.prefetch(kept)
-    arrays = {key: np.full((len(kept), DEPTH), fill, dtype) for key, fill, dtype in
-              (("brow", -1, np.int32), ("bscore", 0, np.float32), ("vrow", -1, np.int32), ("vscore", np.nan, np.float32))}
-    for i, text in enumerate(kept):
-        for prefix, ranking in (("b", searcher.rank_bm25(text, DEPTH)), ("v", searcher.rank_vector(text, DEPTH))):
-            for position, (row, value) in enumerate(ranking):
-                arrays[prefix + "row"][i, position], arrays[prefix + "score"][i, position] = row, value
-    if DEFINES in index.chunks.column_names:
-        defines = [sorted(found or []) for found in index.chunks[DEFINES].to_pylist()]
-    else:
-        defines = [sorted(defined_names(text)) for text in index.chunks["content"].to_pylist()]
+    arrays = rank_arrays(Searcher(index, home=home), kept)
+    defines = chunk_defines(index)
     npz, meta = cache_paths(home, spec.name)
     npz.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(npz, doc_of_row=doc_of_row, chunk_index=np.array(index.chunks["chunk_index"].to_pylist()), **arrays)
@@ -250,6 +240,25 @@ def build_cache(home: Path, spec: SetSpec) -> None:
         "made": spec.made, "texts": kept, "golden": golden, "clusters": first_doc, "dropped": len(questions) - len(kept),
         "defines": {str(row): names for row, names in enumerate(defines) if names},
     }))
+
+
+def rank_arrays(searcher: Searcher, texts: list[str]) -> dict[str, np.ndarray]:
+    """Every question's BM25 and vector rankings, DEPTH deep: rows (-1 past the end) and scores, as cached."""
+    searcher.prefetch(texts)
+    arrays = {key: np.full((len(texts), DEPTH), fill, dtype) for key, fill, dtype in
+              (("brow", -1, np.int32), ("bscore", 0, np.float32), ("vrow", -1, np.int32), ("vscore", np.nan, np.float32))}
+    for i, text in enumerate(texts):
+        for prefix, ranking in (("b", searcher.rank_bm25(text, DEPTH)), ("v", searcher.rank_vector(text, DEPTH))):
+            for position, (row, value) in enumerate(ranking):
+                arrays[prefix + "row"][i, position], arrays[prefix + "score"][i, position] = row, value
+    return arrays
+
+
+def chunk_defines(index: StoredIndex) -> list[list[str]]:
+    """Per row, the names its chunk defines (the index's column; its text for an index without one)."""
+    if DEFINES in index.chunks.column_names:
+        return [sorted(found or []) for found in index.chunks[DEFINES].to_pylist()]
+    return [sorted(defined_names(text)) for text in index.chunks["content"].to_pylist()]
 
 
 def cache_key(spec: SetSpec, home: Path) -> str:
@@ -283,8 +292,8 @@ def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: i
 
 
 def view(data: SetData, i: int, arrays, defines: dict[int, frozenset]) -> tuple[Dataset, Query, np.ndarray]:
-    """Question ``i`` restricted to its candidates (the rows either retriever returned): quality_cv's variants rank
-    only those, and document ranks computed over them equal those over the whole index."""
+    """Question ``i`` restricted to its candidates (the rows either retriever returned): the strategies rank only
+    those, and document ranks computed over them equal those over the whole index."""
     brow, vrow = arrays["brow"][i], arrays["vrow"][i]
     brow, bscore = brow[brow >= 0], arrays["bscore"][i][brow >= 0]
     vrow, vscore = vrow[vrow >= 0], arrays["vscore"][i][vrow >= 0]
@@ -298,7 +307,6 @@ def view(data: SetData, i: int, arrays, defines: dict[int, frozenset]) -> tuple[
         scores[positions] = values
     _, doc_local = np.unique(data.doc_of_row[rows], return_inverse=True)
     empty: frozenset = frozenset()
-    dataset = Dataset(data.name, None, None, [], doc_local, [], [defines.get(row, empty) for row in rows.tolist()],  # type: ignore[arg-type]
-                         arrays["chunk_index"][rows])
-    query = Query(data.texts[i], [], rb, rv, sb, sv, document_ranks(rb, doc_local), document_ranks(rv, doc_local))
+    dataset = Dataset(doc_local, [defines.get(row, empty) for row in rows.tolist()])
+    query = Query(data.texts[i], rb, rv, sb, sv, document_ranks(rb, doc_local), document_ranks(rv, doc_local))
     return dataset, query, rows

@@ -10,19 +10,14 @@ from typing import Callable
 
 import numpy as np
 
-import suite_select as select
-from quality_cv_fusion import v_combsum, v_rrf
+from suite_fusion import product
 from ctxrag.tasks.evaluation.tune import CANDIDATES, decide
-from ctxrag.tasks.retrieval.search import Strategy, StrategyConfig
+from ctxrag.tasks.retrieval.search import StrategyConfig
 
 
 def suite_variant(config: StrategyConfig) -> tuple[Callable[..., list[int]], dict]:
-    """The suite's ranking function and parameters of a product candidate (``--check-product`` checks they agree)."""
-    if config.strategy is Strategy.HYBRID_SCORE:
-        return v_combsum, {"norm": "z", "alpha": config.vector_weight}
-    if config.strategy is Strategy.HYBRID:
-        return v_rrf, {"kb": config.rrf_k, "kv": config.rrf_k, "w": 1.0}
-    return select.FIXED[config.strategy.value]
+    """The suite's ranking of a product candidate: the product's own fusion (suite_fusion.product) of its label."""
+    return product, {"strategy": config.label}
 
 
 def tuned(data) -> dict:

@@ -13,14 +13,9 @@ The Python API (``ctxrag.api``), the ``ctxrag`` command's work as functions::
 Everything else (``ctxrag.flows``, ``ctxrag.tasks``, ``ctxrag.storage``, ``ctxrag.cli``) is internal.
 """
 
-from pathlib import Path as _Path
 from typing import TYPE_CHECKING, Any
 
-from ctxrag.checkout import find_layers_in_checkout as _find_layers_in_checkout
-
 __version__ = "0.1.0"
-
-_find_layers_in_checkout(_Path(__file__).resolve().parent)
 
 if TYPE_CHECKING:
     from ctxrag.api import Hit, Index, UserError, evaluate, index, open, search, tune  # noqa: A004

@@ -120,6 +120,8 @@ class Index:
 
 def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
     """The reranker named (None for ``none``); an unknown one, or one whose key is not set, is a ``UserError``."""
+    if rerank in {"", "none"}:
+        return None  # without importing the rerankers (and their ledger)
     from ctxrag.storage.secrets import MissingKey
     from ctxrag.tasks.retrieval.rerank import RerankSpec
 
@@ -177,7 +179,7 @@ def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, me
         return {"forgot": store.forget_tuning(name)}
     if evalset is None:
         raise InvalidInput("tune needs an evaluation set (or reset=True to forget the index's choice)")
-    questions = load_evalset(evalset)
+    questions = load_evalset(os.fspath(evalset))
     index = Index(name)
     require_golden_chunks(index._searcher, questions, name)
     record = choose(index._searcher, questions, metric).record(os.fspath(evalset), index.version)

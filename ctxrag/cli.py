@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import json
-import sys
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions
 from ctxrag.prefect_commands import register as register_prefect_commands
-from ctxrag.runs import run_evaluate, run_index, user_message
+from ctxrag.errors import user_message
 from ctxrag.storage.environment import ctxrag_home
-from ctxrag.storage.index_store import IndexStore
-from ctxrag.tables import metrics_table
+from ctxrag.tasks.common.display import console, figure
 
 app = typer.Typer(
     add_completion=False,
@@ -26,8 +23,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,  # plain tracebacks for unexpected errors; never locals (they can hold secrets)
     help="Contextual Retrieval as a Prefect workflow.",
 )
-out = Console()
-err = Console(stderr=True)
+out = console()
+err = console(stderr=True)
 
 # The defaults of every option: ctxrag.flows.options, read by the flows and the Python API too.
 INDEX, SEARCH, EVALUATE = IndexOptions(), SearchOptions(), EvaluateOptions()
@@ -46,7 +43,7 @@ def _fail(message: str) -> None:
 
 @contextmanager
 def _user_errors() -> Iterator[None]:
-    """A user error raised in the block (ctxrag.runs.user_message) becomes one line on stderr and exit code 2;
+    """A user error raised in the block (ctxrag.errors.user_message) becomes one line on stderr and exit code 2;
     anything else propagates with its traceback."""
     try:
         yield
@@ -126,6 +123,8 @@ def index(
     with _user_errors():  # bad input fails in well under a second, before Prefect or a model is loaded
         if plan:  # plain Python: no Prefect server, no flow, no paid call
             return _show_plan(source, name, options, as_json)
+        from ctxrag.runs import run_index
+
         report = run_index(source, name, options)
     if as_json:
         print(json.dumps(report))
@@ -137,20 +136,21 @@ def index(
     table.add_column("value", justify="right")
     for key, value in report.items():
         if key not in {"index", "version", "status"} and not isinstance(value, (dict, list, type(None))):
-            table.add_row(key.replace("_", " "), str(value))
+            table.add_row(key.replace("_", " "), figure(value, key))
     table.add_row("warnings", str(len(report["warnings"])))
-    table.add_row("seconds", ", ".join(f"{stage} {value:.1f}" for stage, value in report["seconds"].items()))
+    table.add_row("seconds", ", ".join(f"{stage} {figure(value, 'seconds')}" for stage, value in report["seconds"].items()))
     out.print(table)
     costs = report["contextualizer_calls"]
     if costs["calls"]:
         out.print(
             f"Claude: {costs['calls']} calls ({costs['failed_calls']} failed), {costs['cache_read_share']:.1%} of input "
-            f"tokens read from cache, ${costs['cost_usd']:.4f} (without caching ${costs['cost_without_cache_usd']:.4f})",
+            f"tokens read from cache, ${figure(costs['cost_usd'], 'cost_usd')} "
+            f"(without caching ${figure(costs['cost_without_cache_usd'], 'cost_usd')})",
             highlight=False,
         )
     if report["embedding_calls"]["calls"]:
         spent = report["embedding_calls"]
-        out.print(f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${spent['cost_usd']:.4f}", highlight=False)
+        out.print(f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${figure(spent['cost_usd'], 'cost_usd')}", highlight=False)
     if costs["calls"]:
         if costs["documents_without_caching"]:
             out.print(f"caching could not apply (below the model's minimum length) to {len(costs['documents_without_caching'])} documents: "
@@ -173,7 +173,7 @@ def search(
 
     with _user_errors():
         hits = search_index(query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "rank": hit.rank, "chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "chunk_index": hit.chunk_index,
             "score": round(hit.score, 6), "found_by": hit.found_by, "context": hit.context, "content": hit.content,
@@ -184,7 +184,7 @@ def search(
         print(json.dumps(rows))
         return
     for row in rows:
-        out.print(f"[bold]{row['rank']}. {escape(str(row['chunk_id']))}[/]  score {row['score']:.4f}  found by {', '.join(row['found_by'])}", highlight=False)
+        out.print(f"[bold]{row['rank']}. {escape(str(row['chunk_id']))}[/]  score {figure(row['score'], 'score')}  found by {', '.join(row['found_by'])}", highlight=False)
         snippet = " ".join(str(row["content"]).split())[:240]
         out.print(f"   {snippet}", highlight=False, markup=False)
 
@@ -205,11 +205,13 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print only {strategy: {metric: value}} as JSON."),
 ) -> None:
     """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
-    options = EvaluateOptions(
-        k=_parse_ks(k), strategy=strategy or None, rerank=rerank, rerank_model=rerank_model, end_to_end=end_to_end,
-        answer_model=answer_model, judge_model=judge_model, subject=subject, server_rrf=server_rrf,
-    )
     with _user_errors():  # bad input fails before Prefect starts; the set's warnings (skipped questions) print first
+        options = EvaluateOptions(
+            k=_parse_ks(k), strategy=strategy or None, rerank=rerank, rerank_model=rerank_model, end_to_end=end_to_end,
+            answer_model=answer_model, judge_model=judge_model, subject=subject, server_rrf=server_rrf,
+        )
+        from ctxrag.runs import run_evaluate
+
         result = run_evaluate(evalset, name, options, warn=_warn)
     if result["missing_golden"]:
         _warn(f"{len(result['missing_golden'])} golden chunks are not in the index (scored as misses)")
@@ -224,6 +226,8 @@ def evaluate(
     if as_json:
         print(json.dumps(result["metrics"]))
         return
+    from ctxrag.tables import metrics_table
+
     metrics = result["metrics"]
     names = list(dict.fromkeys(metric for values in metrics.values() for metric in values))
     if "accuracy" in result["unavailable"] and "accuracy" not in names:
@@ -231,13 +235,14 @@ def evaluate(
     out.print(metrics_table(out, f"{result['queries']} queries on index {name!r}", metrics, names, result["unavailable"]))
     spent = result["paid_calls"]
     if spent["calls"]:
-        out.print(f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${spent['cost_usd']:.4f}", highlight=False)
+        out.print(f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${figure(spent['cost_usd'], 'cost_usd')}", highlight=False)
     err.print(f"chart: {result['chart']}\nper-query results: {result['run_dir']}", highlight=False)
 
 
 @app.command("list")
 def list_indexes() -> None:
     """List the indexes under $CTXRAG_HOME: documents, chunks, contextualizer, search strategy, created, source."""
+    from ctxrag.storage.index_store import IndexStore
     from ctxrag.tasks.retrieval.search import tuned_strategy
 
     store = IndexStore(ctxrag_home())
@@ -274,16 +279,18 @@ def tune(
     table.add_column("strategy")
     table.add_column(record["metric"], justify="right")
     for label, value in sorted(record["scores"].items(), key=lambda item: -item[1]):
-        table.add_row(label, f"{value:.4f}")
+        table.add_row(label, figure(value, record["metric"]))
     out.print(table)
     if record["cv"] is not None:
-        out.print(f"held out ({record['folds']} folds by document): {record['cv']:.4f}; picks: {', '.join(record['fold_picks'])}", highlight=False)
+        out.print(f"held out ({record['folds']} folds by document): {figure(record['cv'], record['metric'])}; picks: {', '.join(record['fold_picks'])}", highlight=False)
     out.print(f"index {name!r} searches with {record['label'] or 'the default'}: {record['reason']}", highlight=False, markup=False)
 
 
 @app.command()
 def delete(name: str = typer.Argument(...)) -> None:
     """Delete an index, and its Elasticsearch alias and indexes if it lives there (stored contexts and embeddings stay cached)."""
+    from ctxrag.storage.index_store import IndexStore
+
     with _user_errors():
         deleted = IndexStore(ctxrag_home()).delete(name)
     if not deleted:
@@ -295,8 +302,10 @@ def delete(name: str = typer.Argument(...)) -> None:
 def gc(
     include_paid: bool = typer.Option(False, "--include-paid", help="Also remove paid results (Claude contexts, Voyage vectors) no index uses."),
     paid_older_than: Optional[float] = typer.Option(None, "--paid-older-than", min=0, help="Also remove paid results no index uses, older than DAYS."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts kept and removed, and bytes_freed, as one JSON object."),
 ) -> None:
     """Remove stored contexts and embeddings that no kept index version references; paid ones stay unless asked."""
+    from ctxrag.storage.index_store import IndexStore
     from ctxrag.tasks.gc import collect_garbage
 
     with _user_errors():
@@ -306,7 +315,20 @@ def gc(
         if report[f"{table}_kept_paid"]:
             err.print(f"kept {report[f'{table}_kept_paid']} paid {table} no index uses (paid for; "
                       "--include-paid or --paid-older-than DAYS removes them)", highlight=False)
-    print(json.dumps(report))
+    if as_json:
+        print(json.dumps(report))
+        return
+    removed = " and ".join(f"{report[f'{table}_removed']:,} {table}" for table in ("contexts", "embeddings"))
+    kept = " and ".join(f"{report[f'{table}_kept']:,} {table}" for table in ("contexts", "embeddings"))
+    out.print(f"removed {removed} no index uses, freeing {_size(report['bytes_freed'])}; kept {kept}", highlight=False)
+
+
+def _size(count: int) -> str:
+    """Bytes as people read them: 512 bytes, 3.4 MB, 1.2 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count:,} bytes"
 
 
 def main() -> None:
@@ -317,4 +339,4 @@ register_prefect_commands(app)  # serve, deploy, trigger (ctxrag.prefect_command
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

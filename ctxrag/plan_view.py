@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ctxrag.storage.environment import ctxrag_home
-from ctxrag.tasks.context.claude.contextualizer import ClaudeSettings
+from ctxrag.tasks.context.claude.settings import ClaudeSettings
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 
 SHOWN_DOCUMENTS = 5  # --json lists them all

@@ -1,52 +1,19 @@
 """Runs of the index and evaluate flows, made the same way by ``ctxrag index``/``evaluate`` and by ``ctxrag.index``/
 ``ctxrag.evaluate``: the input is checked first (well under a second, before Prefect or a model is loaded), then the
-flow runs against the reused local Prefect server (or the configured one). Errors are raised; ``user_message`` says
+flow runs against the reused local Prefect server (or the configured one). Errors are raised; ``ctxrag.errors.user_message`` says
 which are the user's to fix (the command shows those as one line, exit code 2).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 from ctxrag.flows.options import EvaluateOptions, IndexOptions
 from ctxrag.storage.environment import ctxrag_home
-from ctxrag.storage.errors import UserError
-from ctxrag.storage.secrets import redact
-
-# Errors the user can act on: shown as one line. Anything else is a bug in ctxrag and keeps its traceback. A new
-# user-facing error subclasses ctxrag.storage.errors.UserError; it is not listed here.
-USER_ERRORS: tuple[type[BaseException], ...] = (
-    UserError,
-    OSError,  # permission denied, disk full, a missing file: the message names the file
-)
-_ELASTICSEARCH_ERRORS = (("elastic_transport", "ApiError"), ("elastic_transport", "TransportError"))
-
-
-def _loaded(module: str, name: str) -> type[BaseException] | None:
-    found = getattr(sys.modules.get(module), name, None)
-    return found if isinstance(found, type) and issubclass(found, BaseException) else None
-
-
-def user_message(error: BaseException) -> str | None:
-    """The one line to show for an error the user can act on; None for a bug in ctxrag (it keeps its traceback)."""
-    elasticsearch = tuple(kind for kind in (_loaded(*name) for name in _ELASTICSEARCH_ERRORS) if kind)
-    if elasticsearch and isinstance(error, elasticsearch):
-        from ctxrag.storage.elasticsearch import describe_error
-
-        return describe_error(error)  # type: ignore[arg-type]
-    if isinstance(error, OSError) and not isinstance(error, UserError):
-        if error.filename is None:
-            return redact(str(error) or type(error).__name__)
-        where = str(error.filename) + (f" -> {error.filename2}" if error.filename2 is not None else "")
-        return redact(f"{where}: {error.strerror or error}")
-    if isinstance(error, USER_ERRORS):
-        return redact(str(error) or type(error).__name__)
-    return None
-
+from ctxrag.errors import user_message
 
 class _NoTracebackForUserErrors(logging.Filter):
     """Prefect logs a failed task's traceback; for bad input the one-line message is the whole story."""
@@ -72,14 +39,20 @@ def quiet_tracebacks() -> None:
             handler.addFilter(_NoTracebackForUserErrors())
 
 
-def run_flow(flow: Callable[..., Any], **parameters: Any) -> Any:
-    """Run a flow against the reused local Prefect server (or the configured one); its errors are raised."""
+def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> Any:
+    """Run the flow ``load_flow`` imports against the local Prefect server (or the configured one); its errors are
+    raised. The import, and Prefect's logging set-up, happen while the local server starts."""
     from ctxrag.prefect_commands.local_server import local_prefect_server
     from ctxrag.prefect_commands.server_commands import announce_started
 
-    quiet_tracebacks()
-    with local_prefect_server(announce=announce_started):
-        return flow(**parameters)
+    loaded: list[Callable[..., Any]] = []
+
+    def prepare() -> None:
+        loaded.append(load_flow())
+        quiet_tracebacks()
+
+    with local_prefect_server(announce=announce_started, meanwhile=prepare):
+        return loaded[0](**parameters)
 
 
 def check_index_input(source: str, name: str, options: IndexOptions) -> None:
@@ -102,13 +75,27 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
 
 
 def run_index(source: str, name: str, options: IndexOptions) -> dict[str, Any]:
-    """Check, then run the index flow; returns its report."""
+    """Check, then run the index flow; returns its report. A new index on the local model embeds every chunk, so the
+    model is loaded while the server starts (the embed task reuses it when its tasks run in this process)."""
     check_index_input(source, name, options)
-    from ctxrag.flows.index import index_corpus
-    from ctxrag.flows.runners import make_task_runner
+    from ctxrag.storage.index_store import IndexStore
 
-    flow = index_corpus.with_options(task_runner=make_task_runner(options.task_runner)) if options.task_runner else index_corpus
-    return run_flow(flow, **options.flow_parameters(source, name))
+    new_local_index = options.embedder == "local" and IndexStore(ctxrag_home()).live_version(name) is None
+
+    def load_flow() -> Callable[..., Any]:
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        from ctxrag.flows.index import index_corpus
+        from ctxrag.flows.runners import make_task_runner
+
+        runner = make_task_runner(options.task_runner)
+        if new_local_index and isinstance(runner, ThreadPoolTaskRunner):
+            from ctxrag.tasks.embedding.embed import preload_local_model
+
+            preload_local_model(options.embedder_spec())
+        return index_corpus.with_options(task_runner=runner)
+
+    return run_flow(load_flow, **options.flow_parameters(source, name))
 
 
 def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> None:
@@ -125,11 +112,19 @@ def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn
         store.open(name)  # raises UnknownIndexError, naming the indexes there are
     for value in options.strategies() or []:
         StrategyConfig.from_str(value)
+    if options.rerank not in {"", "none"}:
+        from ctxrag.tasks.retrieval.rerank import RerankSpec
+
+        RerankSpec.from_str(options.rerank, options.rerank_model)
 
 
 def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> dict[str, Any]:
     """Check, then run the evaluate flow; returns its result (metrics, where the run's files went, ...)."""
     check_evaluate_input(evalset, name, options, warn)
-    from ctxrag.flows.evaluate import evaluate_index
 
-    return run_flow(evaluate_index, **options.flow_parameters(evalset, name))
+    def load_flow() -> Callable[..., Any]:
+        from ctxrag.flows.evaluate import evaluate_index
+
+        return evaluate_index
+
+    return run_flow(load_flow, **options.flow_parameters(evalset, name))

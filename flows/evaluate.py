@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 from pathlib import Path
 
 import ctxrag.storage.environment  # noqa: F401  (before Prefect)
@@ -13,6 +14,7 @@ from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 
 from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions
+from ctxrag.flows.runners import run_name
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.index_store import IndexStore
@@ -20,6 +22,7 @@ from ctxrag.storage.ledger import Ledger, summarize
 from ctxrag.tasks.evaluation.evalset import EvalSet, load_evalset
 from ctxrag.tasks.evaluation.answer import EndToEnd
 from ctxrag.tasks.evaluation.evaluate import Evaluation, evaluate, require_golden_chunks
+from ctxrag.tasks.common.display import readable_rows
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.evaluation.report import chart_markdown, metrics_rows, write_chart, write_run
 from ctxrag.tasks.retrieval.rerank import CrossEncoderReranker, RerankSpec
@@ -42,7 +45,7 @@ def run_evaluation(
     strategies: list[StrategyConfig],
     ks: list[int],
     rerank: RerankSpec | None = None,
-    end_to_end: dict[str, str] | None = None,
+    end_to_end: dict[str, Any] | None = None,
     run_id: str = "",
     server_rrf: bool = False,
 ) -> Evaluation:
@@ -53,7 +56,7 @@ def run_evaluation(
     rerankers = [rerank.build(ledger, run_id)] if rerank else []
     judge = EndToEnd(ledger=ledger, run_id=run_id, **end_to_end) if end_to_end is not None else None
     paid = bool(judge) or any(not isinstance(reranker, CrossEncoderReranker) for reranker in rerankers)
-    with stage_progress("evaluating") as update:
+    with stage_progress("evaluating", "searches") as update:
         return evaluate(searcher, evalset, strategies, ks, progress=update, rerankers=rerankers, end_to_end=judge, workers=4 if paid else 1)
 
 
@@ -69,7 +72,7 @@ def every_strategy(own: StrategyConfig) -> list[StrategyConfig]:
     return every + ([own] if own not in every else [])
 
 
-@flow(name="ctxrag-evaluate")
+@flow(name="ctxrag-evaluate", flow_run_name=run_name("evaluate"))
 def evaluate_index(
     evalset: str,
     name: str = DEFAULT_NAME,
@@ -115,7 +118,7 @@ def evaluate_index(
             len(result.missing_golden), Path(evalset).name, name, ", ".join(result.missing_golden[:3]),
         )
     run_dir = root / "runs" / f"evaluate-{name}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**6:06d}"
-    config = {
+    config: dict[str, object] = {
         "index": name,
         "index_manifest": IndexStore(root).manifest(name),
         "evalset": str(Path(evalset).resolve()),
@@ -128,7 +131,7 @@ def evaluate_index(
         "unavailable": unavailable,
     }
     chart = save_evaluation(run_dir, config, result)
-    rows = metrics_rows(result.metrics)
+    rows = readable_rows(metrics_rows(result.metrics))  # rounded for people; metrics.parquet and the result keep all
     create_table_artifact(key=f"ctxrag-metrics-{name}".replace("_", "-"), table=rows, description=f"{Path(evalset).name} on {name!r}")
     create_markdown_artifact(
         key=f"ctxrag-chart-{name}".replace("_", "-"),

@@ -15,15 +15,16 @@ from prefect.runtime import flow_run
 from prefect.transactions import transaction
 
 from ctxrag.flows.options import DEFAULT_NAME, IndexOptions
-from ctxrag.flows.runners import make_task_runner, spreads_tasks
+from ctxrag.flows.runners import make_task_runner, run_name, spreads_tasks
 from ctxrag.storage.backends import backend_for
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.errors import UserError
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.names import validate_name
-from ctxrag.tasks.context.claude.contextualizer import ClaudeSettings
+from ctxrag.tasks.context.claude.settings import ClaudeSettings
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+from ctxrag.tasks.embedding.precision import with_index_precision
 from ctxrag.tasks.gc import artifact_lock
 from ctxrag.tasks.stages.contextualize import (
     DocumentFailures,
@@ -42,6 +43,7 @@ from ctxrag.tasks.stages.embed_documents import embed_whole_documents
 from ctxrag.tasks.stages.gate import check_gate
 from ctxrag.tasks.stages.load import compare_with_live, load_corpus
 from ctxrag.tasks.stages.publish import plan_index, promote_index, publish_index
+from ctxrag.tasks.common.display import figure, readable_rows
 from ctxrag.tasks.common.progress import stage_progress
 
 
@@ -50,16 +52,17 @@ SUMMARY_PARTS = {"contextualizer_calls": ("calls", "cost_usd"), "embedding_calls
 
 
 def summary_rows(report: dict[str, object]) -> list[dict[str, str]]:
-    """The run report as (item, value) rows: nested values flattened (``seconds.embed``), nothing left as ``None``."""
+    """The run report as (item, value) rows for people: nested values flattened (``seconds.embed``), figures rounded
+    (``figure``), nothing left as ``None``."""
     rows = []
     for key, value in report.items():
         if value is None or isinstance(value, list):
             continue
         if isinstance(value, dict):
             wanted = SUMMARY_PARTS.get(key, tuple(value))
-            rows += [{"item": f"{key}.{inner}", "value": str(value[inner])} for inner in wanted if inner in value]
+            rows += [{"item": f"{key}.{inner}", "value": figure(value[inner], f"{key}.{inner}")} for inner in wanted if inner in value]
         else:
-            rows.append({"item": key, "value": str(value)})
+            rows.append({"item": key, "value": figure(value, key)})
     return rows
 
 
@@ -67,7 +70,7 @@ class DocumentsFailed(UserError, RuntimeError):
     """Some documents could not be contextualized; the others' results are stored and reused by the next run."""
 
 
-@flow(name="ctxrag-index", task_runner=make_task_runner())
+@flow(name="ctxrag-index", flow_run_name=run_name("index"), task_runner=make_task_runner())
 def index_corpus(
     source: str,
     name: str = DEFAULT_NAME,
@@ -122,6 +125,9 @@ def index_corpus(
     with store.lock(name), artifact_lock(root, exclusive=False):
         corpus = load_corpus(source, include, exclude, max_file_bytes)
         documents = compare_with_live(corpus, name, root)
+        spec, why = with_index_precision(spec, store.manifest(name))  # one precision per index, kept across runs
+        if why:
+            get_run_logger().info("local embedder precision for %r: %s, %s", name, spec.precision, why)
         lap("load")
         keys = context_keys(corpus, spec_of_contexts)  # each chunk's context key, once per run
         pending = chunks_to_contextualize(corpus, keys, root)
@@ -137,14 +143,18 @@ def index_corpus(
                 contextualize_documents.submit(batch, spec_of_contexts, root, run_id, label=f"{number}-of-{len(batches)}")
                 for number, batch in enumerate(batches, start=1)
             ]
-            with stage_progress("contextualizing") as update:
-                for done, _ in enumerate(as_completed(futures), start=1):
-                    update(done, len(futures))
+            sizes = {id(future): sum(len(keyed) for _, keyed in batch) for future, batch in zip(futures, batches)}
+            to_do = sum(sizes.values())
+            with stage_progress("contextualizing", "chunks", stored=len(corpus.chunks) - to_do) as update:
+                finished = 0
+                for future in as_completed(futures):
+                    finished += sizes[id(future)]
+                    update(finished, to_do)
             for batch, future in zip(batches, futures):
-                outcome = future.result(raise_on_failure=False)
-                if isinstance(outcome, DocumentFailures):  # some of the task's documents failed; the others are saved
-                    failed.update(outcome.failures)
-                elif isinstance(outcome, BaseException):  # the whole task failed (after its retries)
+                result = future.result(raise_on_failure=False)
+                if isinstance(result, DocumentFailures):  # some of the task's documents failed; the others are saved
+                    failed.update(result.failures)
+                elif isinstance(result, BaseException):  # the whole task failed (after its retries)
                     failed.update({document.doc_id: str(outcome) for document, _ in batch})
         finish_contextualization(root)
         costs = paid_calls(root, run_id, "contextualize")
@@ -173,7 +183,7 @@ def index_corpus(
         live = store.manifest(name)
         up_to_date = live is not None and live.get("build_key") == plan.build_key
         gate = None
-        if up_to_date:
+        if up_to_date and live is not None:
             version = live["version"]
         elif gate_evalset and live is not None:
             with transaction():  # a rejected gate rolls back: publish_index's hook discards the staged version
@@ -211,12 +221,12 @@ def index_corpus(
     get_run_logger().info(
         "ctxrag index %r: %s, version %s; %d documents, %d chunks (%d contextualized, %d embedded); %s",
         name, report["status"], version, len(corpus.documents), len(corpus.chunks), report["chunks_contextualized"],
-        embedded, ", ".join(f"{stage} {value:.1f} s" for stage, value in seconds.items()),
+        embedded, ", ".join(f"{stage} {figure(value, 'seconds')} s" for stage, value in seconds.items()),
     )
     if costs["calls"]:
         create_table_artifact(
             key=f"ctxrag-costs-{name}".replace("_", "-"),
-            table=[{"item": key, "value": str(value)} for key, value in costs.items()],
+            table=readable_rows({"item": key, "value": value} for key, value in costs.items()),
             description=f"paid contextualizer calls of this run ({spec_of_contexts.kind})",
         )
     return report

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, TypeVar
 
 from ctxrag.storage.errors import InvalidInput
-from ctxrag.tasks.context.claude.contextualizer import ClaudeSettings
+from ctxrag.tasks.context.claude.settings import ClaudeSettings
 from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_CONTEXT_TOKENS, LOCAL_WINDOW_TOKENS, EmbedderSpec
 from ctxrag.tasks.evaluation.answer import EndToEnd
 from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES
@@ -116,6 +116,10 @@ class EvaluateOptions:
     judge_model: str = _JUDGE.judge_model
     subject: str = _JUDGE.subject
     server_rrf: bool = _SEARCH.server_rrf
+
+    def __post_init__(self) -> None:
+        if bad := [k for k in self.ks() or [] if k < 1]:
+            raise InvalidInput(f"k must be at least 1 (--k 5,10,20), got {', '.join(map(str, bad))}")
 
     def ks(self) -> list[int] | None:
         return [self.k] if isinstance(self.k, int) else list(self.k) if self.k else None

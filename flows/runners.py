@@ -12,9 +12,11 @@ bound (``--concurrency``, held by one limiter per process: per Dask worker proce
 from __future__ import annotations
 
 import os
+from typing import Any, Callable
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from ctxrag.flows.options import DEFAULT_NAME
 from ctxrag.storage.errors import InvalidInput
 
 DEFAULT_TASK_WORKERS = 4
@@ -32,7 +34,7 @@ def task_workers() -> int:
     return workers
 
 
-def make_task_runner(kind: str | None = None, address: str | None = None) -> TaskRunner:
+def make_task_runner(kind: str | None = None, address: str | None = None) -> TaskRunner[Any]:
     kind = (kind or os.environ.get("CTXRAG_TASK_RUNNER") or "threads").lower()
     if kind == "threads":
         return ThreadPoolTaskRunner(max_workers=task_workers())
@@ -55,3 +57,16 @@ def spreads_tasks() -> bool:
 
     context = FlowRunContext.get()
     return context is not None and not isinstance(context.task_runner, ThreadPoolTaskRunner)
+
+
+def run_name(command: str) -> Callable[[], str]:
+    """A flow's ``flow_run_name``: the command, the index's name and a unique slug, e.g. ``index-docs-brave-otter``,
+    so a run list in the Prefect UI says what each run did and to which index."""
+
+    def name() -> str:
+        from prefect.runtime import flow_run
+        from prefect.utilities.names import generate_slug
+
+        return f"{command}-{flow_run.parameters.get('name') or DEFAULT_NAME}-{generate_slug(2)}"
+
+    return name

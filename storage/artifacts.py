@@ -21,10 +21,11 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import filelock
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -125,9 +126,9 @@ class RowCache:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def _journal_table(self) -> pa.Table | None:
+    def _journal_rows(self) -> list[dict]:
         if not self.journal.is_file():
-            return None
+            return []
         rows = []
         lines = self.journal.read_bytes().split(b"\n")
         for number, line in enumerate(lines, start=1):
@@ -145,9 +146,11 @@ class RowCache:
             if not isinstance(row, dict):
                 raise CorruptJournalError(f"{self.journal}: line {number}: corrupt journal row (a JSON {type(row).__name__}, not an object)")
             rows.append(row)
-        if not rows:
-            return None
-        return pa.Table.from_pylist(rows, schema=self.schema)
+        return rows
+
+    def _journal_table(self) -> pa.Table | None:
+        rows = self._journal_rows()
+        return pa.Table.from_pylist(rows, schema=self.schema) if rows else None
 
     def parts(self) -> list[Path]:
         return sorted(self.directory.glob("part-*.parquet")) if self.directory.is_dir() else []
@@ -156,7 +159,7 @@ class RowCache:
         """The stored rows (only those whose key is in ``keys``, when given), deduplicated by key; None if empty."""
         wanted = None if keys is None else pa.array(sorted(set(keys)), type=pa.string())
         names = None if columns is None else [KEY, *(c for c in columns if c != KEY)]
-        tables = [pq.read_table(part, columns=names) for part in self.parts()]
+        tables = [pq.ParquetFile(part).read(columns=names) for part in self.parts()]
         journal = self._journal_table()
         if journal is not None:
             tables.append(journal.select(names) if names else journal)
@@ -166,6 +169,32 @@ class RowCache:
         if wanted is not None:
             combined = combined.filter(pc.is_in(combined[KEY], value_set=wanted))
         return _last_per_key(combined)
+
+    def stored(self, keys: Iterable[str]) -> set[str]:
+        """Which of ``keys`` have a stored row (only the key column is read)."""
+        wanted = set(keys)
+        found = {key for part in self.parts() for key in pq.ParquetFile(part).read(columns=[KEY])[KEY].to_pylist() if key in wanted}
+        return found | {row[KEY] for row in self._journal_rows() if row.get(KEY) in wanted}
+
+    def lookup(self, keys: Iterable[str], column: str) -> dict[str, Any]:
+        """``column``'s stored value of each of ``keys`` that has a row (later rows win)."""
+        table = self.read(keys=keys, columns=[column])
+        return {} if table is None else dict(zip(table[KEY].to_pylist(), table[column].to_pylist()))
+
+    def vectors(self, keys: Iterable[str], column: str = "vector") -> dict[str, np.ndarray]:
+        """The stored float32 vectors of ``keys`` (later rows win). Read from Arrow's buffers: no Python value is made
+        into an Arrow array, for which pyarrow imports pandas (a third of a one-query ``ctxrag search``)."""
+        wanted = set(keys)
+        found: dict[str, np.ndarray] = {}
+        for part in self.parts():
+            table = pq.ParquetFile(part).read(columns=[KEY, column])
+            rows = [(position, key) for position, key in enumerate(table[KEY].to_pylist()) if key in wanted]
+            if rows:
+                found.update(_float_rows(table[column].combine_chunks(), rows))
+        for row in self._journal_rows():
+            if row.get(KEY) in wanted:
+                found[row[KEY]] = np.asarray(row[column], dtype=np.float32)
+        return found
 
     def keys(self) -> set[str]:
         table = self.read(columns=[])
@@ -236,6 +265,14 @@ def _end_torn_write(fd: int) -> None:
         os.write(fd, b"\n")  # the fd is in append mode: this lands at the end
     else:
         os.ftruncate(fd, start)
+
+
+def _float_rows(lists: pa.ListArray, rows: list[tuple[int, str]]) -> dict[str, np.ndarray]:
+    """Rows of a list<float32> array as numpy vectors, sliced from its buffers (no validity: stored vectors have none)."""
+    values = lists.values
+    flat = np.frombuffer(values.buffers()[1], dtype=np.float32)[values.offset : values.offset + len(values)]
+    offsets = np.frombuffer(lists.buffers()[1], dtype=np.int32)[lists.offset : lists.offset + len(lists) + 1]
+    return {key: flat[offsets[position] : offsets[position + 1]].copy() for position, key in rows}
 
 
 def _last_per_key(table: pa.Table) -> pa.Table:

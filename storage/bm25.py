@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import bm25s
 import numpy as np
 
 from ctxrag.storage.tokenize import tokenize
+
+# bm25s sets its own logger to DEBUG when imported, so its "Building index from tokens" reached every handler of
+# the root logger (Prefect's console handler prints all levels) as a DEBUG line among an INFO-level run's logs.
+# Back to NOTSET: it follows the root logger's level, as every other library's logger does.
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 BM25_K1 = 1.2  # as Lucene and Elasticsearch default them; the Elasticsearch backend's similarity uses the same
 BM25_B = 0.75
@@ -37,7 +43,7 @@ class Bm25Index:
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no query term is in the vocabulary)."""
         token_ids = self._retriever.get_tokens_ids(tokenize(query)) if self._retriever else []
-        if not token_ids:
+        if not token_ids or self._retriever is None:
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self._retriever.get_scores(token_ids), dtype=np.float32)
 

@@ -136,7 +136,7 @@ class IndexStore:
                 f"{FORMAT_VERSION}: re-run `ctxrag index` for it"
             )
         try:
-            chunks = pq.read_table(version / "chunks.parquet")
+            chunks = pq.ParquetFile(version / "chunks.parquet").read()
         except pa.ArrowInvalid as error:
             raise CorruptIndexError(f"{version / 'chunks.parquet'}: corrupt chunk table: {error}") from None
         backend = _backend_of(manifest)
@@ -147,14 +147,14 @@ class IndexStore:
         version = self.live_version(name)
         if version is None or not (version / "chunks.parquet").is_file():
             return None
-        table = pq.read_table(version / "chunks.parquet")
+        table = pq.ParquetFile(version / "chunks.parquet").read()
         return table[column].to_pylist() if column in table.column_names else None
 
     def kept_versions(self) -> Iterator[tuple[dict[str, Any], pa.Table]]:
         """(manifest, chunk table) of every kept version of every index (gc derives what they reference)."""
         for name in self.names():
             for version_id, manifest in self.kept_manifests(name).items():
-                yield manifest, pq.read_table(self._dir(name) / "versions" / version_id / "chunks.parquet")
+                yield manifest, pq.ParquetFile(self._dir(name) / "versions" / version_id / "chunks.parquet").read()
 
     @contextmanager
     def lock(self, name: str) -> Iterator[None]:

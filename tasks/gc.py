@@ -59,7 +59,8 @@ def referenced_keys(home: Path) -> tuple[set[str], set[str]]:
 
 
 def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days: float | None = None) -> dict[str, int]:
-    """Rewrite the contexts and embeddings tables without the rows no kept version references; returns counts.
+    """Rewrite the contexts and embeddings tables without the rows no kept version references; returns counts per
+    table (``*_kept``, ``*_kept_paid``, ``*_removed``) and ``bytes_freed`` on disk by both.
 
     Paid rows (Claude contexts and summaries, Voyage vectors, and rows of unknown origin, written before ctxrag
     recorded it) are kept even then, unless ``include_paid`` (all of them) or ``paid_older_than_days`` (those
@@ -69,6 +70,7 @@ def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days
     with artifact_lock(home, exclusive=True):
         contexts, embeddings = referenced_keys(home)
         report: dict[str, int] = {}
+        size_before = sum(_stored_bytes(RowCache(home, table_name)) for table_name in ("contexts", "embeddings"))
         for table_name, keep in (("contexts", contexts), ("embeddings", embeddings)):
             cache = RowCache(home, table_name)
             table = cache.read()
@@ -82,7 +84,14 @@ def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days
             report[f"{table_name}_kept"] = kept.num_rows
             report[f"{table_name}_kept_paid"] = pc.sum(pc.and_(pc.invert(referenced), paid_kept)).as_py() or 0
             report[f"{table_name}_removed"] = table.num_rows - kept.num_rows
+        size_after = sum(_stored_bytes(RowCache(home, table_name)) for table_name in ("contexts", "embeddings"))
+        report["bytes_freed"] = max(0, size_before - size_after)
         return report
+
+
+def _stored_bytes(cache: RowCache) -> int:
+    """Bytes of a table's files on disk (its parts and journal)."""
+    return sum(path.stat().st_size for path in cache.directory.glob("*") if path.is_file()) if cache.directory.is_dir() else 0
 
 
 def _paid_rows_kept(table: pa.Table, include_paid: bool, cutoff: float | None) -> pa.ChunkedArray | pa.Array:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ctxrag.storage.artifacts import KEY, contexts_cache, embeddings_cache
+from ctxrag.storage.artifacts import contexts_cache, embeddings_cache
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.secrets import MissingKey, redact
 from ctxrag.tasks.context.claude.contextualizer import MODES, ClaudeContextualizer, ClaudeSettings
@@ -150,8 +150,7 @@ class _Estimating(EstimatedCounts):
 def _stored_contexts(corpus: Corpus, spec: ContextualizerSpec, home: Path) -> dict[str, str]:
     """chunk_id -> its stored context for ``spec`` (the chosen mode's prompt)."""
     keys = context_keys(corpus, spec)
-    table = contexts_cache(home).read(keys=keys, columns=["context"])
-    found = {} if table is None else dict(zip(table[KEY].to_pylist(), table["context"].to_pylist()))
+    found = contexts_cache(home).lookup(keys, "context")
     return {chunk.chunk_id: found[key] for chunk, key in zip(corpus.chunks, keys) if key in found}
 
 
@@ -217,7 +216,7 @@ def _document_sizes(
     known = [c for chunks in by_document.values() if all(c.chunk_id in contexts for c in chunks) for c in chunks]
     texts = embedder.embedded_texts([contexts[c.chunk_id] for c in known], [c.content for c in known])
     keys = embedder.document_keys(texts, [c.doc_id for c in known])
-    stored = _stored_embedding_keys(keys, home)
+    stored = embeddings_cache(home).stored(keys)
     complete = {c.doc_id for c in known} - {c.doc_id for c, key in zip(known, keys) if key not in stored}
     documents: list[list[int]] = []
     assumed = 0
@@ -232,11 +231,6 @@ def _document_sizes(
                 documents[-1].append(estimate_tokens(embedder.embedded_text("", chunk.content)) + context_tokens)
                 assumed += 1
     return documents, sum(len(by_document[doc_id]) for doc_id in complete), assumed
-
-
-def _stored_embedding_keys(keys: list[str], home: Path) -> set[str]:
-    table = embeddings_cache(home).read(keys=keys, columns=[])
-    return set() if table is None else set(table[KEY].to_pylist())
 
 
 def _voyage_prices() -> dict[str, float]:

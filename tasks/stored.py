@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxrag.storage.artifacts import KEY, contexts_cache, embeddings_cache
+from ctxrag.storage.artifacts import contexts_cache, embeddings_cache
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.context.contextualize import context_key
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
@@ -26,14 +26,9 @@ def context_keys(corpus: Corpus, spec: ContextualizerSpec) -> list[str]:
     return [context_key(chunk, worker, documents[chunk.doc_id]) for chunk in corpus.chunks]
 
 
-def stored_keys(home: Path, keys: list[str]) -> set[str]:
-    table = contexts_cache(home).read(keys=keys, columns=[])
-    return set() if table is None else set(table[KEY].to_pylist())
-
-
 def pending_chunks(corpus: Corpus, keys: list[str], home: Path) -> dict[str, Keyed]:
     """doc_id -> its chunks (with their keys) that have no stored context yet; documents with none are left out."""
-    stored = stored_keys(home, keys)
+    stored = contexts_cache(home).stored(keys)
     pending: dict[str, Keyed] = {}
     for chunk, key in zip(corpus.chunks, keys):
         if key not in stored:
@@ -58,6 +53,5 @@ def document_changes(corpus: Corpus, name: str, home: Path) -> dict[str, int]:
 def unstored_texts(texts: list[str], spec: EmbedderSpec, home: Path) -> list[str]:
     """The distinct texts with no stored vector (one read of the stored keys)."""
     keys = {spec.cache_key(text, "document"): text for text in texts}
-    stored = embeddings_cache(home).read(keys=list(keys), columns=[])
-    known = set() if stored is None else set(stored[KEY].to_pylist())
+    known = embeddings_cache(home).stored(keys)
     return [text for key, text in keys.items() if key not in known]

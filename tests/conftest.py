@@ -2,6 +2,15 @@
 the API simulators and the Elasticsearch emulator (test equipment in tests/equipment/); the session fails if a Prefect
 server a test started is still running at its end.
 
+Markers (registered in pyproject.toml): ``server`` for a test that starts a real Prefect server or worker, ``browser``
+for headless Chromium, ``slow`` for any test of more than about 2 s. A test using the ``prefect_harness`` or
+``prefect_server`` fixture is marked ``server`` here, and every ``server`` or ``browser`` test is also ``slow``, so
+``-m "not slow"`` is the quick loop.
+
+Under pytest-xdist (``-n 2`` in pyproject.toml's addopts) every worker imports this file and gets its own session home
+inside the controller's, so session fixtures run once per worker and the leftover-server check, run once by the
+controller after every worker ended, covers them all. tests/equipment/parallel.py says how tests are shared out.
+
 Folder-local fixtures are in that folder's conftest.py; non-fixture helpers (paths, keys, corpora) in tests/helpers.py.
 """
 
@@ -11,7 +20,13 @@ import os
 import tempfile
 from pathlib import Path
 
-_SESSION_HOME = Path(tempfile.mkdtemp(prefix="ctxrag-tests-"))
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # set by pytest-xdist in a worker before it imports this file
+_CONTROLLER_HOME = os.environ.get("CTXRAG_TESTS_SESSION_HOME") if _WORKER else None
+if _CONTROLLER_HOME:  # an xdist worker: its home inside the controller's, so the controller's check finds its servers
+    _SESSION_HOME = Path(tempfile.mkdtemp(prefix=f"{_WORKER}-", dir=_CONTROLLER_HOME))
+else:
+    _SESSION_HOME = Path(tempfile.mkdtemp(prefix="ctxrag-tests-"))
+    os.environ["CTXRAG_TESTS_SESSION_HOME"] = str(_SESSION_HOME)  # read by the xdist workers this process starts
 # Every temporary folder of the session (pytest's tmp_path, tempfile, subprocesses) is inside the session home, so a
 # Prefect server whose PREFECT_HOME lies in it was started by this session and by no other.
 (_SESSION_HOME / "tmp").mkdir()
@@ -36,9 +51,37 @@ from tests.equipment.local_server import kill_group, leftover_servers  # noqa: E
 from tests.helpers import ANTHROPIC_TEST_KEY  # noqa: E402
 
 
+SERVER_FIXTURES = ("prefect_harness", "prefect_server")  # a real Prefect server: the session's test harness, or `prefect server start`
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m selection and xdist's own hook
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``server`` on every test using a server fixture, ``slow`` on every ``server`` or ``browser`` test; under
+    xdist, the heaviest files first (tests/equipment/parallel.py)."""
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in SERVER_FIXTURES):
+            item.add_marker(pytest.mark.server)
+        if item.get_closest_marker("server") or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+    if _WORKER:
+        from tests.equipment.parallel import heaviest_units_first
+
+        items[:] = heaviest_units_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    from tests.equipment.parallel import FileScheduling
+
+    return FileScheduling(config, log)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The suite fails if a Prefect server this session started (its PREFECT_HOME in the session home) still runs;
-    it is killed, and named."""
+    it is killed, and named. Under xdist the controller checks, once every worker has ended: a worker's own
+    exit status would not fail the run."""
+    if _CONTROLLER_HOME:
+        return
     leftovers = leftover_servers(_SESSION_HOME)
     for pid in leftovers:
         kill_group(pid)

@@ -18,6 +18,8 @@ import pytest
 
 from tests.helpers import REPO, SHADOWING_MODULES, shadowing_folder
 
+pytestmark = pytest.mark.slow  # the wheel build, installs, new processes
+
 FOLDERS = {"ctxrag": "ctxrag", "flows": "ctxrag/flows", "tasks": "ctxrag/tasks", "storage": "ctxrag/storage"}  # repo -> wheel
 
 
@@ -31,7 +33,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)
     for folder in FOLDERS:
-        shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(REPO / folder, source / folder, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp / "dist"), str(source)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -56,7 +58,16 @@ def test_the_wheel_holds_every_module_under_ctxrag(wheel: Path) -> None:
         for path in (REPO / folder).rglob("*.py")
         if "__pycache__" not in path.parts
     }
-    assert len(expected) > 90 and sorted(expected - names) == []  # a package missing from pyproject's list shows here
+    assert len(expected) > 90 and sorted(expected - names) == []  # a layer the build does not follow shows here
+
+
+def test_the_layers_are_links_inside_the_package_and_no_import_finder_is_ours() -> None:
+    """One packaging mechanism: ``ctxrag/flows`` -> ``../flows`` (and tasks, storage) make ``ctxrag`` an ordinary
+    package for setuptools, editable installs, editors and mypy; nothing of ours hooks the import system."""
+    for layer in ("flows", "tasks", "storage"):
+        assert (REPO / "ctxrag" / layer).is_symlink() and os.readlink(REPO / "ctxrag" / layer) == f"../{layer}"
+    ours = [path for folder in FOLDERS for path in (REPO / folder).rglob("*.py") if "__pycache__" not in path.parts]
+    assert not [path for path in ours if "MetaPathFinder" in path.read_text() or "sys.meta_path.insert" in path.read_text()]
 
 
 def test_installed_ctxrag_imports_its_layers_from_inside_and_prefect_loads_its_flow_files(wheel: Path, tmp_path: Path) -> None:

@@ -105,6 +105,9 @@ def runnable_lines(block: Block) -> tuple[list[str], list[str]]:
 
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
 
+# One xdist worker for every test that lets ctxrag start its server (port 4200 when free): tests/equipment/parallel.py.
+pytestmark = pytest.mark.xdist_group("local-server")
+
 
 def test_the_readme_is_short_and_every_block_is_run_or_marked() -> None:
     lines = README.read_text(encoding="utf-8").splitlines()
@@ -153,6 +156,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, d
         yield folder, env
 
 
+@pytest.mark.server  # the README's commands start ctxrag's local Prefect server
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
 def test_readme_block_runs_as_written(block: Block, checkout: tuple[Path, dict[str, str]]) -> None:
     folder, env = checkout

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from ctxrag.prefect_commands.deployments import project_dir, read_deployments, work_pools_of
 from ctxrag.prefect_commands.errors import CommandError, err, fail
-from ctxrag.prefect_commands.server import client
+from ctxrag.prefect_commands.server import client, prefect_server
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -30,27 +30,27 @@ def deploy(
     try:
         folder = project_dir(directory)
         pools = work_pools_of(folder / "prefect.yaml") or [DEFAULT_POOL]
-        with client() as api:
-            for pool in pools:
-                if ensure_process_pool(api, pool):
-                    err.print(f"created work pool {pool!r} (type process)", highlight=False)
-    except CommandError as error:
-        fail(str(error))
-    selection = [argument for value in name for argument in ("--name", value)] if name else ["--all"]
-    command = _prefect_command("--no-prompt", "deploy", *selection)
-    err.print(f"$ (cd {folder} && prefect --no-prompt deploy {' '.join(selection)})", highlight=False, markup=False)
-    # The prefect CLI's own output is progress: it goes to stderr, so stdout holds only the deployments made.
-    sys.stderr.flush()
-    result = subprocess.run(command, cwd=folder, stdout=sys.stderr, stderr=sys.stderr, env={**os.environ, "PWD": str(folder)})
-    if result.returncode != 0:
-        fail(f"`prefect deploy` failed (exit code {result.returncode}); its output is above", code=result.returncode)
-    try:
-        lines = _deployed(folder / "prefect.yaml", name)
+        with prefect_server() as api_url:
+            with client() as api:
+                for pool in pools:
+                    if ensure_process_pool(api, pool):
+                        err.print(f"created work pool {pool!r} (type process)", highlight=False)
+            selection = [argument for value in name for argument in ("--name", value)] if name else ["--all"]
+            command = _prefect_command("--no-prompt", "deploy", *selection)
+            err.print(f"$ (cd {folder} && prefect --no-prompt deploy {' '.join(selection)})", highlight=False, markup=False)
+            # The prefect CLI's own output is progress: it goes to stderr, so stdout holds only the deployments made.
+            sys.stderr.flush()
+            result = subprocess.run(command, cwd=folder, stdout=sys.stderr, stderr=sys.stderr,
+                                    env={**os.environ, "PWD": str(folder), "PREFECT_API_URL": api_url})
+            if result.returncode != 0:
+                fail(f"`prefect deploy` failed (exit code {result.returncode}); its output is above", code=result.returncode)
+            lines = _deployed(folder / "prefect.yaml", name)
     except CommandError as error:
         fail(str(error))
     for line in lines:
         print(line)
-    err.print(f"start a worker to run them: prefect worker start --pool {pools[0]}", highlight=False)
+    worker = f"prefect worker start --pool {pools[0]}"
+    err.print(f"start a worker to run them: PREFECT_API_URL={api_url} {worker}", highlight=False)
 
 
 def ensure_process_pool(api: SyncPrefectClient, name: str) -> bool:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import NoReturn
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-err = Console(stderr=True, soft_wrap=True)
+from ctxrag.tasks.common.display import console
+
+err = console(stderr=True, soft_wrap=True)
 
 
 class CommandError(Exception):

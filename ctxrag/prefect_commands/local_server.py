@@ -1,48 +1,45 @@
-"""The local Prefect server that ``index`` and ``evaluate`` start once and reuse: one per user and Prefect home.
+"""The local Prefect server: Prefect's own background server, the one every ctxrag command uses when none is configured.
 
-With no ``PREFECT_API_URL``, Prefect starts a temporary server inside every process (seconds of CPU per command).
-Instead, the first ``ctxrag index``/``evaluate`` starts ``prefect server start`` in the background, where Prefect
-itself keeps its background server: in ``PREFECT_HOME`` (``~/.prefect`` unless you set it), with Prefect's pid file
-``server.pid`` (so ``prefect server stop`` stops it and ``prefect server start`` sees it), on 127.0.0.1:4200 when that
-port is free. Every ctxrag home of the user reports to it, so the UI shows their runs together. ctxrag's own notes
-(address, Prefect version, start time, the ctxrag homes seen) are in ``ctxrag-server.json`` beside the pid file,
-its log in ``ctxrag-server.log``.
+With no ``PREFECT_API_URL`` (in the environment or the active profile), ``index``, ``evaluate``, ``serve``,
+``deploy``, ``trigger`` and ``server start`` start ``prefect server start --background`` in ``PREFECT_HOME`` (default
+``~/.prefect``), on 127.0.0.1:4200 when that port is free. Prefect writes its pid file ``server.pid`` there: later
+commands find the server by it, and ``prefect server stop`` stops it. ctxrag adds only what Prefect lacks: a migrated
+empty database to start from (``server_template``), an environment with no secrets and the services deployments need
+(``server_process.server_environment``), an identity check (the pid runs a Prefect server; its address is read from
+its command line), and a stop when the start is interrupted. A configured server always wins. Under ``CI=true``, or
+with ``CTXRAG_PREFECT_SERVER=temporary``, nothing outlives the command (Prefect's temporary server per process).
 
-It runs the services the UI needs to show a whole run (``server_process.SERVICES_ON``), a minimal environment
-(no API keys), and is never orphaned: it is recorded before it is waited for, and Ctrl-C, SIGTERM or an error during
-its start stops it. A recorded server is identified by its pid and start time, never by a health check: a slow
-answer is waited for, never taken for a dead server. A server of another Prefect version is left alone.
-A server the user configured (``PREFECT_API_URL``, in the environment or a profile) always wins; under CI
-(``CI=true``) or with ``CTXRAG_PREFECT_SERVER=temporary`` nothing outlives the command.
+Nothing here imports Prefect: ``ctxrag server status`` answers in a fraction of a second.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+from filelock import FileLock
+
 from ctxrag.prefect_commands.server_process import (
-    LOG_FILE, ServerDidNotStart, alive, answers, check_writable, choose_port, is_prefect_server, server_environment,
-    sigterm_raises, spawn, start_ticks, terminate, why_it_died,
+    ServerDidNotStart, address_of, alive, answers, check_writable, choose_port, diagnose_start, is_prefect_server,
+    server_environment, server_version, sigterm_raises, terminate,
 )
 from ctxrag.prefect_commands.server_template import prepare_database
-from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.errors import UserError
 
 MODE_VARIABLE = "CTXRAG_PREFECT_SERVER"
 MODES = ("background", "temporary")
-PID_FILE = "server.pid"  # Prefect's own name: `prefect server stop` reads it
-STATE_FILE = "ctxrag-server.json"
+PID_FILE = "server.pid"  # Prefect's own: `prefect server start --background` writes it, `prefect server stop` reads it
 STARTUP_SECONDS = 90.0
-BUSY_SECONDS = 90.0  # how long a recorded, live server may take to answer before the command gives up
-MAX_HOMES = 20
+BUSY_SECONDS = 90.0  # how long a live server may take to answer before a command gives up (never replaced)
 
 
 class ServerOfAnotherVersion(UserError):
@@ -50,17 +47,13 @@ class ServerOfAnotherVersion(UserError):
 
 
 class ServerDoesNotAnswer(UserError):
-    """The recorded server lives but does not answer; no second server is started on its database."""
+    """The server in the home lives but does not answer; no second server is started on its database."""
 
 
 @dataclass(frozen=True)
 class LocalServer:
     pid: int
     api_url: str
-    prefect_version: str
-    started_ticks: int | None = None
-    started_by: str = "ctxrag"  # or "prefect": the user's own `prefect server start --background`
-    homes: tuple[str, ...] = ()
 
     @property
     def ui_url(self) -> str:
@@ -77,47 +70,38 @@ def server_mode() -> str:
 
 
 def prefect_home() -> Path:
-    """Prefect's home as Prefect sees it (PREFECT_HOME, a profile, or ``~/.prefect``)."""
-    from prefect.settings import get_current_settings
-
-    return Path(get_current_settings().home).expanduser().resolve()
+    """Prefect's home: PREFECT_HOME, else ``~/.prefect``."""
+    return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser().resolve()
 
 
-def _prefect_version() -> str:
-    import prefect
+def configured_api_url() -> str | None:
+    """The server the user configured: PREFECT_API_URL in the environment; else, when this process has imported
+    Prefect already, Prefect's own settings (a program's ``temporary_settings``, .env, prefect.toml); else the active
+    profile (``prefect config set`` / ``prefect profile use`` write it to PREFECT_HOME's profiles.toml)."""
+    if url := os.environ.get("PREFECT_API_URL", "").strip():
+        return url
+    if "prefect.settings" in sys.modules:
+        from prefect.settings import get_current_settings
 
-    return str(prefect.__version__)
-
-
-def _prefects_own_url() -> str:
-    """The address ``prefect server start --background`` serves on by default (PREFECT_SERVER_API_HOST/PORT)."""
-    from prefect.settings import get_current_settings
-
-    api = get_current_settings().server.api
-    return f"http://{api.host}:{api.port}/api"
-
-
-def _server_version(api_url: str) -> str:
-    import urllib.request
-
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        return get_current_settings().api.url or None
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or prefect_home() / "profiles.toml")
     try:
-        with opener.open(f"{api_url}/admin/version", timeout=5) as response:
-            return str(json.loads(response.read()))
-    except (OSError, ValueError):
-        return "unknown"
-
-
-def sqlite_database() -> Path | None:
-    """The file of Prefect's server database when it is the default kind (SQLite on a file); None otherwise."""
-    from prefect.settings import get_current_settings
-
-    url = get_current_settings().server.database.connection_url
-    value = url.get_secret_value() if url is not None else ""
-    prefix = "sqlite+aiosqlite:///"
-    if not value.startswith(prefix) or ":memory:" in value:
+        profiles = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
         return None
-    return Path(value.removeprefix(prefix)).expanduser()
+    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active", "ephemeral")
+    url = profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL")
+    return str(url) if url else None
+
+
+def prefect_version() -> str:
+    return version("prefect")
+
+
+def _database(home: Path) -> Path | None:
+    """The server's SQLite file (Prefect's default, in its home); None when another database is configured."""
+    url = os.environ.get("PREFECT_SERVER_DATABASE_CONNECTION_URL") or os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL")
+    return None if url else home / "prefect.db"
 
 
 def _read_pid(home: Path) -> int | None:
@@ -127,55 +111,19 @@ def _read_pid(home: Path) -> int | None:
         return None
 
 
-def _read_state(home: Path) -> LocalServer | None:
-    try:
-        data = json.loads((home / STATE_FILE).read_text())
-        return LocalServer(**{**data, "homes": tuple(data.get("homes", ()))})
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def _write_state(home: Path, server: LocalServer) -> None:
-    partial = home / f"{STATE_FILE}.{os.getpid()}.partial"
-    partial.write_text(json.dumps(asdict(server)))
-    os.chmod(partial, 0o600)
-    os.replace(partial, home / STATE_FILE)
-
-
-def _forget(home: Path) -> None:
-    (home / PID_FILE).unlink(missing_ok=True)
-    (home / STATE_FILE).unlink(missing_ok=True)
-
-
 def find_server(home: Path) -> LocalServer | None:
-    """The Prefect server recorded in ``home`` if its process lives and is that server (pid and start time);
-    stale records are removed. Never decided by a health check."""
-    pid, state = _read_pid(home), _read_state(home)
-    if state is not None and pid in (None, state.pid):
-        if alive(state.pid) and is_prefect_server(state.pid, state.started_ticks):
-            return state
-    elif pid is not None and alive(pid) and is_prefect_server(pid):
-        url = _prefects_own_url()  # started by `prefect server start --background` in this home
-        return LocalServer(pid, url, _server_version(url), start_ticks(pid), started_by="prefect")
-    if pid is not None or state is not None:
-        _forget(home)
+    """The Prefect server whose pid is in ``home``'s pid file, if that process lives and is a Prefect server (its
+    command line says so); a stale pid file is removed. Never decided by a health check."""
+    pid = _read_pid(home)
+    if pid is None:
+        return None
+    if alive(pid) and is_prefect_server(pid):
+        return LocalServer(pid, address_of(pid))
+    (home / PID_FILE).unlink(missing_ok=True)
     return None
 
 
-@contextmanager
-def _locked(home: Path) -> Iterator[None]:
-    """One ctxrag process at a time checks, starts or stops the home's server (two commands started together
-    share one server)."""
-    home.mkdir(parents=True, exist_ok=True)
-    with (home / "ctxrag-server.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _wait_until_it_answers(server: LocalServer, home: Path, seconds: float) -> None:
+def _wait_until_it_answers(server: LocalServer, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not answers(server.api_url):
         if not alive(server.pid):
@@ -183,109 +131,106 @@ def _wait_until_it_answers(server: LocalServer, home: Path, seconds: float) -> N
         if time.monotonic() > deadline:
             raise ServerDoesNotAnswer(
                 f"the local Prefect server (pid {server.pid}, {server.ui_url}) is running but has not answered for "
-                f"{seconds:.0f} s; its log: {home / LOG_FILE}. `ctxrag server stop` stops it."
+                f"{seconds:.0f} s. `ctxrag server stop` stops it."
             )
-        time.sleep(0.5)
+        time.sleep(0.2)
 
 
-def _seen(home: Path, server: LocalServer) -> LocalServer:
-    """Record that the current ctxrag home uses ``server`` (``ctxrag server status`` lists the homes)."""
-    current = str(ctxrag_home())
-    if current in server.homes:
-        return server
-    server = replace(server, homes=(*server.homes, current)[-MAX_HOMES:])
-    _write_state(home, server)
-    return server
-
-
-def start_server(home: Path) -> LocalServer:
-    """Start ``prefect server start`` detached, record it (pid file and state) before waiting for /api/health, and
-    stop it again if the start fails or is interrupted (Ctrl-C, SIGTERM, any error)."""
-    from prefect.settings import get_current_settings
-
+def start_server(home: Path, meanwhile: Callable[[], object] = lambda: None) -> LocalServer:
+    """``prefect server start --background`` with a scrubbed environment on a migrated database; runs ``meanwhile``
+    while the server starts (the command's own imports), then waits for /api/health. Stops the server again if the
+    start fails or is interrupted (Ctrl-C, SIGTERM, any error)."""
     check_writable(home)
-    env = server_environment(home)
-    prepare_database(sqlite_database(), _prefect_version(), env)
-    port = choose_port(get_current_settings().server.api.port)
-    api_url = f"http://127.0.0.1:{port}/api"
-    try:
-        descriptor = os.open(home / PID_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        raise ServerDidNotStart(f"another Prefect server is starting in {home} ({home / PID_FILE} appeared); "
-                                "run the command again") from None
-    process = None
+    port = choose_port(int(os.environ.get("PREFECT_SERVER_API_PORT") or 4200))
+    env = server_environment(home, port=port)
+    prepare_database(_database(home), prefect_version(), env)
+    command = [sys.executable, "-m", "prefect", "server", "start", "--background", "--host", "127.0.0.1", "--port", str(port)]
+    starting: subprocess.Popen[bytes] | None = None
     with sigterm_raises():
         try:
-            process = spawn(home, port, env)
-            os.write(descriptor, str(process.pid).encode())
-            os.close(descriptor)
-            server = LocalServer(process.pid, api_url, _prefect_version(), start_ticks(process.pid), homes=(str(ctxrag_home()),))
-            _write_state(home, server)
+            with tempfile.TemporaryFile("w+") as output:
+                starting = subprocess.Popen(command, env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=output,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+                meanwhile()
+                code = starting.wait(timeout=STARTUP_SECONDS)
+                output.seek(0)
+                said = output.read().strip().splitlines()
+            pid = _read_pid(home)
+            if code != 0 or pid is None:
+                raise ServerDidNotStart(f"`prefect server start --background` failed (exit code {code}): " + " ".join(said[-3:]))
+            server = LocalServer(pid, f"http://127.0.0.1:{port}/api")
             deadline = time.monotonic() + STARTUP_SECONDS
-            while not answers(api_url, timeout=2.0):
-                if process.poll() is not None:
-                    raise ServerDidNotStart(f"the local Prefect server did not start: {why_it_died(home, port, process.returncode)}")
-                if time.monotonic() > deadline:
-                    raise ServerDidNotStart(f"the local Prefect server did not answer at {api_url} within "
-                                            f"{STARTUP_SECONDS:.0f} s and was stopped: {why_it_died(home, port, None)}")
+            while not answers(server.api_url, timeout=2.0):
+                if not alive(pid) or time.monotonic() > deadline:
+                    terminate(pid)
+                    raise ServerDidNotStart(f"the local Prefect server did not start: {diagnose_start(home, env)}")
                 time.sleep(0.1)
             return server
         except BaseException:
-            if process is None:
-                os.close(descriptor)
-            else:
-                terminate(process.pid)
-            _forget(home)
+            if starting is not None and starting.poll() is None:
+                starting.kill()  # before it spawns the server
+                starting.wait()
+            if (pid := _read_pid(home)) is not None:
+                terminate(pid)
+            (home / PID_FILE).unlink(missing_ok=True)
             raise
 
 
-def reuse_or_start(home: Path) -> tuple[LocalServer, bool]:
-    """The home's running server, or a new one (True when started now). A server of another Prefect version started
-    by ctxrag is left alone: an error names both versions."""
-    with _locked(home):
+def _check_version(server: LocalServer, home: Path) -> None:
+    running, ours = server_version(server.api_url), prefect_version()
+    if running not in (ours, None):
+        raise ServerOfAnotherVersion(
+            f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url}) runs Prefect {running}; this "
+            f"environment has Prefect {ours}. It is left running: stop it from its own environment (`prefect server "
+            f"stop`), or set PREFECT_HOME to another folder, or {MODE_VARIABLE}=temporary."
+        )
+
+
+def ensure_server(home: Path | None = None, meanwhile: Callable[[], object] = lambda: None) -> tuple[LocalServer, bool]:
+    """The running local server, or a new one (True when started now), with ``meanwhile`` run while it starts. One
+    command at a time checks and starts (two commands started together share one server)."""
+    home = home or prefect_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with FileLock(home / "ctxrag-server.lock"):
         server = find_server(home)
         if server is None:
-            return start_server(home), True
-        if server.started_by == "ctxrag" and server.prefect_version != _prefect_version():
-            raise ServerOfAnotherVersion(
-                f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url}) runs Prefect "
-                f"{server.prefect_version}, started from another environment; this one has Prefect {_prefect_version()}. "
-                "It is left running: stop it from its own environment (`ctxrag server stop`), or set PREFECT_HOME to "
-                f"another folder, or {MODE_VARIABLE}=temporary."
-            )
-        _wait_until_it_answers(server, home, BUSY_SECONDS)
-        return _seen(home, server), False
+            return start_server(home, meanwhile), True
+        meanwhile()
+        _wait_until_it_answers(server, BUSY_SECONDS)
+        _check_version(server, home)
+        return server, False
 
 
 def stop_server(home: Path) -> LocalServer | None:
-    """Stop the Prefect server recorded in ``home`` (if any) and forget it; returns what was stopped."""
-    with _locked(home):
+    """Stop the server of ``home``'s pid file, as ``prefect server stop`` does, and wait until it has exited."""
+    home.mkdir(parents=True, exist_ok=True)
+    with FileLock(home / "ctxrag-server.lock"):
         server = find_server(home)
         if server is not None:
             terminate(server.pid)
-        _forget(home)
+        (home / PID_FILE).unlink(missing_ok=True)
         return server
 
 
-def server_homes() -> list[Path]:
-    """Where a ctxrag server may be recorded: Prefect's home, and the per-project home earlier releases used."""
-    legacy = (ctxrag_home() / "prefect").resolve()
-    return list(dict.fromkeys([prefect_home(), *([legacy] if legacy.is_dir() else [])]))
-
-
 @contextmanager
-def local_prefect_server(announce: Callable[[LocalServer, Path], None] | None = None) -> Iterator[LocalServer | None]:
-    """Point Prefect at the reused local server for the block, unless a server is configured or the mode is temporary.
-
-    ``announce(server, home)`` is called when this call started the server (to tell the user once)."""
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
-
-    if get_current_settings().api.url or server_mode() == "temporary":
+def local_prefect_server(
+    announce: Callable[[LocalServer, Path], None] | None = None, meanwhile: Callable[[], object] = lambda: None
+) -> Iterator[str | None]:
+    """Point Prefect at the server to use for the block: the configured one, else the local one (started if it is not
+    running, with ``meanwhile`` run while it starts; ``announce(server, home)`` is then called). Yields its API URL;
+    None in temporary mode."""
+    if configured := configured_api_url():
+        meanwhile()
+        yield configured
+        return
+    if server_mode() == "temporary":
+        meanwhile()
         yield None
         return
-    home = prefect_home()
-    server, started = reuse_or_start(home)
+    server, started = ensure_server(meanwhile=meanwhile)
     if started and announce is not None:
-        announce(server, home)
+        announce(server, prefect_home())
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-        yield server
+        yield server.api_url

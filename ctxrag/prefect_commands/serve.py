@@ -16,7 +16,7 @@ import typer
 
 from ctxrag.prefect_commands.deployments import Deployment, project_dir, read_deployments
 from ctxrag.prefect_commands.errors import CommandError, err, fail
-from ctxrag.prefect_commands.server import client
+from ctxrag.prefect_commands.server import client, prefect_server
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -44,16 +44,17 @@ def serve(
         "source": source, "name": name, "contextualizer": contextualizer, "embedder": embedder, "backend": backend, "evalset": evalset,
     }
     try:
-        with client() as api:
-            served = load(project_dir())
-            _refuse_pool_deployments(api, [full_name(entry, flow) for entry, flow in served])
-        deployments = build(served, {key: value for key, value in options.items() if value is not None}, cron, timezone)
+        with prefect_server():
+            with client() as api:
+                served = load(project_dir())
+                _refuse_pool_deployments(api, [full_name(entry, flow) for entry, flow in served])
+            deployments = build(served, {key: value for key, value in options.items() if value is not None}, cron, timezone)
+            from prefect import serve as prefect_serve
+
+            err.print(f"serving {_summary(served, deployments)}; Ctrl-C stops", highlight=False)
+            prefect_serve(*deployments, limit=limit, print_starting_message=False)
     except CommandError as error:
         fail(str(error))
-    from prefect import serve as prefect_serve
-
-    err.print(f"serving {_summary(served, deployments)}; Ctrl-C stops", highlight=False)
-    prefect_serve(*deployments, limit=limit, print_starting_message=False)
 
 
 def load(folder: Path) -> list[tuple[Deployment, Flow[Any, Any]]]:
@@ -120,7 +121,7 @@ def _summary(served: list[tuple[Deployment, Flow[Any, Any]]], deployments: list[
     """``flow/name (cron '0 3 * * *' UTC) and flow/name; trigger with `...```: what serve runs, for stderr."""
     described = []
     for (entry, flow), deployment in zip(served, deployments):
-        schedules = [_describe(item.schedule) for item in deployment.schedules]
+        schedules = [_describe(item.schedule) for item in deployment.schedules or []]
         when = f" ({', '.join(schedules)})" if schedules else " (no schedule)" if entry.schedules else ""
         described.append(full_name(entry, flow) + when)
     listed = " and ".join([", ".join(described[:-1]), described[-1]] if len(described) > 1 else described)

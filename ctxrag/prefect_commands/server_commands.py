@@ -1,52 +1,71 @@
-"""``ctxrag server status`` and ``ctxrag server stop``: the local Prefect server that ``index`` and ``evaluate`` reuse."""
+"""``ctxrag server start | status | stop``: the local Prefect server every ctxrag command uses (no Prefect import)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-from ctxrag.prefect_commands.local_server import LocalServer, find_server, server_homes, stop_server
-from ctxrag.prefect_commands.server_process import LOG_FILE
+from ctxrag.prefect_commands.errors import fail
+from ctxrag.prefect_commands.local_server import (
+    LocalServer, configured_api_url, ensure_server, find_server, prefect_home, prefect_version, stop_server,
+)
+from ctxrag.storage.errors import UserError
+from ctxrag.tasks.common.display import console
 
-server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server ctxrag starts and reuses (see docs/operations.md).")
-out = Console()
-err = Console(stderr=True)
+server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server every ctxrag command uses (see docs/operations.md).")
+out = console(soft_wrap=True)  # addresses and commands to copy: never broken
+err = console(stderr=True, soft_wrap=True)
 
 
 def announce_started(server: LocalServer, home: Path) -> None:
     """Tell the user, once, in one line, that a command started the local server, where its UI is and how to stop it."""
     err.print(
         f"started a local Prefect server: UI at {server.ui_url} (pid {server.pid}, PREFECT_HOME {home}); later "
-        "commands reuse it; stop it with `ctxrag server stop` or `prefect server stop`.", highlight=False, soft_wrap=True,
+        "commands reuse it; stop it with `ctxrag server stop` or `prefect server stop`.", highlight=False,
     )
 
 
 def describe(server: LocalServer, home: Path) -> str:
-    who = "started by ctxrag" if server.started_by == "ctxrag" else "started with `prefect server start`"
-    lines = [f"running: {server.ui_url} (API {server.api_url}, pid {server.pid}, Prefect {server.prefect_version}, {who})",
-             f"  PREFECT_HOME: {home} (log: {home / LOG_FILE})"]
-    lines += [f"  ctxrag home: {seen}" for seen in server.homes]
-    return "\n".join(lines)
+    """What ``status`` prints: the address, and the one line that points Prefect's own commands at it."""
+    return (f"running: {server.ui_url} (pid {server.pid}, Prefect {prefect_version()}, PREFECT_HOME {home})\n"
+            f"for Prefect's own commands (prefect deployment ls, prefect worker start, ...):\n"
+            f"export PREFECT_API_URL={server.api_url}")
+
+
+@server_app.command()
+def start() -> None:
+    """Start the local Prefect server if it is not running (other commands start it too); print its address."""
+    try:
+        server, started = ensure_server()
+    except UserError as error:
+        fail(str(error))
+    if started:
+        announce_started(server, prefect_home())
+    out.print(describe(server, prefect_home()), highlight=False)
 
 
 @server_app.command()
 def status() -> None:
-    """List the local Prefect servers ctxrag uses: address, pid, Prefect version, ctxrag homes seen (exit 1: none)."""
-    running = [(home, server) for home in server_homes() if (server := find_server(home)) is not None]
-    if not running:
-        out.print("no local Prefect server running (the next `ctxrag index` or `evaluate` starts one)", highlight=False)
+    """The local Prefect server: address, pid, and the PREFECT_API_URL to export for Prefect's own commands (exit 1: none)."""
+    if configured := configured_api_url():
+        out.print(f"configured: PREFECT_API_URL={configured} (ctxrag uses it; no local server is started)", highlight=False)
+        return
+    home = prefect_home()
+    server = find_server(home)
+    if server is None:
+        out.print("no local Prefect server running (the next `ctxrag index`, `evaluate`, `serve`, `deploy` or `trigger`, "
+                  "or `ctxrag server start`, starts one)", highlight=False)
         raise typer.Exit(code=1)
-    for home, server in running:
-        out.print(describe(server, home), highlight=False, soft_wrap=True)
+    out.print(describe(server, home), highlight=False)
 
 
 @server_app.command()
 def stop() -> None:
-    """Stop the local Prefect server (its runs stay in the database under PREFECT_HOME)."""
-    stopped = [(home, server) for home in server_homes() if (server := stop_server(home)) is not None]
-    for home, server in stopped:
-        out.print(f"stopped the server at {server.ui_url} (pid {server.pid}, PREFECT_HOME {home})", highlight=False)
-    if not stopped:
+    """Stop the local Prefect server (as `prefect server stop`; its runs stay in the database under PREFECT_HOME)."""
+    home = prefect_home()
+    server = stop_server(home)
+    if server is None:
         out.print("no local Prefect server was running", highlight=False)
+    else:
+        out.print(f"stopped the server at {server.ui_url} (pid {server.pid}, PREFECT_HOME {home})", highlight=False)

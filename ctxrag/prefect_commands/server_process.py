@@ -1,13 +1,15 @@
-"""The local Prefect server's process: started detached with a minimal environment, told apart from other
-programs by its command line and start time, stopped by its process group, and diagnosed when it dies at start."""
+"""The local Prefect server's process: its environment (no secrets, the services deployments need), its identity
+(a Prefect server by its command line, its address read from it), its health, its stop, and why it died at start."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -17,15 +19,14 @@ from pathlib import Path
 
 from ctxrag.storage.errors import UserError
 
-LOG_FILE = "ctxrag-server.log"
 STOP_SECONDS = 15.0
+DIAGNOSE_SECONDS = 60.0
+SERVER_COMMAND = b"prefect.server.api.server:create_app"  # what `prefect server start --background` runs (uvicorn)
 
-# The services a local server runs: what the UI needs to show a whole run (the task-run recorder and the event
-# persister: task runs, their states and the graph, events) and cancelling a run from the UI; Prefect's event vacuum
-# (trims old events) keeps its default. Off: what serves deployments, workers and automations, which need a server
-# of the user's own (benchmarks/results/server_services.md measures what each costs at start).
-SERVICES_ON = ("TASK_RUN_RECORDER", "EVENT_PERSISTER", "CANCELLATION_CLEANUP")
-SERVICES_OFF = ("SCHEDULER", "LATE_RUNS", "FOREMAN", "TRIGGERS", "PAUSE_EXPIRATIONS", "REPOSSESSOR", "CLEANUP_RECONCILER")
+# Services: Prefect's defaults (every service on; the scheduler and late-run marking serve scheduled deployments, the
+# foreman marks workers offline) but for those that serve only Prefect Cloud-style automations and event triggers.
+# Their cost at start and idle is measured in docs/decisions.md ("One local server for every command").
+SERVICES_OFF = ("TRIGGERS",)
 
 # Inherited as they are: what a Python process needs to run at all, and Prefect settings. Left out: everything else
 # (API keys, tokens, cloud credentials) and the client's own Prefect settings that could hold a secret or point
@@ -36,7 +37,7 @@ _SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "AUTH", "PASSWORD")
 
 
 class ServerDidNotStart(UserError):
-    """The local server exited or did not answer in time; the message says why and names its log."""
+    """The local server exited or did not answer in time; the message says why."""
 
 
 def _inherited(name: str) -> bool:
@@ -47,13 +48,13 @@ def _inherited(name: str) -> bool:
     return name.startswith("PREFECT_SERVER_") or not any(word in name for word in _SECRET_WORDS)
 
 
-def server_environment(home: Path, source: dict[str, str] | None = None) -> dict[str, str]:
-    """The daemon's environment: the basics a process needs, Prefect's settings, the services above, telemetry off."""
+def server_environment(home: Path, source: dict[str, str] | None = None, port: int = 4200) -> dict[str, str]:
+    """The server's environment: the basics a process needs, Prefect's settings, its address, telemetry off."""
     env = {name: value for name, value in (os.environ if source is None else source).items() if _inherited(name)}
-    env.update({"PREFECT_HOME": str(home), "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+    env.update({"PREFECT_HOME": str(home), "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port)})  # the UI calls this API
     env.update({f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in SERVICES_OFF})
-    env.update({f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "true" for name in SERVICES_ON})
-    env.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")  # the log of a long-lived server stays small
+    env.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
     return env
 
 
@@ -67,38 +68,56 @@ def alive(pid: int) -> bool:
     return True
 
 
-def start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc), which a reused pid does not share; None if unknown."""
+def _command_line(pid: int) -> list[bytes] | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
-def is_prefect_server(pid: int, ticks: int | None = None) -> bool:
-    """Whether ``pid`` runs a Prefect server (``prefect server start`` or its uvicorn app) and, when ``ticks`` is
-    given, is the very process that was recorded (same start time)."""
+def is_prefect_server(pid: int) -> bool:
+    """Whether ``pid`` runs a Prefect server (a pid reused by another program is not taken for it)."""
+    command = _command_line(pid)
+    if command is None:
+        return alive(pid)  # no /proc (not Linux): trust the pid file
+    return SERVER_COMMAND in command or b"server" in command and b"start" in command and any(b"prefect" in part for part in command)
+
+
+def address_of(pid: int) -> str:
+    """The server's API URL, from the ``--host``/``--port`` of its command line (Prefect's defaults when absent)."""
+    command = [part.decode(errors="replace") for part in _command_line(pid) or []]
+    host = command[command.index("--host") + 1] if "--host" in command[:-1] else "127.0.0.1"
+    port = command[command.index("--port") + 1] if "--port" in command[:-1] else os.environ.get("PREFECT_SERVER_API_PORT", "4200")
+    return f"http://{host}:{port}/api"
+
+
+def _get(url: str, timeout: float) -> bytes | None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy: it is on 127.0.0.1
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return alive(pid)  # no /proc (not Linux): trust the recorded pid
-    is_server = (b"prefect\0server\0start" in command) or (b"prefect.server.api.server:create_app" in command)
-    return is_server and (ticks is None or start_ticks(pid) in (ticks, None))
+        with opener.open(url, timeout=timeout) as response:
+            return bytes(response.read()) if response.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
 
 
 def answers(api_url: str, timeout: float = 5.0) -> bool:
-    """True when ``GET {api_url}/health`` answers 200 (never through a proxy: the server is on 127.0.0.1)."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    """True when ``GET {api_url}/health`` answers 200."""
+    return _get(f"{api_url}/health", timeout) is not None
+
+
+def server_version(api_url: str) -> str | None:
+    """The Prefect version the server reports (None when it does not say)."""
+    body = _get(f"{api_url}/admin/version", 5.0)
     try:
-        with opener.open(f"{api_url}/health", timeout=timeout) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return str(json.loads(body)) if body is not None else None
+    except ValueError:
+        return None
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether the server could bind ``port`` (as uvicorn binds: a port in TIME_WAIT is free)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:
@@ -115,23 +134,11 @@ def choose_port(preferred: int) -> int:
         return int(probe.getsockname()[1])
 
 
-def spawn(home: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """``prefect server start`` on 127.0.0.1:``port``, in its own session (Ctrl-C in this terminal does not reach
-    the server that later commands reuse), its output in ``home/ctxrag-server.log`` (new at each start)."""
-    with (home / LOG_FILE).open("wb") as log:
-        os.chmod(home / LOG_FILE, 0o600)
-        return subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env={**env, "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api"}, cwd=home,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-
 def terminate(pid: int, wait_seconds: float = STOP_SECONDS) -> bool:
-    """SIGTERM the server's process group, SIGKILL what is left after ``wait_seconds``; True once it is gone."""
+    """SIGTERM the server (as `prefect server stop` does), SIGKILL it after ``wait_seconds``; True once it is gone."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(pid, sig)
+            os.kill(pid, sig)
         except ProcessLookupError:
             return True
         except PermissionError:
@@ -139,11 +146,11 @@ def terminate(pid: int, wait_seconds: float = STOP_SECONDS) -> bool:
         deadline = time.monotonic() + wait_seconds
         while time.monotonic() < deadline:
             try:
-                finished, _ = os.waitpid(pid, os.WNOHANG)  # our child: reap it
+                if os.waitpid(pid, os.WNOHANG)[0]:  # our child (a test's): reap it
+                    return True
             except ChildProcessError:
-                finished = 0 if alive(pid) else pid
-            if finished:
-                return True
+                if not alive(pid):
+                    return True
             time.sleep(0.05)
     return not alive(pid)
 
@@ -166,17 +173,29 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def log_tail(home: Path, lines: int = 15) -> str:
-    try:
-        text = (home / LOG_FILE).read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+def diagnose_start(home: Path, env: dict[str, str]) -> str:
+    """Why the background server died at start. Prefect's background server keeps no log, so the same server is
+    started once in the foreground with its output read, until it exits again (stopped if it starts this time)."""
+    port = env["PREFECT_SERVER_API_PORT"]
+    command = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", port]
+    with tempfile.TemporaryFile("w+") as output:
+        process = subprocess.Popen(command, env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=output,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + DIAGNOSE_SECONDS
+        while process.poll() is None and not answers(f"http://127.0.0.1:{port}/api", timeout=1.0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        code = process.poll()
+        if code is None:
+            terminate(process.pid)
+        output.seek(0)
+        log = output.read()
+    if code is None:
+        return "it exited during start-up, and started when tried again in the foreground: run the command again"
+    return why_it_died(home, int(port), code, log)
 
 
-def why_it_died(home: Path, port: int, code: int | None) -> str:
-    """One sentence on why the server exited at start, read from its log, then its exit code and the log's tail."""
-    log = log_tail(home, lines=400)
+def why_it_died(home: Path, port: int, code: int | None, log: str) -> str:
+    """One sentence on why the server exited at start, read from its output, then its exit code and the last lines."""
     lowered = log.lower()
     if "address already in use" in lowered or "port" in lowered and "already in use" in lowered:
         cause = f"port {port} on 127.0.0.1 is taken by another program"
@@ -187,8 +206,8 @@ def why_it_died(home: Path, port: int, code: int | None) -> str:
         cause = f"PREFECT_HOME ({home}) or its database is read-only"
     else:
         cause = "it exited during start-up"
-    tail = "\n".join(log.splitlines()[-15:]) or "(empty log)"
-    return f"{cause} (exit code {code}); the last lines of {home / LOG_FILE}:\n{tail}"
+    tail = "\n".join(log.splitlines()[-15:]) or "(no output)"
+    return f"{cause} (exit code {code}); the last lines of `prefect server start`:\n{tail}"
 
 
 def check_writable(home: Path) -> None:

@@ -11,7 +11,8 @@ import typer
 
 from ctxrag.prefect_commands.errors import CommandError, err, fail
 from ctxrag.prefect_commands.params import parse_env, parse_params
-from ctxrag.prefect_commands.server import client
+from ctxrag.prefect_commands.server import client, prefect_server
+from ctxrag.tasks.common.display import readable_rows
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -35,7 +36,7 @@ def trigger(
         job_variables = {"env": parse_env(env)} if env else None
         if "/" not in deployment and not _is_uuid(deployment):
             raise CommandError(f"name the deployment as FLOW/DEPLOYMENT, e.g. ctxrag-index/reindex (got {deployment!r})")
-        with client() as api:
+        with prefect_server(), client() as api:
             _check_parameters(api, deployment, parameters)
             try:
                 flow_run = cast(
@@ -46,9 +47,8 @@ def trigger(
                 raise CommandError(_no_deployment(deployment)) from None
             except PrefectHTTPStatusError as error:
                 raise CommandError(f"the server refused the run: {_detail(error)}") from None
-            err.print(
-                f"created flow run {flow_run.name!r} ({flow_run.id}) of {deployment}: {_ui_url(flow_run)}", highlight=False, markup=False
-            )
+            url = _ui_url(flow_run)
+            err.print(f"created flow run {flow_run.name!r} ({flow_run.id}) of {deployment}: {url}", highlight=False, markup=False)
             if watch:
                 flow_run = _watch(api, flow_run, timeout)
                 tables = _result_tables(api, flow_run) if flow_run.state and flow_run.state.is_completed() else []
@@ -57,14 +57,12 @@ def trigger(
     state = flow_run.state
     state_type = state.type.value if state else "UNKNOWN"
     for key, rows in tables if watch else []:  # what the run found (metrics, the index summary), on stderr
-        err.print(f"{key}:", highlight=False, markup=False)
-        for row in rows:
-            err.print("  " + "  ".join(f"{column}={value}" for column, value in row.items()), highlight=False, markup=False)
+        err.print("\n".join(table_lines(key, rows)), highlight=False, markup=False)
     if as_json:
         print(json.dumps({
             "id": str(flow_run.id), "name": flow_run.name, "deployment": deployment, "state": state_type,
             "state_name": state.name if state else None, "message": state.message if state else None,
-            "parameters": flow_run.parameters, "url": _ui_url(flow_run),
+            "parameters": flow_run.parameters, "url": url,
         }))
     else:
         print(f"{flow_run.id}\t{state_type}")
@@ -72,6 +70,11 @@ def trigger(
         if state and state.message:
             err.print(f"flow run {flow_run.name!r} ended {state.name}: {state.message}", highlight=False, markup=False)
         raise typer.Exit(code=1)
+
+
+def table_lines(key: str, rows: list[dict[str, Any]]) -> list[str]:
+    """A table artifact as log lines: its key, then each row as ``column=value``, figures rounded for people."""
+    return [f"{key}:"] + ["  " + "  ".join(f"{column}={value}" for column, value in row.items()) for row in readable_rows(rows)]
 
 
 def _result_tables(api: SyncPrefectClient, flow_run: FlowRun) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -111,8 +111,9 @@ class RetryPolicy:
             return spent["failures"] >= self.attempts
 
         def before_sleep(state: RetryCallState) -> None:
-            if on_retry and state.outcome and state.next_action:
-                on_retry(state.outcome.exception(), state.next_action.sleep)
+            error = state.outcome.exception() if state.outcome else None
+            if on_retry and error is not None and state.next_action:
+                on_retry(error, state.next_action.sleep)
 
         retrying = Retrying(
             retry=retry_if_exception(is_retryable), wait=self.wait, stop=stop, before_sleep=before_sleep, reraise=True

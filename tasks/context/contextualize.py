@@ -35,8 +35,11 @@ class Contextualizer(Protocol):
     """Writes the contexts of a document's chunks, handing each to ``save`` as soon as it exists (and paid calls
     to ``ledger``). ``name`` + ``version``, and ``key_inputs``, are part of every context's cache key."""
 
-    name: str
-    version: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
 
     def key_inputs(self, document: Document, chunk: Chunk) -> tuple[str, ...]:
         """What the context depends on beyond the chunk key (the document's bytes, the chunk's bytes and place)."""

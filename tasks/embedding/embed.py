@@ -3,11 +3,12 @@
 Vectors are cached in the artifact store by (text sha, model, max sequence length, input type), so a re-run embeds
 only texts it has not seen; the model is loaded only when something is missing.
 
-Speed (docs/decisions.md, benchmarks/embedding_speed.py): texts are batched by *token* count, longest first, so a
+Speed (docs/decisions.md, benchmarks/results/embedding_speed.md): texts are batched by *token* count, longest first, so a
 batch pads little; and where bfloat16 is native and measurably faster (``ctxrag.tasks.embedding.precision``) the model runs under bf16
 autocast (matrix products in bf16, LayerNorm, softmax and pooling in fp32). ``CTXRAG_EMBED_PRECISION=auto|bf16|fp32``
-overrides the choice. Vectors are float32 and unit length either way; bf16 ones are within 1e-4 cosine of fp32 ones,
-so the cache key leaves precision out and an index may mix vectors of both.
+overrides the choice. Vectors are float32 and unit length either way; bf16 ones are within 1e-4 cosine of fp32 ones.
+An index records its precision (``EmbedderSpec.precision``) and a bf16 vector's key says bf16, so one index never
+mixes the two.
 """
 
 from __future__ import annotations
@@ -101,11 +102,17 @@ def _query_encoder(models_dir: Path, model: str, max_seq_length: int):  # type: 
         return None
 
 
+def preload_local_model(spec: EmbedderSpec) -> None:
+    """Load the local model into this process now (a run that will embed loads it while it waits for something else;
+    every ``LocalEmbedder`` of the same spec then reuses it)."""
+    _sentence_transformer(str(packaged_model_path()), spec.max_seq_length)
+
+
 class LocalEmbedder:
     """sentence-transformers on the CPU; one loaded model per process, shared by every caller.
 
-    ``precision``: "bf16" or "fp32", chosen on first use by ``choose_precision`` (``requested_precision``, else
-    ``CTXRAG_EMBED_PRECISION``, else auto-detection); ``precision_reason`` says why. Resolved lazily, so building an
+    ``precision``: "bf16" or "fp32", chosen on first use by ``choose_precision`` (``requested_precision``, else the
+    spec's, else ``CTXRAG_EMBED_PRECISION``, else the machine's auto decision); ``precision_reason`` says why. Resolved lazily, so building an
     embedder that has nothing to embed imports no torch.
     """
 
@@ -117,7 +124,7 @@ class LocalEmbedder:
             raise ValueError(f"LocalEmbedder cannot serve provider {spec.provider!r}")
         self.spec = spec
         self.models_dir = models_dir
-        self.requested_precision = precision
+        self.requested_precision = precision or spec.precision or None
         self.batch_size = batch_size
         self._precision: tuple[str, str] | None = None
 
@@ -270,8 +277,7 @@ def embed_missing(
 ) -> int:
     """Embed and store the texts that have no stored vector yet (only the stored keys are read); returns how many."""
     keys = [spec.cache_key(text, input_type) for text in texts]
-    stored = cache.read(keys=keys, columns=[])
-    known = set() if stored is None else set(stored[KEY].to_pylist())
+    known = cache.stored(keys)
     missing = {key: text for key, text in zip(keys, texts) if key not in known}
     if missing:
         # Longest first: batches hold texts of similar length, so little padding; big batches fail early. Length in
@@ -298,7 +304,7 @@ def stored_vectors(
     """The stored vectors of ``texts``, one row per text in order (all must be stored); ``keys``: their cache keys
     when they are not the texts' own (``EmbedderSpec.document_keys``)."""
     keys = keys or [spec.cache_key(text, input_type) for text in texts]
-    known = _cached_vectors(cache, keys)
+    known = cache.vectors(keys)
     missing = [text for key, text in zip(keys, texts) if key not in known]
     if missing:
         raise RuntimeError(f"{len(missing)} texts have no stored vector (first: {missing[0][:80]!r})")
@@ -328,12 +334,3 @@ def vector_rows(keys: list[str], vectors: np.ndarray, paid: bool) -> pa.Table:
         "paid": pa.array([paid] * len(keys), type=pa.bool_()),
         "created_at": pa.array([time.time()] * len(keys), type=pa.float64()),
     })
-
-
-def _cached_vectors(cache: RowCache, keys: list[str]) -> dict[str, np.ndarray]:
-    table = cache.read(keys=keys)
-    if table is None or table.num_rows == 0:
-        return {}
-    flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    vectors = np.asarray(flat, dtype=np.float32).reshape(table.num_rows, -1)
-    return dict(zip(table[KEY].to_pylist(), vectors))

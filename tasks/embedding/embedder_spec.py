@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ctxrag.storage.errors import InvalidInput
-from ctxrag.tasks.context.contextualize import shorten_defines
-from ctxrag.tasks.common.models import indexed_text, sha256_hex
-from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, windowed_text
+from ctxrag.tasks.common.models import sha256_hex
 
 DEFAULT_MAX_SEQ_LENGTH = 512
 LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
@@ -29,6 +27,9 @@ class EmbedderSpec:
     ``context_tokens``: with windows, the context the local model reads is cut to this many word pieces, its longest
     lines first (``ctxrag.tasks.embedding.windows.cap_context``; 0: whole; the CLI's uses ``LOCAL_CONTEXT_TOKENS``).
     The cut is in the embedded text, so a vector's cache key (the text's hash) changes only where a context was cut.
+    ``precision``: what the local model's document vectors are made in, "bf16" or "fp32" (the index flow sets it,
+    ``ctxrag.tasks.embedding.precision.precision_for_index``; "": not recorded). A bf16 vector's key says bf16, so
+    a stored vector of the other precision is never reused; fp32 keys are those from before precision was recorded.
     """
 
     provider: str = "local"
@@ -38,12 +39,15 @@ class EmbedderSpec:
     defines_chars: int = 0
     window_tokens: int = 0
     context_tokens: int = 0
+    precision: str = ""
 
     def __post_init__(self) -> None:
         if self.provider not in {"local", "voyage", "voyage-context"}:
             raise InvalidInput(f"unknown embedder {self.provider!r}; choose local, voyage or voyage-context-3")
         if self.window_tokens and (self.provider != "local" or self.window_tokens < 16):
             raise InvalidInput(f"window_tokens {self.window_tokens}: only the local model windows, at 16 word pieces or more")
+        if self.precision not in {"", "bf16", "fp32"} or (self.precision and self.provider != "local"):
+            raise InvalidInput(f"precision {self.precision!r}: bf16 or fp32, for the local model only")
         if self.context_tokens < 0 or (self.context_tokens and not self.window_tokens):
             raise InvalidInput(f"context_tokens {self.context_tokens}: a cap of 1 word piece or more, on the local model's windows only")
 
@@ -58,6 +62,8 @@ class EmbedderSpec:
         shape = str(self.max_seq_length) if self.provider == "local" else f"dim={self.output_dimension}"
         if self.window_tokens and input_type == "document":
             shape += f"/windows={self.window_tokens}"
+        if self.precision == "bf16" and input_type == "document":
+            shape += "/bf16"
         if document and self.embeds_documents and input_type == "document":
             shape += f"/document={document}"
         return sha256_hex(sha256_hex(text), self.provider, self.model, shape, input_type)[:40]
@@ -80,6 +86,9 @@ class EmbedderSpec:
 
     def embedded_texts(self, contexts: list[str], contents: list[str]) -> list[str]:
         """``embedded_text`` of many chunks (a context cap counts the word pieces of all of them in one call)."""
+        from ctxrag.tasks.common.models import indexed_text
+        from ctxrag.tasks.context.contextualize import shorten_defines
+        from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, windowed_text
         if self.defines_chars:
             contexts = [shorten_defines(context, self.defines_chars) for context in contexts]
         if self.context_tokens:
@@ -110,10 +119,10 @@ class EmbedderSpec:
         )
 
     def to_dict(self) -> dict[str, object]:
-        """The manifest's form; ``defines_chars``, ``window_tokens`` and ``context_tokens`` only when set, so specs from
-        before them keep their build keys."""
+        """The manifest's form; ``defines_chars``, ``window_tokens``, ``context_tokens`` and ``precision`` only when
+        set, so specs from before them keep their build keys."""
         data = asdict(self)
-        for added in ("defines_chars", "window_tokens", "context_tokens"):
+        for added in ("defines_chars", "window_tokens", "context_tokens", "precision"):
             if not data[added]:
                 del data[added]
         return data

@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from ctxrag.storage.ledger import LedgerRow
-from ctxrag.tasks.context.claude.client import ClaudeClient, message_text
-from ctxrag.tasks.context.claude.pricing import Usage, charge
+if TYPE_CHECKING:
+    from ctxrag.storage.ledger import LedgerRow
+    from ctxrag.tasks.context.claude.client import ClaudeClient
 
 ANSWER_PROMPT = """You have been tasked with helping us to answer the following query:
 <query>
@@ -71,6 +71,10 @@ class EndToEnd:
     client: ClaudeClient | None = field(default=None, repr=False)
 
     def _ask(self, model: str, prompt: str, stage: str, max_tokens: int) -> str:
+        from ctxrag.storage.ledger import LedgerRow
+        from ctxrag.tasks.context.claude.client import ClaudeClient, message_text
+        from ctxrag.tasks.context.claude.pricing import Usage, charge
+
         if self.client is None:
             self.client = ClaudeClient()
         started = time.perf_counter()

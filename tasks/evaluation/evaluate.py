@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import pyarrow as pa
 
@@ -81,7 +81,7 @@ def require_golden_chunks(searcher: Searcher, evalset: EvalSet, index_name: str)
 def evaluate(
     searcher: Searcher,
     evalset: EvalSet,
-    strategies: list[Strategy | StrategyConfig],
+    strategies: Sequence[Strategy | StrategyConfig],
     ks: list[int],
     progress: Callable[[int, int], None] | None = None,
     rerankers: list[Reranker] | None = None,

@@ -47,14 +47,14 @@ def load_run(run_dir: str | Path) -> pd.DataFrame:
         raise FileNotFoundError(f"{run_dir}: no per_query.parquet; not an evaluation run folder")
     config_path = run_dir / "config.json"
     config = json.loads(config_path.read_text()) if config_path.is_file() else {}
-    rows = pq.read_table(path).to_pylist()
+    rows = pq.ParquetFile(path).read().to_pylist()
     if rows and "golden" not in rows[0]:
         _add_golden_from_evalset(rows, config, run_dir)
     ks = [int(k) for k in config.get("ks", [])]
     for row in rows:
         retrieved, golden = list(row.get("retrieved") or []), list(row.get("golden") or [])
         row["retrieved"], row["golden"] = retrieved, golden
-        wanted, ranks = set(golden), {}
+        wanted, ranks = set(golden), dict[str, int]()
         for rank, ref in enumerate(retrieved, start=1):
             if ref in wanted:
                 ranks.setdefault(ref, rank)

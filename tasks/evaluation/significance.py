@@ -30,8 +30,8 @@ class PairedBootstrap:
 
 
 def paired_bootstrap(
-    a: Sequence[float],
-    b: Sequence[float],
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
     resamples: int = 10_000,
     seed: int = 0,
     confidence: float = 0.95,

@@ -17,7 +17,7 @@ from ctxrag.storage.fusion import RRF_K
 WEIGHTED_VECTOR_WEIGHT = 0.8  # the cookbook's
 WEIGHTED_BM25_WEIGHT = 0.2
 
-# hybrid-doc: tuned by cross-validation on the cookbook's codebase set (benchmarks/quality_cv.py, docs/decisions.md).
+# hybrid-doc: tuned by cross-validation on the cookbook's codebase set (benchmarks/results/quality_cv.md, docs/decisions.md).
 DOC_FUSION_RRF_K = 2
 DOC_FUSION_WEIGHTS = {"bm25": 1.0, "vector": 0.3}  # per retriever, for the chunk's own rank
 DOC_FUSION_DOCUMENT_WEIGHTS = {"vector": 0.25}  # per retriever, for the rank of the chunk's document
@@ -94,7 +94,7 @@ def _standardized(ranking: ScoredRanking, rows: list[int]) -> np.ndarray:
     present = np.array([row in given for row in rows])
     values = np.array([given.get(row, 0.0) for row in rows], dtype=np.float64)
     if present.sum() > 1:
-        scores = values[present]  # in row order, as the suite computes them (benchmarks/quality_cv_fusion.py)
+        scores = values[present]  # in row order, as the suite's combsum family does (benchmarks/suite_fusion.py)
         values[present] = (scores - scores.mean()) / (scores.std() or 1.0)
         values[~present] = values[present].min()
     return values

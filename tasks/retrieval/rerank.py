@@ -166,7 +166,7 @@ class ClaudeReranker:
         if not documents:
             return []
         listing = "\n".join(f"[{index}] {text[:2000]}" for index, text in enumerate(documents))
-        params = {
+        params: dict[str, Any] = {
             "model": self.model,
             "max_tokens": 100,
             "messages": [{"role": "user", "content": RERANK_PROMPT.format(query=query, k=k, documents=listing)}],

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 import numpy as np
 
@@ -130,7 +130,7 @@ class StrategyConfig:
                 values[name] = int(raw) if typed[name] == "int" else float(raw)
             except (TypeError, ValueError):
                 raise InvalidInput(f"strategy {self.strategy.value}: {name}={raw!r} is not a number") from None
-        return replace(self, **values)
+        return replace(self, **cast(dict[str, Any], values))
 
 
 def strategy_of(store: IndexStore, name: str, given: str | None = None) -> StrategyConfig:
@@ -243,21 +243,38 @@ class Searcher:
 
     def fuse(self, query: str, strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int) -> list[Hit]:
         """The top ``k`` of ``strategy`` over the given ``rankings`` (``ctxrag tune`` scores many configurations
-        on one query's rankings); single-retriever strategies take their ranking's first ``k``."""
-        config = StrategyConfig.of(strategy)
-        if config.strategy in (Strategy.BM25, Strategy.VECTOR):
-            return _single(config.strategy.value, scored[config.strategy.value][:k])
-        if config.strategy is Strategy.HYBRID_SCORE:
-            return score_fusion(scored["bm25"], scored["vector"], k, config.vector_weight)
-        rankings = {name: [row for row, _ in ranking] for name, ranking in scored.items()}
-        if config.strategy is Strategy.HYBRID:
-            return reciprocal_rank_fusion(rankings, k, config.rrf_k)
-        if config.strategy is Strategy.HYBRID_DOC:
-            rows = sorted({row for ranking in rankings.values() for row in ranking})
-            documents = dict(zip(rows, self.index.chunks["doc_id"].take(rows).to_pylist())) if rows else {}
-            defining = self.rows_defining(mentioned_names(query), rows)
-            return document_fusion(rankings, documents, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k, defining)
-        return weighted_fusion(rankings, {"vector": WEIGHTED_VECTOR_WEIGHT, "bm25": WEIGHTED_BM25_WEIGHT}, k)
+        on one query's rankings): ``fuse_rankings`` with this index's documents and definitions."""
+        return fuse_rankings(strategy, scored, k, lambda rows: self.evidence(query, rows))
+
+    def evidence(self, query: str, rows: list[int]) -> tuple[dict[int, str], set[int]]:
+        """What ``hybrid-doc`` reads of the index for ``rows``: each row's document, and the rows whose chunk defines
+        a name the query mentions."""
+        documents = dict(zip(rows, self.index.chunks["doc_id"].take(rows).to_pylist())) if rows else {}
+        return documents, self.rows_defining(mentioned_names(query), rows)
+
+
+Evidence = Callable[[list[int]], tuple[Mapping[int, Any], set[int]]]
+
+
+def fuse_rankings(strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int, evidence: Evidence | None = None) -> list[Hit]:
+    """The top ``k`` of ``strategy`` over both retrievers' scored rankings: every fusion a search, ``ctxrag tune`` and
+    the evaluation suite (benchmarks/suite_fusion.py) run. ``evidence(rows)``: each ranked row's document and the rows
+    whose chunk defines a name the query mentions, read only by ``hybrid-doc``. Single-retriever strategies take their
+    ranking's first ``k``."""
+    config = StrategyConfig.of(strategy)
+    if config.strategy in (Strategy.BM25, Strategy.VECTOR):
+        return _single(config.strategy.value, scored[config.strategy.value][:k])
+    if config.strategy is Strategy.HYBRID_SCORE:
+        return score_fusion(scored["bm25"], scored["vector"], k, config.vector_weight)
+    rankings = {name: [row for row, _ in ranking] for name, ranking in scored.items()}
+    if config.strategy is Strategy.HYBRID:
+        return reciprocal_rank_fusion(rankings, k, config.rrf_k)
+    if config.strategy is Strategy.HYBRID_DOC:
+        if evidence is None:
+            raise ValueError("hybrid-doc needs the rows' documents and definitions (evidence)")
+        documents, defining = evidence(sorted({row for ranking in rankings.values() for row in ranking}))
+        return document_fusion(rankings, documents, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k, defining)
+    return weighted_fusion(rankings, {"vector": WEIGHTED_VECTOR_WEIGHT, "bm25": WEIGHTED_BM25_WEIGHT}, k)
 
 
 def _single(name: str, ranking: list[tuple[int, float]]) -> list[Hit]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from prefect import task
 from prefect.cache_policies import NONE
@@ -17,9 +18,13 @@ from ctxrag.storage.artifacts import KEY, contexts_cache
 from ctxrag.storage.errors import UserError
 from ctxrag.storage.ledger import Ledger
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.common.batching import packed
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
 from ctxrag.tasks.common.retry import may_pass, retry_only_io
-from ctxrag.tasks.stored import Keyed, context_keys, pending_chunks, stored_keys  # noqa: F401  (context_keys: the flow's)
+from ctxrag.tasks.stored import Keyed, context_keys, pending_chunks  # noqa: F401  (context_keys: the flow's)
+
+if TYPE_CHECKING:
+    from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer
 
 CHUNKS_PER_TASK = 512  # offline contextualizers: ~20 task runs per 10,000 chunks (one task run costs ~75 ms)
 PAID_CHUNKS_PER_TASK = 32
@@ -43,7 +48,7 @@ class DocumentFailures(RuntimeError):
         super().__init__("; ".join(f"{doc_id}: {error}" for doc_id, error in sorted(failures.items())))
         self.failures = failures
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]  (keeps ``failures`` across processes, e.g. Dask)
+    def __reduce__(self):  # type: ignore[no-untyped-def]  # keeps ``failures`` across processes, e.g. Dask
         return (type(self), (self.failures,))
 
 
@@ -60,15 +65,7 @@ class BatchToRetry(DocumentFailures):
 
 def document_batches(pending: dict[str, Keyed], documents: dict[str, Document], chunks_per_task: int) -> list[list[tuple[Document, Keyed]]]:
     """Whole documents grouped into tasks of about ``chunks_per_task`` pending chunks (a larger document alone)."""
-    batches: list[list[tuple[Document, Keyed]]] = []
-    size = 0
-    for doc_id, keyed in pending.items():
-        if not batches or (size and size + len(keyed) > chunks_per_task):
-            batches.append([])
-            size = 0
-        batches[-1].append((documents[doc_id], keyed))
-        size += len(keyed)
-    return batches
+    return packed([(documents[doc_id], keyed) for doc_id, keyed in pending.items()], lambda item: len(item[1]), chunks_per_task)
 
 
 def chunks_per_task(spec: ContextualizerSpec) -> int:
@@ -93,7 +90,7 @@ def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: Contextua
     the run began (one read of the store per task made the stage quadratic: the journal grows with every task).
     """
     first_attempt = task_run.run_count == 1
-    stored = set() if first_attempt else stored_keys(home, [key for _, keyed in batch for _, key in keyed])
+    stored = set() if first_attempt else contexts_cache(home).stored(key for _, keyed in batch for _, key in keyed)
     cache = contexts_cache(home)
     worker = spec.build(run_id)
     ledger = Ledger(home).append
@@ -130,14 +127,14 @@ def contextualize_in_batches(
 
     cache = contexts_cache(home)
     documents = {document.doc_id: document for document in corpus.documents}
-    done = stored_keys(home, [key for keyed in pending.values() for _, key in keyed])
+    done = contexts_cache(home).stored(key for keyed in pending.values() for _, key in keyed)
 
     def save(rows: list[tuple[str, str, str]]) -> None:
         cache.append_rows([context_row(key, doc_id, text, paid=True) for key, doc_id, text in rows])
         done.update(key for key, _, _ in rows)
 
     return run_batches(
-        spec.build(run_id), [(documents[doc_id], [chunk for chunk, _ in keyed]) for doc_id, keyed in pending.items()],
+        cast("ClaudeContextualizer", spec.build(run_id)), [(documents[doc_id], [chunk for chunk, _ in keyed]) for doc_id, keyed in pending.items()],
         save, Ledger(home).append, BatchState(home), poll_seconds, is_done=lambda key: key in done,
     )
 
@@ -151,8 +148,7 @@ def finish_contextualization(home: Path) -> None:
 @task(cache_policy=NONE)
 def stored_contexts(corpus: Corpus, keys: list[str], home: Path) -> list[str]:
     """Every chunk's context, in chunk order, from the store (all must be there)."""
-    table = contexts_cache(home).read(keys=keys, columns=["context"])
-    found = {} if table is None else dict(zip(table[KEY].to_pylist(), table["context"].to_pylist()))
+    found = contexts_cache(home).lookup(keys, "context")
     missing = [chunk.chunk_id for chunk, key in zip(corpus.chunks, keys) if key not in found]
     if missing:
         raise RuntimeError(f"{len(missing)} chunks have no stored context (first: {missing[0]})")

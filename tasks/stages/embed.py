@@ -35,7 +35,7 @@ def texts_to_embed(texts: list[str], spec: EmbedderSpec, home: Path) -> list[str
 def embed_batch(texts: list[str], spec: EmbedderSpec, home: Path, run_id: str = "", label: str = "") -> int:
     """Embed and store a batch of texts (stored batch by batch: a retry skips what an earlier try stored)."""
     embedder = make_embedder(spec, Ledger(home).append, run_id)
-    with stage_progress(f"embedding {label}".strip()) as update:
+    with stage_progress(f"embedding {label}".strip(), "texts") as update:
         return embed_missing(texts, spec, embeddings_cache(home), progress=update, embedder=embedder)
 
 

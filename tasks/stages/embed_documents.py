@@ -10,10 +10,11 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NONE
 
-from ctxrag.storage.artifacts import KEY, embeddings_cache
+from ctxrag.storage.artifacts import embeddings_cache
 from ctxrag.storage.ledger import Ledger
 from ctxrag.tasks.embedding.embed import EmbedderSpec, vector_rows
 from ctxrag.tasks.embedding.embedders import make_embedder
+from ctxrag.tasks.common.batching import packed
 from ctxrag.tasks.common.retry import retry_only_io
 from ctxrag.tasks.stages.embed import TEXTS_PER_TASK
 
@@ -23,27 +24,13 @@ DocumentTexts = tuple[list[str], list[str]]  # a document's embedded texts in ch
 def documents_to_embed(texts: list[str], doc_ids: list[str], spec: EmbedderSpec, home: Path) -> list[DocumentTexts]:
     """Whole documents (in first-seen order) with at least one text whose vector is not stored."""
     keys = spec.document_keys(texts, doc_ids)
-    stored = embeddings_cache(home).read(keys=keys, columns=[])
-    known = set() if stored is None else set(stored[KEY].to_pylist())
+    known = embeddings_cache(home).stored(keys)
     documents: dict[str, DocumentTexts] = {}
     for doc_id, text, key in zip(doc_ids, texts, keys):
         documents.setdefault(doc_id, ([], []))
         documents[doc_id][0].append(text)
         documents[doc_id][1].append(key)
     return [document for document in documents.values() if not known.issuperset(document[1])]
-
-
-def document_batches(documents: list[DocumentTexts], per_task: int = TEXTS_PER_TASK) -> list[list[DocumentTexts]]:
-    """Whole documents grouped into tasks of about ``per_task`` texts (a larger document alone)."""
-    batches: list[list[DocumentTexts]] = []
-    size = 0
-    for document in documents:
-        if not batches or (size and size + len(document[0]) > per_task):
-            batches.append([])
-            size = 0
-        batches[-1].append(document)
-        size += len(document[0])
-    return batches
 
 
 @task(
@@ -66,6 +53,6 @@ def embed_documents_batch(documents: list[DocumentTexts], spec: EmbedderSpec, ho
 
 def embed_whole_documents(texts: list[str], doc_ids: list[str], spec: EmbedderSpec, home: Path, run_id: str) -> int:
     """Embed every document with a missing vector, one task per batch of documents; returns the texts embedded."""
-    batches = document_batches(documents_to_embed(texts, doc_ids, spec, home))
+    batches = packed(documents_to_embed(texts, doc_ids, spec, home), lambda document: len(document[0]), TEXTS_PER_TASK)
     return sum(embed_documents_batch(batch, spec, home, run_id, f"{number}-of-{len(batches)}") for number, batch in enumerate(batches, start=1))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NONE
@@ -32,7 +33,7 @@ def check_gate(
     metric = metric or ("pass@10" if questions.format is EvalFormat.PASS_AT_K else f"recall@{ks[0]}")
     store = IndexStore(home)
     chosen = strategy_of(store, name, strategy)
-    paid = {"home": home, "ledger": Ledger(home).append, "run_id": run_id}  # query embeddings: stored, and in the ledger
+    paid: dict[str, Any] = {"home": home, "ledger": Ledger(home).append, "run_id": run_id}  # query embeddings: stored, and in the ledger
     candidate = evaluate(Searcher(store.open(name, version_id, staged=True), **paid), questions, [chosen], ks).metrics[chosen.label]
     live = evaluate(Searcher(store.open(name), **paid), questions, [chosen], ks).metrics[chosen.label]
     if metric not in candidate:

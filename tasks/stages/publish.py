@@ -57,7 +57,7 @@ def plan_index(
     which ctxrag.tasks.gc keeps) and its config."""
     backend_for(backend)  # an unknown backend fails here, before anything is embedded
     worker = contextualizer.build()
-    config = {
+    config: dict[str, object] = {
         "backend": backend,
         "contextualizer": {"name": worker.name, "version": worker.version},
         "embedder": spec.to_dict(),

@@ -1,5 +1,5 @@
 """The evaluation suite's logic on toy inputs: document-level metrics, the split by corpus, LOCO selection, the
-cluster bootstrap, and the fast scorer against quality_cv's functions."""
+cluster bootstrap, and the fast scorer against the families' own functions."""
 
 from __future__ import annotations
 
@@ -97,9 +97,9 @@ def toy_set(seed: int, level: str, questions: int = 12) -> sets_.SetData:
 
 
 @pytest.mark.parametrize("level", ["chunk", "document"])
-def test_fast_scores_equal_quality_cv_functions(level: str) -> None:
+def test_fast_scores_equal_the_families_functions(level: str) -> None:
     data = toy_set(1, level)
-    grid = select.configs()[:5] + [c for c in select.configs() if c.family in ("gated", "doc-def", "wrrf-depth")][::7]
+    grid = select.configs()[:8] + [c for c in select.configs() if c.family in ("gated", "doc-def", "doc-rank", "wrrf-depth")][::7]
     scores, fast = suite_fast.fast_scores(data, grid)
-    assert fast.sum() == len(grid) - 2  # bm25 and vector go through quality_cv
+    assert fast.sum() == len(grid) - 6  # the product's six strategies go through the product's fusion
     suite_fast.check(data, grid, scores, fast, samples=10_000)

@@ -1,8 +1,9 @@
 """What the user sees when a command fails: one ``error: ...`` line and exit code 2 for what they can act on (bad
 input, a corrupt file named in the message, an OS or Elasticsearch failure), a traceback for a bug in ctxrag.
 
-Real subprocesses (the installed ``ctxrag`` script) for the user's view; typer's CliRunner in-process to inject bugs.
-None of these commands starts a Prefect run (see test_cli.py for index and evaluate).
+The commands run in-process with typer's CliRunner (stdout and stderr apart), the user's view and injected bugs
+alike; one test runs a real process, for the traceback Python itself prints. None of these commands starts a Prefect
+run (see test_cli.py for index and evaluate).
 """
 
 from __future__ import annotations
@@ -19,25 +20,25 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
 import ctxrag.cli as cli
-from ctxrag.runs import user_message
+from ctxrag.errors import user_message
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.embedding.embed import EmbedderSpec
-
-CTXRAG = Path(sys.executable).with_name("ctxrag")
-
-
-def ctxrag(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "CTXRAG_HOME": str(home), **env}
-    environment.pop("COLUMNS", None)  # the error line must not be wrapped at the default width either
-    return subprocess.run([str(CTXRAG), *args], capture_output=True, text=True, env=environment, timeout=120)
+from tests.helpers import SAMPLE_CORPUS
 
 
-def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
+def ctxrag(home: Path, *args: str, **env: str) -> Result:
+    """The command as the user runs it, in-process: CTXRAG_HOME=home and ``env`` set for the call only."""
+    # COLUMNS unset: the error line must not be wrapped at the default width either
+    return CliRunner().invoke(cli.app, list(args), env={"CTXRAG_HOME": str(home), "COLUMNS": None, **env})
+
+
+def one_error_line(result: Result) -> str:
+    assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
+    assert isinstance(result.exception, SystemExit)  # the command exited itself: no error escaped with a traceback
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     return lines[0]
@@ -88,7 +89,7 @@ def test_list_and_search_work_on_a_sound_index(tmp_path: Path) -> None:
     home = tmp_path / "home"
     publish(home)
     listed = ctxrag(home, "list")
-    assert listed.returncode == 0 and listed.stdout.startswith("docs\t1 documents\t2 chunks"), listed.stderr
+    assert listed.exit_code == 0 and listed.stdout.startswith("docs\t1 documents\t2 chunks"), listed.stderr
 
 
 def test_an_os_error_is_one_line_naming_the_path(tmp_path: Path) -> None:
@@ -110,19 +111,43 @@ def test_an_unreachable_elasticsearch_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("option", ["--include", "--exclude"])
-def test_a_bad_folder_pattern_is_one_line_before_prefect_starts(tmp_path: Path, option: str) -> None:
+def test_a_bad_folder_pattern_is_one_line_before_prefect_starts(tmp_path: Path, option: str, monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.py").write_text("x = 1\n")
     home = tmp_path / "home"
-    # A Prefect API nobody answers: a command that got as far as Prefect would fail there, with another message.
-    dead_api = f"http://127.0.0.1:{dead_port()}/api"
-    line = one_error_line(ctxrag(home, "index", str(corpus), option, "*.py", option, "a\\", PREFECT_API_URL=dead_api))
+
+    def no_prefect(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the command got as far as Prefect")
+
+    import ctxrag.runs as runs
+
+    monkeypatch.setattr(runs, "run_flow", no_prefect)  # a command that got as far as Prefect fails with another error
+    line = one_error_line(ctxrag(home, "index", str(corpus), option, "*.py", option, "a\\"))
     assert line == f"error: {option}: not a valid gitignore-style pattern: 'a\\\\'"
     assert not home.exists()  # nothing was started or written
 
 
+def test_bad_corpus_is_one_clear_line_and_no_traceback(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps([{"doc_id": "d1", "original_uuid": "u1", "content": "x", "chunks": [{"chunk_id": "c", "content": "y"}]}]))
+    result = ctxrag(tmp_path / "home", "index", str(corpus))
+    assert result.exit_code == 2
+    assert "corpus.json" in result.stderr and "original_index" in result.stderr
+    assert isinstance(result.exception, SystemExit) and result.stdout == ""  # exited itself: no traceback
+
+
+def test_a_window_below_16_word_pieces_fails_before_any_work(tmp_path: Path) -> None:
+    result = ctxrag(tmp_path / "home", "index", str(SAMPLE_CORPUS), "--window-tokens", "8")
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)  # exited itself: no traceback
+    assert "window_tokens 8" in result.stderr and result.stdout == ""
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.slow  # a process that imports ctxrag's command
 def test_an_injected_bug_shows_its_traceback_in_a_real_process(tmp_path: Path) -> None:
+    """A real process: the traceback on stderr and exit code 1 are Python's own handling of an uncaught error, which
+    CliRunner (it catches the error) cannot show."""
     code = (
         "import ctxrag.storage.index_store as s; s.IndexStore.names = lambda self: 1 / 0; "
         "from ctxrag.cli import main; main()"
@@ -185,7 +210,7 @@ def test_a_bare_builtin_error_is_a_bug_not_a_one_liner(
 
 def test_a_listed_message_raised_somewhere_else_is_still_a_bug(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("ctxrag.tasks.retrieval.rerank.RerankSpec.from_str", a_bug(ValueError("unknown reranker 'x'")))
-    assert_bug(invoke("search", "kiwi"), ValueError, "raising")
+    assert_bug(invoke("search", "kiwi", "--rerank", "cohere"), ValueError, "raising")  # 'none' never asks RerankSpec
 
 
 # --- user errors stay one line -----------------------------------------------------------------------------------

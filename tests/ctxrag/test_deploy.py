@@ -6,13 +6,13 @@ The commands against a real server are in tests/flows/test_prefect_server.py.
 from __future__ import annotations
 
 import inspect
-import os
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import Result
+from typer.testing import CliRunner
 
 from ctxrag.prefect_commands.deployments import project_dir, work_pools_of
 from ctxrag.prefect_commands.errors import CommandError
@@ -20,11 +20,29 @@ from ctxrag.prefect_commands.params import parse_params
 from tests.helpers import REPO
 
 
-def ctxrag(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as a user runs it, with no Prefect server configured unless ``env`` names one."""
-    base = {name: value for name, value in os.environ.items() if name not in {"PREFECT_API_URL", "PREFECT_PROFILE"}}
-    command = [sys.executable, "-c", "from ctxrag.cli import main; main()", *args]
-    return subprocess.run(command, capture_output=True, text=True, env={**base, "COLUMNS": "200", **env}, cwd=REPO, timeout=120)
+def ctxrag(*args: str, api_url: str | None = None) -> Result:
+    """The CLI in-process (typer's CliRunner) from the checkout, with no Prefect server configured unless ``api_url``
+    names one (Prefect's settings for the call: another test's server, e.g. the session's harness, is not seen)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    import ctxrag.cli as cli
+
+    settings = temporary_settings(updates={PREFECT_API_URL: api_url}) if api_url else temporary_settings(restore_defaults={PREFECT_API_URL})
+    with settings, pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPO)
+        return CliRunner().invoke(cli.app, list(args), env={"COLUMNS": "200"})
+
+
+@pytest.fixture
+def never_served(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``ctxrag serve`` in this process must stop before it serves (it would serve until interrupted)."""
+    import prefect
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ctxrag serve started serving")
+
+    monkeypatch.setattr(prefect, "serve", refuse)
+    yield
 
 
 def test_param_values_are_json_when_they_parse_else_strings() -> None:
@@ -46,19 +64,22 @@ def test_the_commands_are_on_the_main_app() -> None:
     assert {"serve", "deploy", "trigger"} <= names
 
 
+@pytest.mark.usefixtures("never_served")
 @pytest.mark.parametrize("args", [["trigger", "ctxrag-index/reindex"], ["deploy"], ["serve"]])
-def test_no_server_configured_says_how_to_start_one(args: list[str]) -> None:
+def test_in_temporary_mode_with_no_server_configured_it_says_how_to_get_one(args: list[str]) -> None:
+    """The suite's mode (CTXRAG_PREFECT_SERVER=temporary, as under CI=true) starts no server that outlives a command:
+    these commands need one, and say how (tests/ctxrag/prefect_commands/test_one_server.py: the default mode)."""
     result = ctxrag(*args)
-    assert result.returncode == 2
-    assert "PREFECT_API_URL is unset" in result.stderr and "prefect server start" in result.stderr
-    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert result.exit_code == 2, (result.stderr, result.exception)
+    assert "CTXRAG_PREFECT_SERVER=temporary" in result.stderr and "PREFECT_API_URL" in result.stderr
+    assert isinstance(result.exception, SystemExit) and result.stdout == ""  # exited itself: no traceback
 
 
 def test_unreachable_server_is_one_line() -> None:
-    result = ctxrag("trigger", "ctxrag-index/reindex", PREFECT_API_URL="http://127.0.0.1:9/api")
-    assert result.returncode == 2
+    result = ctxrag("trigger", "ctxrag-index/reindex", api_url="http://127.0.0.1:9/api")
+    assert result.exit_code == 2, (result.stderr, result.exception)
     assert "cannot reach the Prefect API at http://127.0.0.1:9/api" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert isinstance(result.exception, SystemExit)  # exited itself: no traceback
 
 
 def test_prefect_yaml_declares_the_two_deployments_on_the_process_pool() -> None:

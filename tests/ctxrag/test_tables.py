@@ -12,9 +12,9 @@ METRICS = {name: {f"{family}@{k}": 0.5 for family in ("pass", "hit", "ndcg") for
 NAMES = list(METRICS["hybrid"])
 
 
-def printed(width: int, unavailable: dict[str, str] | None = None) -> str:
+def printed(width: int, unavailable: dict[str, str] | None = None, metrics: dict[str, dict[str, float]] = METRICS) -> str:
     console = Console(width=width, record=True, file=io.StringIO())
-    console.print(metrics_table(console, "2 queries on index 't'", METRICS, NAMES, unavailable or {}))
+    console.print(metrics_table(console, "2 queries on index 't'", metrics, NAMES, unavailable or {}))
     return console.export_text()
 
 
@@ -29,4 +29,10 @@ def test_a_narrow_terminal_gets_a_table_per_metric_family_and_no_cut_cells() -> 
         "2 queries on index 't': pass", "2 queries on index 't': hit", "2 queries on index 't': ndcg",
     ]
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 64
-    assert text.count("0.5000") == 18 and text.count("needs CO_API_KEY") == 3
+    assert text.count("0.500") == 18 and text.count("needs CO_API_KEY") == 3
+
+
+def test_metrics_show_three_decimals() -> None:
+    """Full precision stays in --json and the saved run; people read three decimals."""
+    text = printed(200, metrics={name: {**values, "pass@5": 0.87654321} for name, values in METRICS.items()})
+    assert text.count("0.877") == 2 and "0.8765" not in text and "0.5000" not in text

@@ -8,7 +8,6 @@ A test session keeps every temporary folder in its own home, so only servers sta
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -36,8 +35,12 @@ def ctxrag_as_user(home: Path, prefect_home: Path, *args: str, timeout: float = 
 
 
 def recorded_server(prefect_home: Path) -> dict:
-    """ctxrag's record of the server it started in ``prefect_home`` (ctxrag-server.json)."""
-    return json.loads((prefect_home / "ctxrag-server.json").read_text())
+    """The server Prefect recorded in ``prefect_home`` (its pid file), with its API and UI URLs."""
+    from ctxrag.prefect_commands.local_server import find_server
+
+    server = find_server(prefect_home)
+    assert server is not None, f"no Prefect server recorded in {prefect_home}"
+    return {"pid": server.pid, "api_url": server.api_url, "ui_url": server.ui_url}
 
 
 @contextmanager
@@ -82,7 +85,8 @@ def kill_group(pid: int) -> None:
 
 def fake_server(seconds: float = 120) -> subprocess.Popen[bytes]:
     """A process whose command line reads as ``prefect server start`` but that serves nothing (a busy server)."""
-    process = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})", "prefect", "server", "start"], start_new_session=True)
+    process = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})", "prefect", "server", "start",
+                                "--host", "127.0.0.1", "--port", "9"], start_new_session=True)
     cmdline = Path(f"/proc/{process.pid}/cmdline")
     wait_for(lambda: not cmdline.exists() or SERVER_COMMANDS[0] in cmdline.read_bytes(), 30)  # a busy machine: until it has exec'd
     return process

@@ -221,3 +221,30 @@ def test_a_docs_corpus_indexed_with_and_without_summaries_gets_each_its_own_cont
     store = IndexStore(home)
     assert all("A summary of" in context for context in store.open("summarized").chunks["context"].to_pylist())
     assert not any("A summary of" in context for context in store.open("plain").chunks["context"].to_pylist())
+
+
+def test_an_index_keeps_its_embedding_precision_and_a_forced_change_reembeds_every_chunk(
+    corpus_dir: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One index never mixes bf16 and fp32 vectors: its manifest records the precision, a re-index keeps it even where
+    this machine would now pick the other, and CTXRAG_EMBED_PRECISION changing it embeds every chunk again."""
+    import ctxrag.tasks.embedding.precision as precision
+
+    def recorded() -> str:
+        return IndexStore(home).manifest("sample")["config"]["embedder"]["precision"]
+
+    monkeypatch.setenv("CTXRAG_EMBED_PRECISION", "fp32")
+    first = run(corpus_dir, home)
+    assert recorded() == "fp32"
+
+    monkeypatch.delenv("CTXRAG_EMBED_PRECISION")
+    monkeypatch.setattr(precision, "machine_precision", lambda: ("bf16", "auto: as if bf16 were faster here"))
+    changelog = corpus_dir / "CHANGELOG.txt"
+    changelog.write_text(changelog.read_text() + "\n0.9.1 - Added the quasar flux capacitor.\n")
+    edited = run(corpus_dir, home)
+    assert recorded() == "fp32"  # kept: the new document's chunks are embedded as the others were
+    assert 0 < edited["chunks_embedded"] < first["chunks"] and edited["chunks_embedding_reused"] > 0
+
+    monkeypatch.setenv("CTXRAG_EMBED_PRECISION", "bf16")
+    forced = run(corpus_dir, home)
+    assert recorded() == "bf16" and forced["chunks_embedded"] == forced["chunks"]  # every chunk again, none mixed

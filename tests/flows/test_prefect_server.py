@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -123,6 +124,7 @@ def test_trigger_reindex_runs_on_the_worker_and_publishes_its_artifact(prefect_s
     assert run["parameters"]["name"] == "sample" and run["parameters"]["max_seq_length"] == 256  # k=256 -> JSON number
     assert "created flow run" in result.stderr and "Completed" in result.stderr
     assert "ctxrag-index-sample:" in result.stderr and "item=seconds.embed" in result.stderr  # --watch shows the summary
+    assert re.search(r"item=seconds\.embed  value=\d+(\.\d)?\n", result.stderr), result.stderr  # seconds to 0.1 s
     assert "value=None" not in result.stderr
     assert time.monotonic() - started < 110
 

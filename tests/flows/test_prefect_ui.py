@@ -16,7 +16,12 @@ from tests.equipment.browser import browser_missing, page_text
 from tests.equipment.local_server import ctxrag_as_user, recorded_server, stopped_afterwards
 from tests.helpers import SAMPLE_CORPUS
 
-pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
+pytestmark = [
+    pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing())),
+    pytest.mark.browser,
+    pytest.mark.server,  # ctxrag's local Prefect server, started by `ctxrag index`
+    pytest.mark.xdist_group("local-server"),  # one xdist worker for the tests that start it: tests/equipment/parallel.py
+]
 
 STAGES = ("load_corpus", "compare_with_live", "publish_index")
 

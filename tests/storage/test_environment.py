@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a new process that imports Prefect, per test
+
 SNAPSHOT = (
     "import json, os, sys; import ctxrag.flows; import prefect; "
     "print(json.dumps({k: os.environ.get(k) for k in ['DO_NOT_TRACK', 'PREFECT_SERVER_ANALYTICS_ENABLED', "

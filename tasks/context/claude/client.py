@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from ctxrag.tasks.common.ratelimit import RateLimiter
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy, headers_of, is_rate_limited, is_retryable, retry_after_of
@@ -122,7 +122,7 @@ class ClaudeClient:
         return int(self._timed(lambda: self._sdk.messages.count_tokens(**params)).message.input_tokens)
 
     def create_batch(self, requests: list[dict[str, Any]]) -> Any:
-        return self._timed(lambda: self._sdk.messages.batches.create(requests=requests)).message
+        return self._timed(lambda: self._sdk.messages.batches.create(requests=cast(Any, requests))).message
 
     def retrieve_batch(self, batch_id: str) -> Any:
         return self._timed(lambda: self._sdk.messages.batches.retrieve(batch_id)).message

@@ -70,7 +70,7 @@ class CountedTokens:
 
     def tools(self, model: str, tools: list[dict[str, Any]], tool_choice: dict[str, Any]) -> int:
         message = [{"role": "user", "content": "x"}]
-        requests = {
+        requests: dict[str, dict[str, Any]] = {
             self._key(model, {"tools": tools, "tool_choice": tool_choice}): {"model": model, "messages": message, "tools": tools, "tool_choice": tool_choice},
             self._key(model, {"bare": "x"}): {"model": model, "messages": message},
         }

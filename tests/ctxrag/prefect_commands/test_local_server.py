@@ -1,4 +1,4 @@
-"""The local Prefect server that ``index`` and ``evaluate`` start once and reuse (ctxrag.prefect_commands.local_server)."""
+"""The local Prefect server every ctxrag command starts once and reuses (ctxrag.prefect_commands.local_server)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ import pytest
 
 from ctxrag.prefect_commands import local_server, server_process, server_template
 from ctxrag.prefect_commands.local_server import (
-    PID_FILE, STATE_FILE, LocalServer, ServerDoesNotAnswer, ServerOfAnotherVersion, find_server, local_prefect_server,
-    reuse_or_start, stop_server,
+    PID_FILE, LocalServer, ServerDoesNotAnswer, ServerOfAnotherVersion, ensure_server, find_server, local_prefect_server,
+    stop_server,
 )
 from ctxrag.storage.errors import UserError
 from tests.equipment.local_server import ctxrag_as_user, fake_server, recorded_server, stopped_afterwards, wait_for
 from tests.helpers import REPO, SAMPLE_CORPUS
+
+# One xdist worker for every test that lets ctxrag start its server (port 4200 when free): tests/equipment/parallel.py.
+pytestmark = pytest.mark.xdist_group("local-server")
 
 
 def _post(api_url: str, path: str, body: dict) -> object:
@@ -31,6 +34,7 @@ def _post(api_url: str, path: str, body: dict) -> object:
         return json.loads(response.read())
 
 
+@pytest.mark.server
 def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_path: Path) -> None:
     prefect_home = tmp_path / "prefect"
     first_home, second_home = tmp_path / "project-a", tmp_path / "project-b"
@@ -40,7 +44,8 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
         assert first.returncode == 0, first.stderr
         told = [line for line in first.stderr.splitlines() if "started a local Prefect server" in line]
         assert len(told) == 1 and "UI at http://127.0.0.1:" in told[0] and "ctxrag server stop" in told[0], first.stderr
-        server = LocalServer(**{**recorded_server(prefect_home), "homes": ()})
+        recorded = recorded_server(prefect_home)
+        server = LocalServer(recorded["pid"], recorded["api_url"])
         assert (prefect_home / PID_FILE).read_text() == str(server.pid)  # Prefect's own pid file
 
         # the daemon's environment holds no key and no client setting
@@ -65,7 +70,7 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
         status = ctxrag_as_user(first_home, prefect_home, "server", "status")
         assert status.returncode == 0
         assert f"pid {server.pid}" in status.stdout and "Prefect 3." in status.stdout
-        assert str(first_home) in status.stdout and str(second_home) in status.stdout
+        assert f"export PREFECT_API_URL={server.api_url}" in status.stdout.splitlines()  # one step for Prefect's commands
 
         # Prefect's own command stops it, and ctxrag sees that
         stop = subprocess.run([str(Path(sys.executable).with_name("prefect")), "server", "stop"], capture_output=True, text=True,
@@ -75,6 +80,7 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
         assert ctxrag_as_user(first_home, prefect_home, "server", "status").returncode == 1
 
 
+@pytest.mark.slow  # Prefect's migrations
 def test_the_template_is_migrated_in_a_private_home_and_seeds_an_empty_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXRAG_CACHE_DIR", str(tmp_path / "cache"))
     template = server_template.template_path("test")
@@ -115,10 +121,11 @@ def test_a_stale_record_is_cleared_and_a_reused_pid_is_not_taken_for_the_server(
 
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
-        (tmp_path / STATE_FILE).write_text(json.dumps({"pid": bystander.pid, "api_url": "http://127.0.0.1:9/api", "prefect_version": "x"}))
+        (tmp_path / PID_FILE).write_text(str(bystander.pid))  # the server's pid, now another program's
         assert find_server(tmp_path) is None
+        (tmp_path / PID_FILE).write_text(str(bystander.pid))
         stop_server(tmp_path)
-        assert bystander.poll() is None  # another program now has the pid: never signalled
+        assert bystander.poll() is None  # never signalled
     finally:
         bystander.kill()
         bystander.wait()
@@ -127,13 +134,11 @@ def test_a_stale_record_is_cleared_and_a_reused_pid_is_not_taken_for_the_server(
 def test_a_slow_server_is_waited_for_never_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     busy = fake_server()
     try:
-        record = LocalServer(busy.pid, "http://127.0.0.1:9/api", local_server._prefect_version(), server_process.start_ticks(busy.pid))
-        local_server._write_state(tmp_path, record)
         (tmp_path / PID_FILE).write_text(str(busy.pid))
         monkeypatch.setattr(local_server, "BUSY_SECONDS", 1.0)
         monkeypatch.setattr(local_server, "start_server", lambda home: pytest.fail("started a second server on the same database"))
         with pytest.raises(ServerDoesNotAnswer, match=f"pid {busy.pid}.*has not answered"):
-            reuse_or_start(tmp_path)
+            ensure_server(tmp_path)
         assert busy.poll() is None and (tmp_path / PID_FILE).read_text() == str(busy.pid)
     finally:
         busy.kill()
@@ -143,41 +148,46 @@ def test_a_slow_server_is_waited_for_never_replaced(tmp_path: Path, monkeypatch:
 def test_a_server_of_another_prefect_version_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     other = fake_server()
     try:
-        local_server._write_state(tmp_path, LocalServer(other.pid, "http://127.0.0.1:9/api", "3.0.0", server_process.start_ticks(other.pid)))
+        (tmp_path / PID_FILE).write_text(str(other.pid))
+        monkeypatch.setattr(local_server, "answers", lambda *args, **kwargs: True)
+        monkeypatch.setattr(local_server, "server_version", lambda api_url: "3.0.0")
         monkeypatch.setattr(local_server, "start_server", lambda home: pytest.fail("started a second server"))
-        with pytest.raises(ServerOfAnotherVersion, match=rf"Prefect 3\.0\.0.*this one has Prefect {local_server._prefect_version()}"):
-            reuse_or_start(tmp_path)
+        with pytest.raises(ServerOfAnotherVersion, match=rf"Prefect 3\.0\.0.*this environment has Prefect {local_server.prefect_version()}"):
+            ensure_server(tmp_path)
         assert other.poll() is None
     finally:
         other.kill()
         other.wait()
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
-    """Ctrl-C or SIGTERM while the server starts: the child is stopped and its record removed. The command's health
-    check never sees the server answer, so the signal always lands while it is starting (on a busy machine a fast
-    start could otherwise finish first, and a started server is meant to outlive its command)."""
+    """Ctrl-C or SIGTERM while the server starts: the server is stopped and its pid file removed. The command's
+    health check never sees the server answer, so the signal always lands while it is starting (on a busy machine a
+    fast start could otherwise finish first, and a started server is meant to outlive its command)."""
     prefect_home = tmp_path / "prefect"
     code = ("from pathlib import Path; from ctxrag.prefect_commands import local_server; "
-            "local_server.answers = lambda *args, **kwargs: False; local_server.reuse_or_start(Path.cwd())")
+            "local_server.answers = lambda *args, **kwargs: False; local_server.ensure_server(Path.cwd())")
     prefect_home.mkdir()
     env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PYTHONPATH": str(REPO)}
     env.pop("CTXRAG_PREFECT_SERVER")
     command = subprocess.Popen([sys.executable, "-c", code], cwd=prefect_home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert wait_for(lambda: (prefect_home / STATE_FILE).exists(), 120), command.communicate(timeout=5)
-        server_pid = json.loads((prefect_home / STATE_FILE).read_text())["pid"]
+        assert wait_for(lambda: local_server._read_pid(prefect_home) is not None, 120), command.communicate(timeout=5)
+        server_pid = local_server._read_pid(prefect_home)
+        assert wait_for(lambda: server_process.is_prefect_server(server_pid), 30)
         assert command.poll() is None, command.communicate(timeout=5)
         command.send_signal(sig)
         assert command.wait(timeout=60) != 0  # interrupted, not finished
         assert not server_process.alive(server_pid), "the server outlived the interrupted command"
-        assert not (prefect_home / PID_FILE).exists() and not (prefect_home / STATE_FILE).exists()
+        assert not (prefect_home / PID_FILE).exists()
     finally:
         command.kill()
         stop_server(prefect_home)
 
 
+@pytest.mark.server
 def test_a_server_that_dies_at_start_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A database migrated by a newer Prefect: the error names it, the exit code and the log's last lines."""
     prefect_home = tmp_path / "prefect"
@@ -190,14 +200,13 @@ def test_a_server_that_dies_at_start_says_why(tmp_path: Path, monkeypatch: pytes
     assert result.returncode == 2, result.stderr
     assert "migrated by a newer Prefect" in result.stderr and "exit code" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr.split("the last lines of")[0]
+
     assert not (prefect_home / PID_FILE).exists()
 
 
 def test_errors_name_a_taken_port_and_a_home_that_cannot_be_written(tmp_path: Path) -> None:
-    (tmp_path / "server-home").mkdir()
-    (tmp_path / "server-home" / server_process.LOG_FILE).write_text("ERROR: [Errno 98] error while attempting to bind on address "
-                                                                      "('127.0.0.1', 4200): address already in use\n")
-    assert "port 4200 on 127.0.0.1 is taken" in server_process.why_it_died(tmp_path / "server-home", 4200, 1)
+    log = "ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 4200): address already in use\n"
+    assert "port 4200 on 127.0.0.1 is taken" in server_process.why_it_died(tmp_path / "server-home", 4200, 1, log)
     (tmp_path / "a-file").write_text("")
     with pytest.raises(UserError, match="read-only or cannot be created"):
         server_process.check_writable(tmp_path / "a-file" / "prefect")
@@ -208,37 +217,40 @@ def test_the_daemon_gets_no_secrets() -> None:
         "PATH": "/bin", "HOME": "/root", "ANTHROPIC_API_KEY": "k", "VOYAGE_API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "k",
         "PREFECT_API_URL": "http://elsewhere/api", "PREFECT_API_KEY": "pnu_k", "PREFECT_SERVER_API_PORT": "4300",
         "PREFECT_LOGGING_LEVEL": "INFO", "GITHUB_TOKEN": "t", "PREFECT_CLOUD_API_TOKEN": "t",
-    })
+    }, port=4300)  # the port start_server chose (PREFECT_SERVER_API_PORT when free)
     assert env["PATH"] == "/bin" and env["HOME"] == "/root" and env["PREFECT_HOME"] == "/x"
     assert env["PREFECT_SERVER_API_PORT"] == "4300" and env["PREFECT_LOGGING_LEVEL"] == "INFO"
-    assert env["PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED"] == "true"
-    assert env["PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED"] == "false"
+    assert "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED" not in env  # on, as Prefect's default: deployments' schedules run
+    assert env["PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED"] == "false"
     assert not {"ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "AWS_SECRET_ACCESS_KEY", "PREFECT_API_URL", "PREFECT_API_KEY",
                 "GITHUB_TOKEN", "PREFECT_CLOUD_API_TOKEN"} & set(env)
 
 
 def test_ci_and_temporary_mode_start_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    monkeypatch.setattr(local_server, "reuse_or_start", lambda home: pytest.fail("started a server"))
+    monkeypatch.setattr(local_server, "ensure_server", lambda home=None: pytest.fail("started a server"))
     monkeypatch.delenv(local_server.MODE_VARIABLE)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setenv("CI", "true")
     assert local_server.server_mode() == "temporary"
-    with temporary_settings(restore_defaults={PREFECT_API_URL}):
-        with local_prefect_server() as server:
-            assert server is None
+    with local_prefect_server() as url:
+        assert url is None
     monkeypatch.setenv(local_server.MODE_VARIABLE, "background")  # said explicitly: it wins over CI
     assert local_server.server_mode() == "background"
 
 
-def test_a_configured_server_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
+@pytest.mark.parametrize("where", ["environment", "profile"])
+def test_a_configured_server_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     monkeypatch.setenv(local_server.MODE_VARIABLE, "background")
-    monkeypatch.setattr(local_server, "reuse_or_start", lambda home: pytest.fail("started a server"))
-    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
-        with local_prefect_server() as server:
-            assert server is None
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    monkeypatch.delenv("PREFECT_PROFILE", raising=False)
+    monkeypatch.setattr(local_server, "ensure_server", lambda home=None: pytest.fail("started a server"))
+    if where == "environment":
+        monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    else:  # what `prefect config set PREFECT_API_URL=...` writes
+        monkeypatch.delenv("PREFECT_API_URL", raising=False)
+        (tmp_path / "profiles.toml").write_text('active = "team"\n\n[profiles.team]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
+    with local_prefect_server() as url:
+        assert url == "http://127.0.0.1:9/api"
 
 
 def test_an_unknown_mode_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

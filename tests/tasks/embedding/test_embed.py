@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ctxrag.storage.artifacts import RowCache
 from ctxrag.tasks.embedding.embed import (
@@ -94,6 +95,7 @@ TEXTS = [
 ]
 
 
+@pytest.mark.slow  # the local model, in two precisions
 def test_bf16_vectors_are_float32_unit_length_and_close_to_fp32() -> None:
     """The real packaged model, a handful of texts (bf16 is forced: on a CPU without it, it is emulated)."""
     fp32 = LocalEmbedder(EmbedderSpec(), precision="fp32").embed(TEXTS)
@@ -108,6 +110,7 @@ def test_bf16_vectors_are_float32_unit_length_and_close_to_fp32() -> None:
     assert float(single[0] @ fp32[1]) > 0.9999
 
 
+@pytest.mark.slow  # the local model
 def test_a_windowed_spec_averages_the_windows_the_model_embeds() -> None:
     """The real packaged model: a long text's vector is the unit mean of its windows' plain vectors."""
     spec = EmbedderSpec(window_tokens=32)

@@ -16,6 +16,8 @@ from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder, packaged_m
 from ctxrag.tasks.embedding.onnx_queries import OnnxQueryEncoder, export_path
 
 SPEC = EmbedderSpec(max_seq_length=512)
+pytestmark = pytest.mark.slow  # the ONNX export, torch's model, a new process
+
 QUERIES = ["where are retries configured?", "How does the tokenizer split camelCase identifiers", "x", "pooling " * 300]
 
 

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 import ctxrag.tasks.embedding.precision as precision
 from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder
-from ctxrag.tasks.embedding.precision import BF16_MIN_SPEEDUP, PRECISION_ENV, choose_precision
+from ctxrag.tasks.embedding.precision import BF16_MIN_SPEEDUP, PRECISION_ENV, choose_precision, precision_for_index
 
 
 @pytest.fixture
-def cpu(monkeypatch: pytest.MonkeyPatch):
-    """Set what the CPU detection and the timing answer; the env var starts unset. A speedup of None: timing fails."""
+def cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Set what the CPU detection and the timing answer; the env var starts unset, the cache folder empty. A speedup
+    of None: timing fails. ``forget``: as on a new machine, with no decision kept."""
     monkeypatch.delenv(PRECISION_ENV, raising=False)
+    monkeypatch.setenv("CTXRAG_CACHE_DIR", str(tmp_path / "cache"))
     timed: list[bool] = []
 
-    def answer(native: bool, speedup: float | None = 2.0) -> list[bool]:
+    def answer(native: bool, speedup: float | None = 2.0, forget: bool = True) -> list[bool]:
+        if forget:
+            (tmp_path / "cache" / precision.DECISIONS_FILE).unlink(missing_ok=True)
+
         def measured() -> float:
             timed.append(True)
             if speedup is None:
@@ -103,6 +109,7 @@ def test_detection_needs_a_native_bf16_flag(monkeypatch: pytest.MonkeyPatch) -> 
     assert precision.cpu_has_native_bf16() is False
 
 
+@pytest.mark.slow  # torch, timed in both precisions
 def test_the_timing_runs_here_and_is_measured_once_per_process() -> None:
     """The real measurement on this machine's torch: a positive ratio, cached (one timing per process)."""
     precision.measured_bf16_speedup.cache_clear()
@@ -110,3 +117,50 @@ def test_the_timing_runs_here_and_is_measured_once_per_process() -> None:
     assert math.isfinite(first) and first > 0
     assert precision.measured_bf16_speedup() == first
     assert precision.measured_bf16_speedup.cache_info().hits >= 1
+
+
+def test_the_auto_decision_is_made_once_per_machine_and_kept_in_the_cache_folder(cpu, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every process (and Dask worker) of a machine embeds in the same precision: the timing runs once, not per process."""
+    timed = cpu(True, 2.4)
+    assert choose_precision()[0] == "bf16" and len(timed) == 1
+    timed = cpu(True, 0.5, forget=False)  # a later process, whose timing would have said otherwise
+    chosen, reason = choose_precision()
+    assert chosen == "bf16" and not timed
+    assert "2.40x as fast" in reason and "decided once for this machine" in reason
+    assert (tmp_path / "cache" / precision.DECISIONS_FILE).is_file()
+    signature = precision.machine_signature()
+    monkeypatch.setattr(precision, "machine_signature", lambda: {**signature, "torch": "99.0"})  # another torch: decided again
+    assert choose_precision()[0] == "fp32" and len(timed) == 1
+    monkeypatch.setenv(PRECISION_ENV, "bf16")  # the variable still overrides the kept decision
+    assert choose_precision() == ("bf16", f"{PRECISION_ENV}=bf16")
+
+
+def test_a_failed_timing_is_not_kept(cpu) -> None:
+    cpu(True, None)
+    assert choose_precision()[0] == "fp32"
+    timed = cpu(True, 2.0, forget=False)
+    assert choose_precision()[0] == "bf16" and timed  # timed again: a failure may pass
+
+
+def test_the_signature_names_the_cpu_and_the_libraries_that_run_the_model() -> None:
+    signature = precision.machine_signature()
+    assert {"cpu", "machine", "bf16_flags", "torch", "transformers", "sentence-transformers"} <= set(signature)
+    assert signature["cpu"] and signature["torch"] != "absent"
+
+
+def test_an_index_keeps_its_precision_unless_the_variable_changes_it(cpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu(True, 2.4)  # this machine would pick bf16
+    assert precision_for_index(None)[0] == "bf16"  # a new index: the machine's choice
+    chosen, reason = precision_for_index("fp32")
+    assert chosen == "fp32" and "built in fp32" in reason  # an index built in fp32 stays fp32: its vectors are reused
+    monkeypatch.setenv(PRECISION_ENV, "bf16")
+    chosen, reason = precision_for_index("fp32")
+    assert chosen == "bf16" and "every chunk is embedded again in bf16" in reason
+
+
+def test_a_bf16_vector_has_its_own_key_and_an_fp32_one_keeps_the_old_key() -> None:
+    plain, fp32, bf16 = EmbedderSpec(), EmbedderSpec(precision="fp32"), EmbedderSpec(precision="bf16")
+    assert fp32.cache_key("text", "document") == plain.cache_key("text", "document")
+    assert bf16.cache_key("text", "document") != fp32.cache_key("text", "document")
+    assert bf16.cache_key("a query", "query") == fp32.cache_key("a query", "query")  # queries: ONNX, fp32 always
+    assert EmbedderSpec.from_dict(bf16.to_dict()) == bf16 and "precision" not in plain.to_dict()

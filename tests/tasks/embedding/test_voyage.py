@@ -24,6 +24,7 @@ def embedder(model: str = "voyage-2", rows: list | None = None, attempts: int = 
     return VoyageEmbedder(EmbedderSpec("voyage", model, 0, dimension), RetryPolicy(attempts=attempts), ledger=(rows.extend if rows is not None else None))
 
 
+@pytest.mark.slow  # 2,500 texts through the simulator
 def test_no_request_exceeds_the_text_count_limit(simulator: VoyageSimulator) -> None:
     texts = [f"short text number {i}" for i in range(2_500)]
     vectors = embedder().embed(texts)

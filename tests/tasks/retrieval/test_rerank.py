@@ -99,6 +99,7 @@ def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow  # imports torch and transformers, builds a model
 def test_local_cross_encoder_orders_by_its_own_scores(tiny_cross_encoder: Path) -> None:
     from sentence_transformers import CrossEncoder
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.storage.artifacts import contexts_cache
+from ctxrag.storage.artifacts import RowCache, contexts_cache
 from ctxrag.tasks.context.contextualize import StructuralContextualizer
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
@@ -97,7 +97,6 @@ def test_a_missing_context_is_named(tmp_path: Path) -> None:
 def test_a_first_attempt_reads_no_store_and_a_retry_skips_what_it_saved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from prefect import flow
 
-    import ctxrag.tasks.stages.contextualize as stage
 
     calls: list[str] = []
 
@@ -109,8 +108,8 @@ def test_a_first_attempt_reads_no_store_and_a_retry_skips_what_it_saved(tmp_path
             super().run(document, chunks, save, ledger)
 
     reads: list[int] = []
-    real_stored_keys = stage.stored_keys
-    monkeypatch.setattr(stage, "stored_keys", lambda home, keys: reads.append(len(keys)) or real_stored_keys(home, keys))
+    real_stored = RowCache.stored
+    monkeypatch.setattr(RowCache, "stored", lambda self, keys: reads.append(len(keys := list(keys))) or real_stored(self, keys))
     monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": DiskFailsOnceAfterA())
     data = corpus({"a": 2, "b": 1})
     keys = context_keys(data, ContextualizerSpec("structural"))

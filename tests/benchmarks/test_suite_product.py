@@ -1,0 +1,93 @@
+"""The evaluation suite scores the shipped code: every product strategy and ``ctxrag tune`` candidate it ranks goes
+through the product's fusion (``ctxrag.tasks.retrieval.search.fuse_rankings``, the function ``Searcher.fuse`` runs),
+and on a hand-built index its ranking of every question is what a ``Searcher`` search returns."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import suite_fusion  # noqa: E402
+import suite_select as select  # noqa: E402
+import suite_sets as sets_  # noqa: E402
+import suite_tune  # noqa: E402
+
+from ctxrag.tasks.evaluation.tune import CANDIDATES  # noqa: E402
+from ctxrag.tasks.retrieval import search  # noqa: E402
+from ctxrag.tasks.retrieval.search import Strategy, StrategyConfig  # noqa: E402
+from tests.equipment.fixed_searcher import make_searcher  # noqa: E402
+
+WORDS = ["lemon", "mango", "melon", "kiwi", "grape", "header", "parse", "request", "client", "stream"]
+QUERIES = ["where is parse_header", "lemon mango", "how does the client stream a request", "melon_kiwi grape", "parse header line",
+           "what calls StreamClient", "kiwi", "nothing matches this", "lemon_grape or request_parse"]
+SUITE_STRATEGIES = {label: variant for label, variant in select.FIXED.items()} | {c.label: suite_tune.suite_variant(c) for c in CANDIDATES}
+
+
+def fixture() -> tuple[object, sets_.SetData]:
+    """A 36-chunk index of 12 documents (some chunks define names the questions mention; fixed vector scores with
+    ties) and the suite's set of QUERIES over it, cached and viewed as suite.py does."""
+    rng = np.random.default_rng(0)
+    texts = []
+    for i in range(36):
+        a, b, c, d = rng.choice(WORDS, 4, replace=False)
+        texts.append(f"def {a}_{b}(x):\n    return {c} {d}" if i % 4 == 0 else " ".join(rng.choice(WORDS, 6)))
+    texts[4] = "def parse_header(line):\n    return line"
+    texts[9] = "class StreamClient:\n    pass"
+    texts[10] = texts[11] = "client = StreamClient(StreamClient.stream(request))"  # BM25 ranks these above the definition
+    vector = rng.random(36).astype(np.float32)
+    vector[[5, 7, 30]] = vector[2]  # ties: broken by the best single rank, then the row
+    doc_ids = [f"d{i // 3}" for i in range(36)]
+    searcher = make_searcher(texts, vector, doc_ids=doc_ids)
+    arrays = sets_.rank_arrays(searcher, QUERIES)
+    numbering = {doc: number for number, doc in enumerate(dict.fromkeys(doc_ids))}
+    doc_of_row = np.array([numbering[doc] for doc in doc_ids])
+    data = sets_.SetData("fixture", "fixture", "fixture", "chunk", ["mrr@10"], "code", "fixture", "", QUERIES,
+                         [np.array([0])] * len(QUERIES), np.zeros(len(QUERIES)), doc_of_row)
+    defines = {row: frozenset(names) for row, names in enumerate(sets_.chunk_defines(searcher.index)) if names}
+    assert defines  # the fixture exercises hybrid-doc's definition evidence
+    data.views = [sets_.view(data, i, arrays, defines) for i in range(len(QUERIES))]
+    return searcher, data
+
+
+def test_every_strategy_the_suite_and_tune_score_is_the_products_fusion() -> None:
+    assert suite_fusion.fuse_rankings is search.fuse_rankings
+    assert set(select.FIXED) == {strategy.value for strategy in Strategy}
+    for label, (function, params) in SUITE_STRATEGIES.items():
+        assert function is suite_fusion.product, label
+        assert StrategyConfig.from_str(params["strategy"]).label == label
+    assert {StrategyConfig.from_str(variant[1]["strategy"]) for variant in SUITE_STRATEGIES.values()} >= set(CANDIDATES)
+
+
+def test_the_suite_ranks_each_product_strategy_as_a_search_does(monkeypatch) -> None:
+    searcher, data = fixture()
+    calls = []
+    monkeypatch.setattr(suite_fusion, "fuse_rankings", lambda *args, **kwargs: calls.append(args[0]) or search.fuse_rankings(*args, **kwargs))
+    for label, (function, params) in SUITE_STRATEGIES.items():
+        config = StrategyConfig.from_str(label)
+        for i, text in enumerate(QUERIES):
+            expected = [hit.row for hit in searcher.search(text, config, sets_.RANKED)]
+            assert data.rank(i, function, params) == expected, (label, text)
+    assert len(calls) == len(SUITE_STRATEGIES) * len(QUERIES)  # every ranking came from the product's function
+
+
+def test_the_fixture_tells_the_strategies_apart() -> None:
+    _, data = fixture()
+    rankings = {label: [data.rank(i, *variant) for i in range(len(QUERIES))] for label, variant in SUITE_STRATEGIES.items()}
+    assert len({str(ranking) for ranking in rankings.values()}) >= 8  # a test every strategy could pass alike proves little
+
+
+@pytest.mark.parametrize("family", ["wrrf", "combsum"])
+def test_a_family_at_a_shipped_strategys_constants_ranks_as_the_product(family: str) -> None:
+    """The tuned families meet the shipped strategies: RRF at k=60 is ``hybrid``, z-scored CombSUM is ``hybrid-score``."""
+    _, data = fixture()
+    function, _ = suite_fusion.FAMILIES[family]
+    pairs = ([({"kb": k, "kv": k, "w": 1.0}, f"hybrid(rrf_k={k})") for k in (2, 10, 60)] if family == "wrrf"
+             else [({"norm": "z", "alpha": w}, f"hybrid-score(vector_weight={w})") for w in (0.2, 0.5, 0.8)])
+    for params, label in pairs:
+        for i in range(len(QUERIES)):
+            assert data.rank(i, function, params) == data.rank(i, suite_fusion.product, {"strategy": label}), (label, i)
