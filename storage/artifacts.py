@@ -6,17 +6,24 @@ rows up by key instead of computing them again. Small, frequent results (one pai
 table's journal instead, one fsynced JSON line per row; ``compact`` folds the journal and parts into one part.
 A killed journal write leaves at most a torn last line (no newline after it): readers ignore it and the next append
 removes it. Any other unreadable journal line is corruption, reported with the file and the line number.
+
+Writers of a journal hold ``journal_lock``: a thread lock of the process, then a file lock (``filelock``) beside the
+journal for the other processes (Dask workers). Nothing that holds it waits for anything else (a call slot, a retry,
+another lock): appends only write and fsync.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
+
+import filelock
 
 import numpy as np
 import pyarrow as pa
@@ -27,10 +34,52 @@ from ctxrag.storage.errors import UserError
 
 KEY = "key"
 _TAIL_BLOCK = 1 << 16
+JOURNAL_LOCK_TIMEOUT_S = 600.0  # an append takes milliseconds: a lock held this long is a stuck process, said as one
 
 
 class CorruptJournalError(UserError, ValueError):
     """A journal line other than a torn last one is not a JSON row; the message names the file and the line."""
+
+
+class JournalLockTimeout(UserError, TimeoutError):
+    """The journal's lock was not free within ``JOURNAL_LOCK_TIMEOUT_S``: another process holds it (not retried)."""
+
+
+_journal_locks: dict[Path, tuple[threading.RLock, filelock.FileLock]] = {}
+_journal_locks_guard = threading.Lock()
+os.register_at_fork(after_in_child=_journal_locks.clear)  # a forked child starts with no lock another thread held
+
+
+def _locks_of(journal: Path) -> tuple[threading.RLock, filelock.FileLock]:
+    """This process's two locks of one journal: made once, shared by every thread."""
+    path = journal.absolute()
+    with _journal_locks_guard:
+        if path not in _journal_locks:
+            lock_file = path.with_name(path.name + ".lock")
+            _journal_locks[path] = (threading.RLock(), filelock.FileLock(lock_file, thread_local=True))
+        return _journal_locks[path]
+
+
+@contextmanager
+def journal_lock(journal: Path, timeout: float | None = None) -> Iterator[None]:
+    """Hold the journal's write lock: threads of this process queue on a thread lock (a ``flock`` taken through two
+    open files of one process blocks the other thread, while one shared descriptor excludes nobody), then one of them
+    takes the file lock against other processes. Re-entrant within a thread; never waits forever (``JournalLockTimeout``)."""
+    limit = JOURNAL_LOCK_TIMEOUT_S if timeout is None else timeout
+    in_process, across_processes = _locks_of(journal)
+    if not in_process.acquire(timeout=limit):
+        raise JournalLockTimeout(f"{journal}: another thread of this process held the journal's lock for {limit:g} s")
+    try:
+        try:
+            across_processes.acquire(timeout=limit)
+        except filelock.Timeout:
+            raise JournalLockTimeout(f"{journal}: another process held the journal's lock ({across_processes.lock_file}) for {limit:g} s") from None
+        try:
+            yield
+        finally:
+            across_processes.release()
+    finally:
+        in_process.release()
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
@@ -71,15 +120,11 @@ class RowCache:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         payload = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows).encode("utf-8")
-        with open(self.journal, "a+b") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                _end_torn_write(handle.fileno())
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with journal_lock(self.journal), open(self.journal, "a+b") as handle:
+            _end_torn_write(handle.fileno())
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def _journal_rows(self) -> list[dict]:
         if not self.journal.is_file():
@@ -181,8 +226,8 @@ class RowCache:
         Holds the journal lock throughout, so rows appended meanwhile wait and are not lost; part writers of the
         same table must not run at the same time (stages compact their own tables after they finish).
         """
-        with open(self.journal, "ab") as journal_handle:
-            fcntl.flock(journal_handle, fcntl.LOCK_EX)  # appenders wait; released when the handle closes
+        with journal_lock(self.journal):
+            self.journal.touch()
             parts = self.parts()
             if only_if is not None and not only_if(parts, self.journal.stat().st_size):
                 return

@@ -198,6 +198,7 @@ class AnthropicSimulator(SimulatorServer):
         self._cache: dict[str, list[float]] = {}  # prefix key -> [expires_at, ttl]
         self._batches: dict[str, _Batch] = {}
         self._state_lock = threading.Lock()
+        self._stalls: deque[float] = deque()
         self.in_flight = 0  # POST /v1/messages being answered right now
         self.peak_in_flight = 0  # the most at once since the last reset()
         self._window: tuple[int, float] | None = None  # (requests per window, window seconds)
@@ -211,6 +212,12 @@ class AnthropicSimulator(SimulatorServer):
         text = message or _DEFAULT_MESSAGES.get(status, f"Simulated error {status}.")
         with self._state_lock:
             self._api_failures.extend(_Failure(status, retry_after, text) for _ in range(count))
+
+    def stall_next(self, count: int, seconds: float) -> None:
+        """Hold the next ``count`` POST /v1/messages for ``seconds`` before answering: a request whose answer does not
+        come (lost on the way, a stuck upstream), as a client with no timeout of its own would wait on it."""
+        with self._state_lock:
+            self._stalls.extend([seconds] * count)
 
     def limit_requests(self, per_window: int | None, window_seconds: float = 60.0) -> None:
         """Enforce a requests limit like an organisation's rate limit (a fixed window, SIMULATED): every
@@ -258,6 +265,7 @@ class AnthropicSimulator(SimulatorServer):
         super().reset()
         with self._state_lock:
             self._api_failures.clear()
+            self._stalls.clear()
             self._omit = None
             self._responder = None
             self._cache.clear()
@@ -302,6 +310,10 @@ class AnthropicSimulator(SimulatorServer):
             raise ApiError(401, "x-api-key header is required")
         if not rec.headers.get("anthropic-version"):
             raise ApiError(400, "anthropic-version: header is required")
+        if rec.method == "POST" and path == "/v1/messages":
+            with self._state_lock:
+                stall = self._stalls.popleft() if self._stalls else 0.0
+            time.sleep(stall)
         if rec.method == "POST" and path in ("/v1/messages", "/v1/messages/batches"):
             with self._state_lock:
                 failure = self._api_failures.popleft() if self._api_failures else None

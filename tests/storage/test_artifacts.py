@@ -277,3 +277,102 @@ def test_compaction_fsyncs_the_new_part_and_its_folder_before_truncating_the_jou
     assert rows(cache.read()) == [
         {KEY: "a", "context": "older part"}, {KEY: "b", "context": "paid for"}, {KEY: "c", "context": "paid for too"}
     ]
+
+
+# --- the journal's lock: threads and processes (issue 35, "No hang") -------------------------------------------------
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from ctxrag.storage.artifacts import journal_lock
+with journal_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+APPEND_ROWS = """
+import sys, threading
+from pathlib import Path
+from ctxrag.storage.artifacts import RowCache
+cache = RowCache(Path(sys.argv[1]), "things")
+def one(thread):
+    for n in range(int(sys.argv[3])):
+        cache.append_rows([{"key": f"{sys.argv[2]}-{thread}-{n}", "v": n}])
+threads = [threading.Thread(target=one, args=(t,)) for t in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"""
+
+
+def test_a_thread_that_holds_the_journal_lock_can_append(tmp_path: Path) -> None:
+    """Re-entrant within a thread: before, a second flock of the journal through another open file of the same
+    thread waited for itself forever."""
+    import threading
+
+    cache = RowCache(tmp_path, "things")
+    cache.append_rows([{KEY: "a", "v": 1}])
+    done = threading.Event()
+
+    def nested() -> None:
+        with artifacts.journal_lock(cache.journal):
+            cache.append_rows([{KEY: "b", "v": 2}])
+        done.set()
+
+    threading.Thread(target=nested, daemon=True).start()
+    assert done.wait(10), "an append under the journal lock, in the same thread, waited for itself"
+    assert cache.keys() == {"a", "b"}
+
+
+def test_threads_of_one_process_exclude_each_other(tmp_path: Path) -> None:
+    import threading
+
+    journal = tmp_path / "journal.jsonl"
+    inside, overlaps = [0], []
+
+    def hold() -> None:
+        for _ in range(50):
+            with artifacts.journal_lock(journal):
+                inside[0] += 1
+                overlaps.append(inside[0])
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=hold) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert max(overlaps) == 1 and len(overlaps) == 200
+
+
+def test_a_lock_held_by_another_process_is_a_timeout_naming_it_not_a_hang(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cache = RowCache(tmp_path, "things")
+    cache.append_rows([{KEY: "a", "v": 1}])
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(cache.journal), "30"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(artifacts.JournalLockTimeout, match="another process held the journal's lock"):
+            with artifacts.journal_lock(cache.journal, timeout=0.5):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    cache.append_rows([{KEY: "b", "v": 2}])  # the holder is gone: its lock with it
+    assert cache.keys() == {"a", "b"}
+
+
+def test_appends_from_threads_of_two_processes_all_land_whole(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    writers = [subprocess.Popen([sys.executable, "-c", APPEND_ROWS, str(tmp_path), name, "25"]) for name in ("p1", "p2")]
+    for writer in writers:
+        assert writer.wait(120) == 0
+    cache = RowCache(tmp_path, "things")
+    lines = cache.journal.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) == 2 * 4 * 25 + 1  # one whole line per row, none torn or run together
+    assert len(cache.keys()) == 200
+    cache.compact(min_parts=2)
+    assert len(cache.keys()) == 200 and cache.journal.stat().st_size == 0

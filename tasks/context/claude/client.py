@@ -14,7 +14,18 @@ from ctxrag.storage.secrets import redact, resolve_key
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 SECRET_BLOCK = "anthropic-api-key"
 
+ANSWER_WAIT_S = 60.0  # a request's answer starts within a minute, plus its output's time at ...
+OUTPUT_TOKENS_PER_S = 50.0  # ... a slow generation speed (Haiku writes several times faster)
+
 _limiters: dict[tuple[float | None, float | None, int | None], RateLimiter] = {}
+
+
+def request_timeout(max_tokens: object) -> float:
+    """Seconds one Messages request may wait for its answer: a request lost on the way (its answer never comes) is
+    then retried, instead of holding its call slot and its task for the SDK's 10 minutes (issue 35: a paid run on
+    Dask sat with every call slot of a worker on a request that was never answered)."""
+    tokens = max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else 4096
+    return ANSWER_WAIT_S + tokens / OUTPUT_TOKENS_PER_S
 _limiters_lock = threading.Lock()
 
 
@@ -81,7 +92,7 @@ class ClaudeClient:
         def attempt() -> Reply:
             try:
                 with self._limiter.slot(estimated_tokens):
-                    raw = self._sdk.messages.with_raw_response.create(**params)
+                    raw = self._sdk.messages.with_raw_response.create(timeout=request_timeout(params.get("max_tokens")), **params)
                     self._limiter.observe(raw.headers)
                     reply = Reply(raw.parse(), time.perf_counter() - started, attempts=len(retries) + 1)
                     if keep is not None:

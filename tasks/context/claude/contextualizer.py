@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
@@ -215,7 +215,10 @@ class ClaudeContextualizer:
 
         if items:
             guarded(items[0])
-            list(fan_out_pool(max(1, self.settings.concurrency)).map(guarded, items[1:]))
+            pending = [fan_out_pool(max(1, self.settings.concurrency)).submit(guarded, item) for item in items[1:]]
+            wait(pending)  # every call ends before the document does: none is left running for a document given up
+            for future in pending:
+                future.result()  # an unexpected error (e.g. saving failed), raised once all the calls are over
         return failed, errors[0] if errors else ""
 
     def _call(

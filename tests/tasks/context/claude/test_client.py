@@ -67,3 +67,22 @@ def test_errors_never_carry_the_key(simulator: AnthropicSimulator, monkeypatch: 
     with pytest.raises(ClaudeCallError) as raised:
         ClaudeClient(RetryPolicy(attempts=1)).create(**PARAMS)
     assert TEST_KEY not in str(raised.value) and "***" in str(raised.value)
+
+
+def test_a_request_whose_answer_does_not_come_is_retried_not_waited_on(simulator: AnthropicSimulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: a worker's every call slot sat on requests never answered, for the SDK's 10 minutes."""
+    import ctxrag.tasks.context.claude.client as client
+
+    monkeypatch.setattr(client, "ANSWER_WAIT_S", 0.5)
+    simulator.stall_next(1, seconds=4.0)
+    started = time.perf_counter()
+    reply = ClaudeClient(RetryPolicy(attempts=3, initial_delay=0.05)).create(**PARAMS)
+    assert reply.message.content[0].text and reply.attempts == 2  # the stalled request timed out, the retry answered
+    assert time.perf_counter() - started < 3.0
+
+
+def test_a_requests_time_limit_grows_with_its_output() -> None:
+    from ctxrag.tasks.context.claude.client import request_timeout
+
+    assert 60 < request_timeout(400) < 70  # a per-chunk context
+    assert request_timeout(32_000) > 600  # a long per-document answer keeps the time it needs

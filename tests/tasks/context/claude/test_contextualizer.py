@@ -176,6 +176,27 @@ def test_a_failing_chunk_fails_the_document_and_keeps_the_others(simulator: Anth
     assert [row.status for row in out.rows].count("error") == 1
 
 
+def test_a_document_whose_save_fails_ends_only_after_all_its_calls(simulator: AnthropicSimulator) -> None:
+    """An unexpected error (saving failed) ends the document only once its other calls are over: none is left running
+    in the shared pool, paying for a document given up and saving through the next document's ``save``."""
+    import time
+
+    simulator.latency_seconds = 0.2
+    document, chunks = make_document(BIG, 6)
+    out = Collector()
+
+    def save(pairs: list[tuple[Chunk, str]]) -> None:
+        if any(chunk.chunk_index == 1 for chunk, _ in pairs):
+            raise OSError("disk full")
+        out.save(pairs)
+
+    with pytest.raises(OSError, match="disk full"):
+        ClaudeContextualizer(ClaudeSettings(concurrency=4)).run(document, chunks, save, out.ledger)
+    answered = len(out.contexts)
+    time.sleep(0.5)  # a call still running would save now
+    assert len(out.contexts) == answered == 5 and len(message_requests(simulator)) == 6
+
+
 def test_summary_indexing_writes_heading_and_summary(simulator: AnthropicSimulator) -> None:
     document, chunks = make_document(SMALL, 2)
     chunks = [Chunk(c.chunk_id, c.doc_id, c.chunk_index, c.content, c.doc_sha, heading="Retries") for c in chunks]
