@@ -1,7 +1,7 @@
 """Runs of the index and evaluate flows, made the same way by ``ctxrag index``/``evaluate`` and by ``ctxrag.index``/
 ``ctxrag.evaluate``: the input is checked first (well under a second, before Prefect or a model is loaded), then the
-flow runs against the reused local Prefect server (or the configured one). Errors are raised; ``ctxrag.errors.user_message`` says
-which are the user's to fix (the command shows those as one line, exit code 2).
+flow runs against the local Prefect server (or the configured one). Errors are raised;
+``ctxrag.errors.user_message`` says which are the user's to fix (the command shows those as one line, exit code 2).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off default
 from ctxrag.flows.options import EvaluateOptions, IndexOptions
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.errors import user_message
+
 
 class _NoTracebackForUserErrors(logging.Filter):
     """Prefect logs a failed task's traceback; for bad input the one-line message is the whole story."""

@@ -28,7 +28,7 @@ def test_gc_prints_what_it_removed_and_the_space_freed(tmp_path: Path) -> None:
     home = tmp_path / "home"
     unused_results(home)
     result = ctxrag(home, "gc")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     line = result.stdout.strip()
     assert re.fullmatch(r"removed 2 contexts and 2 embeddings no index uses, freeing [\d.]+ (kB|bytes); kept 1 contexts and 0 embeddings", line), line
     assert "kept 1 paid contexts no index uses" in result.stderr  # the paid one, and how to remove it

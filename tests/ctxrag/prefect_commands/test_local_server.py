@@ -227,12 +227,14 @@ def test_the_daemon_gets_no_secrets() -> None:
 
 
 def test_ci_and_temporary_mode_start_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     monkeypatch.setattr(local_server, "ensure_server", lambda home=None: pytest.fail("started a server"))
     monkeypatch.delenv(local_server.MODE_VARIABLE)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setenv("CI", "true")
     assert local_server.server_mode() == "temporary"
-    with local_prefect_server() as url:
+    with temporary_settings(restore_defaults={PREFECT_API_URL}), local_prefect_server() as url:  # not the suite's harness
         assert url is None
     monkeypatch.setenv(local_server.MODE_VARIABLE, "background")  # said explicitly: it wins over CI
     assert local_server.server_mode() == "background"
@@ -246,8 +248,9 @@ def test_a_configured_server_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(local_server, "ensure_server", lambda home=None: pytest.fail("started a server"))
     if where == "environment":
         monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
-    else:  # what `prefect config set PREFECT_API_URL=...` writes
+    else:  # what `prefect config set PREFECT_API_URL=...` writes, read as a command that has not imported Prefect reads it
         monkeypatch.delenv("PREFECT_API_URL", raising=False)
+        monkeypatch.delitem(sys.modules, "prefect.settings")
         (tmp_path / "profiles.toml").write_text('active = "team"\n\n[profiles.team]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
     with local_prefect_server() as url:
         assert url == "http://127.0.0.1:9/api"
