@@ -138,10 +138,22 @@ def _wait_until_it_answers(server: LocalServer, seconds: float) -> None:
 
 def start_server(home: Path, meanwhile: Callable[[], object] = lambda: None) -> LocalServer:
     """``prefect server start --background`` with a scrubbed environment on a migrated database; runs ``meanwhile``
-    while the server starts (the command's own imports), then waits for /api/health. Stops the server again if the
-    start fails or is interrupted (Ctrl-C, SIGTERM, any error)."""
+    while the server starts (the command's own imports), then waits for /api/health. When another process takes the
+    chosen port between our check and Prefect's, the start is tried once more on a free port. Stops the server again
+    if the start fails or is interrupted (Ctrl-C, SIGTERM, any error)."""
     check_writable(home)
     port = choose_port(int(os.environ.get("PREFECT_SERVER_API_PORT") or 4200))
+    try:
+        return _start_on(home, port, meanwhile)
+    except PortTaken:
+        return _start_on(home, choose_port(0), lambda: None)
+
+
+class PortTaken(ServerDidNotStart):
+    """Prefect found the port taken (another process bound it after ``choose_port`` saw it free)."""
+
+
+def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalServer:
     env = server_environment(home, port=port)
     prepare_database(_database(home), prefect_version(), env)
     command = [sys.executable, "-m", "prefect", "server", "start", "--background", "--host", "127.0.0.1", "--port", str(port)]
@@ -154,10 +166,11 @@ def start_server(home: Path, meanwhile: Callable[[], object] = lambda: None) -> 
                 meanwhile()
                 code = starting.wait(timeout=STARTUP_SECONDS)
                 output.seek(0)
-                said = output.read().strip().splitlines()
+                said = " ".join(output.read().strip().splitlines()[-3:])
             pid = _read_pid(home)
             if code != 0 or pid is None:
-                raise ServerDidNotStart(f"`prefect server start --background` failed (exit code {code}): " + " ".join(said[-3:]))
+                failure = PortTaken if f"Port {port} is already in use" in said else ServerDidNotStart
+                raise failure(f"`prefect server start --background` failed (exit code {code}): {said}")
             server = LocalServer(pid, f"http://127.0.0.1:{port}/api")
             deadline = time.monotonic() + STARTUP_SECONDS
             while not answers(server.api_url, timeout=2.0):

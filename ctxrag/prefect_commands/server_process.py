@@ -126,8 +126,9 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def choose_port(preferred: int) -> int:
-    """Prefect's own port (4200) when it is free, so the UI is where Prefect users look; else any free port."""
-    if port_is_free(preferred):
+    """Prefect's own port (4200) when it is free, so the UI is where Prefect users look; else (or for 0) any free
+    port."""
+    if preferred and port_is_free(preferred):
         return preferred
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))

@@ -38,11 +38,12 @@ def readable_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
 
 def console(stderr: bool = False, soft_wrap: bool = False) -> Console:
     """A rich console on stdout (or stderr). On a terminal it wraps at the terminal's width, as rich does; written to
-    a file or a pipe (a CI log) it does not hard-wrap (rich's default there is 80 columns), unless ``COLUMNS`` asks
-    for a width. ``soft_wrap``: never hard-wrap printed text, on a terminal too."""
-    stream = sys.stderr if stderr else sys.stdout
-    piped = not _is_terminal(stream) and not os.environ.get("COLUMNS")
-    return Console(stderr=stderr, width=PIPED_WIDTH if piped else None, soft_wrap=soft_wrap or piped)
+    a file or a pipe (a CI log, ``grep``) printed text is never hard-wrapped, even when ``COLUMNS`` is set (rich
+    would break lines at 80 columns), and tables get ``COLUMNS`` or a wide default. ``soft_wrap``: never hard-wrap
+    printed text, on a terminal too."""
+    piped = not _is_terminal(sys.stderr if stderr else sys.stdout)
+    width = PIPED_WIDTH if piped and not os.environ.get("COLUMNS") else None
+    return Console(stderr=stderr, width=width, soft_wrap=soft_wrap or piped)
 
 
 def _is_terminal(stream: Any) -> bool:

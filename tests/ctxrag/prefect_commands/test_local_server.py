@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -202,6 +203,24 @@ def test_a_server_that_dies_at_start_says_why(tmp_path: Path, monkeypatch: pytes
     assert "Traceback" not in result.stderr.split("the last lines of")[0]
 
     assert not (prefect_home / PID_FILE).exists()
+
+
+@pytest.mark.server
+def test_a_port_taken_after_the_check_is_replaced_by_a_free_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process binds the port between ctxrag's check and Prefect's: the start is tried on a free port."""
+    prefect_home = tmp_path / "prefect"
+    prefect_home.mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        held = taken.getsockname()[1]
+        chosen = iter([held])
+        monkeypatch.setattr(local_server, "choose_port", lambda preferred: next(chosen, None) or server_process.choose_port(0))
+        with stopped_afterwards(prefect_home):
+            server = local_server.start_server(prefect_home)
+            assert f":{held}/" not in server.api_url
+            assert server_process.answers(server.api_url)
+            assert find_server(prefect_home) == server
 
 
 def test_errors_name_a_taken_port_and_a_home_that_cannot_be_written(tmp_path: Path) -> None:
