@@ -33,10 +33,10 @@ from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git
 EMBED_ALONE = """
 import sys, time
 import pyarrow.parquet as pq
-from ctxrag.flows.options import IndexOptions
+from ctxrag.tasks.options import IndexOptions
 from ctxrag.tasks.embedding.embed import LocalEmbedder
 table = pq.ParquetFile(sys.argv[1]).read(columns=["context", "content"])
-spec = IndexOptions().embedder_spec()
+spec = IndexOptions().embedding.spec()
 texts = spec.embedded_texts(table["context"].to_pylist(), table["content"].to_pylist())
 LocalEmbedder(spec).embed(texts)
 """

@@ -107,7 +107,7 @@ def bench_elasticsearch_emulator(home: Path, label: str, corpus: Path, evalset: 
 
 
 def render(results: dict) -> str:
-    from ctxrag.flows.options import IndexOptions
+    from ctxrag.tasks.options import IndexOptions
     from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
 
     options = IndexOptions()
@@ -116,7 +116,7 @@ def render(results: dict) -> str:
         "",
         f"Machine: {results['machine']['cpus']} cores ({results['machine']['cpu']}), Python {results['machine']['python']}, "
         f"{results['machine']['date']}. Produced by `benchmarks/run.py`: embedded defaults (the local model reads windows "
-        f"of {options.window_tokens} word pieces, the context cut to {options.context_tokens}; the default strategy is "
+        f"of {options.embedding.window_tokens} word pieces, the context cut to {options.embedding.context_tokens}; the default strategy is "
         f"`{DEFAULT_STRATEGY}`), no API and no simulator; the last section runs the Elasticsearch backend against the "
         "noida-db emulator." + (f" {results['note']}" if results.get("note") else ""),
         "",

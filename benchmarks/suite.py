@@ -272,7 +272,7 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true", help="rank the questions again (indexes are kept)")
     parser.add_argument("--check-product", action="store_true", help="compare the fixed strategies with ctxrag.tasks.retrieval.search.Searcher")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
-    parser.add_argument("--context-tokens", type=int, default=sets_.corpora.IndexOptions().context_tokens,
+    parser.add_argument("--context-tokens", type=int, default=sets_.corpora.EmbeddingOptions().context_tokens,
                         help="ctxrag index --context-tokens for every corpus (default: the product's)")
     args = parser.parse_args()
     started = time.perf_counter()

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import suite_questions as questions_  # noqa: E402
-from ctxrag.flows.options import IndexOptions  # noqa: E402
+from ctxrag.tasks.options import EmbeddingOptions  # noqa: E402
 from ctxrag.storage.index_store import IndexStore, StoredIndex  # noqa: E402
 
 SITE = Path(next(path for path in sys.path if path.endswith("site-packages")))
@@ -143,10 +143,10 @@ def readmes() -> Corpus:
 
 def embedder(context_tokens: int) -> dict:
     """The embedder ``ctxrag index --context-tokens N`` chooses on offline defaults, in its manifest form."""
-    return IndexOptions(context_tokens=context_tokens).embedder_spec().to_dict()
+    return EmbeddingOptions(context_tokens=context_tokens).spec().to_dict()
 
 
-def ensure_index(home: Path, corpus: Corpus, context_tokens: int = IndexOptions().context_tokens) -> None:
+def ensure_index(home: Path, corpus: Corpus, context_tokens: int = EmbeddingOptions().context_tokens) -> None:
     """Make the corpus's index in ``home`` with the ``ctxrag index`` CLI on offline defaults (``--context-tokens``
     as asked) when it is not there, or when its live version was built with another embedder (the CLI then re-embeds
     what changed and publishes a new version, so the rankings cached for the old one are made again)."""

@@ -268,7 +268,7 @@ def cache_key(spec: SetSpec, home: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: int = corpora.IndexOptions().context_tokens) -> SetData:
+def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: int = corpora.EmbeddingOptions().context_tokens) -> SetData:
     """The set's cached rankings (made first if missing, stale or asked to), on the corpus's index as
     ``ctxrag index --context-tokens`` makes it (``corpora.ensure_index``: indexed again if its embedder differs)."""
     corpora.ensure_index(home, spec.corpus, context_tokens)

@@ -1,6 +1,6 @@
 """ctxrag's Python API: ``index``, ``search``, ``evaluate`` and ``open``, the ``ctxrag`` command's work as functions.
 
-Options and defaults are the command's (``ctxrag.flows.options``): ``ctxrag.index("docs/", contextualizer="none")``
+Options and defaults are the command's (``ctxrag.tasks.options``): ``ctxrag.index("docs/", contextualizer="none")``
 is ``ctxrag index docs/ --contextualizer none``. ``index`` and ``evaluate`` run the same Prefect flows the command
 runs, against the same local Prefect server (or ``PREFECT_API_URL``); indexes live under ``$CTXRAG_HOME``. Errors
 are raised: one the user can fix is a ``UserError`` (``str(error)`` is the whole story), anything else is a bug.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
-from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, options_of
+from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, options_of
 from ctxrag.runs import run_evaluate, run_index
 from ctxrag.storage.errors import UserError
 

@@ -11,7 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ctxrag.flows.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions
+from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions
+from ctxrag.cli_options import with_options
 from ctxrag.prefect_commands import register as register_prefect_commands
 from ctxrag.errors import user_message
 from ctxrag.storage.environment import ctxrag_home
@@ -26,7 +27,7 @@ app = typer.Typer(
 out = console()
 err = console(stderr=True)
 
-# The defaults of every option: ctxrag.flows.options, read by the flows and the Python API too.
+# The defaults of every option: ctxrag.tasks.options, read by the flows and the Python API too.
 INDEX, SEARCH, EVALUATE = IndexOptions(), SearchOptions(), EvaluateOptions()
 NameOption = typer.Option(DEFAULT_NAME, "--name", help="Index name: lowercase letters, digits, '-' and '_'.")
 STRATEGY_HELP = (
@@ -74,52 +75,19 @@ def _show_plan(source: str, name: str, options: IndexOptions, as_json: bool) -> 
     from ctxrag.runs import check_index_input
 
     check_index_input(source, name, options)
-    spec = options.embedder_spec()
-    claude = {"model": options.model, "mode": options.claude_mode, "cache_ttl": options.cache_ttl, "concurrency": options.concurrency,
-              "requests_per_minute": options.rpm, "tokens_per_minute": options.tpm, "corpus_description": options.corpus_description}
-    show_plan(out, err, source, name, options.contextualizer, claude, spec, options.include, options.exclude, options.max_file_bytes, as_json)
+    show_plan(out, err, source, name, options, as_json)
 
 
 @app.command()
+@with_options(IndexOptions, checked=lambda: _user_errors())
 def index(
     source: str = typer.Argument(..., help="A cookbook/docs JSON corpus, or a folder of code, Markdown and text."),
     name: str = NameOption,
-    contextualizer: str = typer.Option(INDEX.contextualizer, help="structural (offline, no LLM), none, claude, claude-summary."),
-    max_seq_length: int = typer.Option(INDEX.max_seq_length, help="Local embedding model's max word pieces per chunk."),
-    window_tokens: int = typer.Option(INDEX.window_tokens, min=0, help="Local model: embed a chunk as windows of this many word pieces and average them (0: the whole text, cut at --max-seq-length)."),
-    context_tokens: int = typer.Option(INDEX.context_tokens, min=0, help="Local model's windows: cut the context in front of each window to this many word pieces, its longest lines first (0: whole; BM25 always reads it whole)."),
-    backend: str = typer.Option(INDEX.backend, help="embedded (offline) or elasticsearch (ELASTICSEARCH_URL)."),
-    embedder: str = typer.Option(INDEX.embedder, help="local (MiniLM shipped in a package, offline), voyage or voyage-context-3 (each chunk with its document; VOYAGE_API_KEY)."),
-    embedding_model: Optional[str] = typer.Option(INDEX.embedding_model, help="Voyage model (default voyage-2, or voyage-context-3 with --embedder voyage-context-3; voyage-3.5, voyage-code-3, ...)."),
-    output_dimension: Optional[int] = typer.Option(INDEX.output_dimension, help="Voyage output dimension, where the model supports it."),
-    model: str = typer.Option(INDEX.model, help="Claude model (claude contextualizers)."),
-    claude_mode: str = typer.Option(INDEX.claude_mode, help="per-chunk (the cookbook's), per-document (one call, many contexts), batch (per-chunk via Message Batches, half price), per-document-batch (per-document via Message Batches)."),
-    cache_ttl: str = typer.Option(INDEX.cache_ttl, help="Prompt-cache TTL: 5m or 1h."),
-    concurrency: int = typer.Option(INDEX.concurrency, min=1, help="Claude requests open at once in the whole run (all documents; per process under Dask)."),
-    rpm: Optional[float] = typer.Option(INDEX.rpm, help="Client-side limit: Claude requests per minute."),
-    tpm: Optional[float] = typer.Option(INDEX.tpm, help="Client-side limit: Claude input tokens per minute (estimated; as in the API's limit, cache reads do not count)."),
-    corpus_description: str = typer.Option(INDEX.corpus_description, help="What the corpus is (summary prompt)."),
-    task_runner: Optional[str] = typer.Option(INDEX.task_runner, help="threads (default) or dask (a local cluster, or CTXRAG_DASK_ADDRESS)."),
-    gate: Optional[str] = typer.Option(INDEX.gate, "--gate", help="Evaluation set: refuse a new version scoring worse than the live one."),
-    gate_strategy: Optional[str] = typer.Option(INDEX.gate_strategy, help="--gate: the strategy scored (default: the index's, as search)."),
-    gate_metric: Optional[str] = typer.Option(INDEX.gate_metric, help="--gate: the metric (default pass@10, or recall@3 for docs sets)."),
-    gate_max_drop: float = typer.Option(INDEX.gate_max_drop, help="--gate: the largest drop allowed (a fraction: 0.02 = 2 points)."),
-    include: Optional[list[str]] = typer.Option(INDEX.include, "--include", help="Folder SOURCE: load only paths matching this gitignore-style pattern (relative to SOURCE; repeatable)."),
-    exclude: Optional[list[str]] = typer.Option(INDEX.exclude, "--exclude", help="Folder SOURCE: skip paths matching this gitignore-style pattern, on top of .gitignore files (repeatable)."),
-    max_file_bytes: int = typer.Option(INDEX.max_file_bytes, min=0, help="Folder SOURCE: skip larger files, with a warning (0: no limit)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
     plan: bool = typer.Option(False, "--plan", help="Print what the run would pay for (every Claude mode, Voyage), and run nothing."),
+    options: IndexOptions = INDEX,
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
-    options = IndexOptions(
-        contextualizer=contextualizer, max_seq_length=max_seq_length, window_tokens=window_tokens,
-        context_tokens=context_tokens, backend=backend, embedder=embedder, embedding_model=embedding_model,
-        output_dimension=output_dimension, model=model,
-        claude_mode=claude_mode, cache_ttl=cache_ttl, concurrency=concurrency, rpm=rpm, tpm=tpm,
-        corpus_description=corpus_description, task_runner=task_runner, gate=gate, gate_strategy=gate_strategy,
-        gate_metric=gate_metric, gate_max_drop=gate_max_drop, include=include or None, exclude=exclude or None,
-        max_file_bytes=max_file_bytes,
-    )
     with _user_errors():  # bad input fails in well under a second, before Prefect or a model is loaded
         if plan:  # plain Python: no Prefect server, no flow, no paid call
             return _show_plan(source, name, options, as_json)

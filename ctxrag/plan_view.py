@@ -11,21 +11,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from ctxrag.storage.environment import ctxrag_home
-from ctxrag.tasks.context.claude.settings import ClaudeSettings
-from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+from ctxrag.tasks.options import IndexOptions
 
 SHOWN_DOCUMENTS = 5  # --json lists them all
 
 
-def show_plan(
-    out: Console, err: Console, source: str, name: str, contextualizer: str, claude: dict[str, Any], embedder: EmbedderSpec,
-    include: list[str] | None, exclude: list[str] | None, max_file_bytes: int, as_json: bool,
-) -> None:
+def show_plan(out: Console, err: Console, source: str, name: str, options: IndexOptions, as_json: bool) -> None:
     """Plan the run (no Prefect, no paid call) and print it."""
     from ctxrag.tasks.plan import plan_index_run
 
-    settings = ClaudeSettings(**{key: value for key, value in claude.items() if key != "corpus_description"})
-    plan = plan_index_run(source, name, Path(ctxrag_home()), contextualizer, settings, embedder, include, exclude, max_file_bytes)
+    files = options.files
+    plan = plan_index_run(source, name, Path(ctxrag_home()), options.contextualizer, options.claude, options.embedding.spec(),
+                          files.include, files.exclude, files.max_file_bytes)
     if as_json:
         print(json.dumps(plan))
         return

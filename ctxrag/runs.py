@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
-from ctxrag.flows.options import EvaluateOptions, IndexOptions
+from ctxrag.tasks.options import EvaluateOptions, IndexOptions
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.errors import user_message
 
@@ -71,11 +71,11 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
     from ctxrag.tasks.load import load_source
     from ctxrag.tasks.load.directory import filter_spec
 
-    options.embedder_spec()
+    options.embedding.spec()
     backend_for(options.backend)
     ContextualizerKind.from_str(options.contextualizer)
-    filter_spec(options.include, "--include")  # a pattern pathspec cannot compile is named here, not after Prefect started
-    filter_spec(options.exclude, "--exclude")
+    filter_spec(options.files.include, "--include")  # a pattern pathspec cannot compile is named here, not after Prefect started
+    filter_spec(options.files.exclude, "--exclude")
     if not Path(source).is_dir():
         load_source(source)  # reads a JSON corpus in full; for a missing path, names what is missing, as the flow would
 
@@ -86,22 +86,22 @@ def run_index(source: str, name: str, options: IndexOptions) -> dict[str, Any]:
     check_index_input(source, name, options)
     from ctxrag.storage.index_store import IndexStore
 
-    new_local_index = options.embedder == "local" and IndexStore(ctxrag_home()).live_version(name) is None
+    new_local_index = options.embedding.embedder == "local" and IndexStore(ctxrag_home()).live_version(name) is None
 
     def load_flow() -> Callable[..., Any]:
         from prefect.task_runners import ThreadPoolTaskRunner
 
         from ctxrag.flows.index import index_corpus
-        from ctxrag.flows.runners import make_task_runner
+        from ctxrag.tasks.runners import make_task_runner
 
         runner = make_task_runner(options.task_runner)
         if new_local_index and isinstance(runner, ThreadPoolTaskRunner):
             from ctxrag.tasks.embedding.embed import preload_local_model
 
-            preload_local_model(options.embedder_spec())
+            preload_local_model(options.embedding.spec())
         return index_corpus.with_options(task_runner=runner)
 
-    return run_flow(load_flow, **options.flow_parameters(source, name))
+    return run_flow(load_flow, source=source, name=name, options=options)
 
 
 def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> None:
@@ -133,4 +133,4 @@ def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callab
 
         return evaluate_index
 
-    return run_flow(load_flow, **options.flow_parameters(evalset, name))
+    return run_flow(load_flow, evalset=evalset, name=name, options=options)

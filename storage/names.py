@@ -6,6 +6,7 @@ import re
 
 from ctxrag.storage.errors import UserError
 
+DEFAULT_NAME = "default"  # the index a command or call uses when none is named
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 
 

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+from ctxrag.tasks.context.claude.settings import ClaudeSettings
+from ctxrag.tasks.options import IndexOptions, from_flat
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,11 +100,17 @@ def requested_chunks(simulator: AnthropicSimulator, texts: dict[str, str], since
     return found
 
 
+def index_options(**flat: Any) -> IndexOptions:
+    """``IndexOptions`` from the command's flat names (``contextualizer="none"``, ``rpm=50``)."""
+    return from_flat(IndexOptions, flat, "test")
+
+
 def run(corpus: Path, home: Path, **claude: Any) -> dict:
     """Index ``corpus`` as "paid" with the Claude contextualizer (batches polled every 0.05 s)."""
     from ctxrag.flows.index import index_corpus
 
-    return index_corpus(source=str(corpus), name="paid", home=str(home), contextualizer="claude", claude=claude, batch_poll_seconds=0.05)
+    options = IndexOptions(contextualizer="claude", claude=ClaudeSettings(**{"batch_poll_seconds": 0.05, **claude}))
+    return index_corpus(source=str(corpus), name="paid", home=str(home), options=options)
 
 
 # --- Elasticsearch chunks (tests/storage/test_elasticsearch_*.py, test_index_store_elasticsearch.py) ---------------

@@ -30,7 +30,7 @@ from filelock import FileLock
 
 from ctxrag.prefect_commands.server_process import (
     ServerDidNotStart, address_of, alive, answers, check_writable, choose_port, diagnose_start, is_prefect_server,
-    server_environment, server_version, sigterm_raises, terminate,
+    server_environment, server_home, server_version, sigterm_raises, terminate,
 )
 from ctxrag.prefect_commands.server_template import prepare_database
 from ctxrag.storage.errors import UserError
@@ -178,6 +178,9 @@ def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalSe
                     terminate(pid)
                     raise ServerDidNotStart(f"the local Prefect server did not start: {diagnose_start(home, env)}")
                 time.sleep(0.1)
+            answering = server_home(server.api_url)
+            if answering is not None and answering.resolve() != home.resolve():  # not ours: ours will not bind the port
+                raise PortTaken(f"port {port} is served by the Prefect server of {answering}")
             return server
         except BaseException:
             if starting is not None and starting.poll() is None:

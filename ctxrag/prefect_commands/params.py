@@ -9,7 +9,8 @@ from ctxrag.prefect_commands.errors import CommandError
 
 
 def parse_params(pairs: Optional[list[str]]) -> dict[str, Any]:
-    """``k=v`` pairs -> parameters; a value that parses as JSON is JSON (``k=5`` -> 5), otherwise a string."""
+    """``k=v`` pairs -> parameters; a value that parses as JSON is JSON (``k=5`` -> 5), otherwise a string. A dotted
+    key sets a field of an object parameter (``options.gate.evalset=q.jsonl``)."""
     parameters: dict[str, Any] = {}
     for pair in pairs or []:
         key, separator, raw = pair.partition("=")
@@ -19,8 +20,20 @@ def parse_params(pairs: Optional[list[str]]) -> dict[str, Any]:
             value: Any = json.loads(raw)
         except ValueError:
             value = raw
-        parameters[key.strip()] = value
+        *groups, leaf = key.strip().split(".")
+        place = parameters
+        for group in groups:
+            place = place.setdefault(group, {})
+        place[leaf] = value
     return parameters
+
+
+def merged(given: dict[str, Any], deployed: dict[str, Any]) -> dict[str, Any]:
+    """A run's parameters: the deployment's, with ``given`` set over them (object parameters field by field)."""
+    result = dict(deployed)
+    for key, value in given.items():
+        result[key] = merged(value, deployed[key]) if isinstance(value, dict) and isinstance(deployed.get(key), dict) else value
+    return result
 
 
 def parse_env(pairs: Optional[list[str]]) -> dict[str, str]:

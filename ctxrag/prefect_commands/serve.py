@@ -7,6 +7,7 @@ deployment prefect.yaml gives it to; ``--cron``/``--timezone`` replace the sched
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from prefect.flows import Flow
     from prefect.schedules import Schedule
 
+INDEX_OPTIONS = {"contextualizer", "embedder", "backend"}  # serve's options that go into the index options
 PATH_PARAMETERS = ("source", "evalset")  # made absolute when serve starts (relative to the current folder), must exist
 YAML = "from prefect.yaml"
 
@@ -72,8 +74,11 @@ def full_name(entry: Deployment, flow: Flow[Any, Any]) -> str:
 def build(
     served: list[tuple[Deployment, Flow[Any, Any]]], options: dict[str, Any], cron: Optional[str] = None, timezone: Optional[str] = None
 ) -> list[RunnerDeployment]:
-    """Runner deployments as prefect.yaml defines them, with OPTIONS' parameters and --cron/--timezone applied."""
-    if unused := sorted(options.keys() - {key for entry, _ in served for key in entry.parameters}):
+    """Runner deployments as prefect.yaml defines them, with OPTIONS' parameters and --cron/--timezone applied: a
+    deployment's own parameter is replaced, an index option (``--contextualizer``, ``--embedder``, ``--backend``)
+    goes into the ``options`` of the deployments that take them."""
+    known = {key for entry, _ in served for key in entry.parameters} | (INDEX_OPTIONS if any("options" in entry.parameters for entry, _ in served) else set())
+    if unused := sorted(options.keys() - known):
         raise CommandError(f"--{unused[0]}: no deployment in prefect.yaml has a parameter {unused[0]!r}")
     parameters = [_parameters(entry, options) for entry, _ in served]  # every path checked before any schedule
     deployments = []
@@ -92,6 +97,11 @@ def build(
 
 def _parameters(entry: Deployment, options: dict[str, Any]) -> dict[str, Any]:
     parameters = {**entry.parameters, **{key: value for key, value in options.items() if key in entry.parameters}}
+    if "options" in entry.parameters:
+        from ctxrag.tasks.options import IndexOptions, nested
+
+        chosen = {key: value for key, value in options.items() if key in INDEX_OPTIONS}
+        parameters["options"] = nested(IndexOptions, chosen, "ctxrag serve", into=copy.deepcopy(entry.parameters["options"] or {}))
     for key in PATH_PARAMETERS:
         if key in parameters:
             path = Path(str(parameters[key]))

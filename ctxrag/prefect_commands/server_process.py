@@ -114,6 +114,16 @@ def server_version(api_url: str) -> str | None:
         return None
 
 
+def server_home(api_url: str) -> Path | None:
+    """The PREFECT_HOME of the server answering at ``api_url`` (its settings say it), None when it does not say."""
+    body = _get(f"{api_url}/admin/settings", 5.0)
+    try:
+        home = json.loads(body).get("home") if body is not None else None
+    except (ValueError, AttributeError):
+        return None
+    return Path(home) if home else None
+
+
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     """Whether the server could bind ``port`` (as uvicorn binds: a port in TIME_WAIT is free)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

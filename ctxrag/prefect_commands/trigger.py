@@ -10,7 +10,7 @@ import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off default
 import typer
 
 from ctxrag.prefect_commands.errors import CommandError, err, fail
-from ctxrag.prefect_commands.params import parse_env, parse_params
+from ctxrag.prefect_commands.params import merged, parse_env, parse_params
 from ctxrag.prefect_commands.server import client, prefect_server
 from ctxrag.tasks.common.display import readable_rows
 
@@ -37,7 +37,7 @@ def trigger(
         if "/" not in deployment and not _is_uuid(deployment):
             raise CommandError(f"name the deployment as FLOW/DEPLOYMENT, e.g. ctxrag-index/reindex (got {deployment!r})")
         with prefect_server(), client() as api:
-            _check_parameters(api, deployment, parameters)
+            parameters = merged(parameters, _check_parameters(api, deployment, parameters))
             try:
                 flow_run = cast(
                     "FlowRun",
@@ -95,8 +95,9 @@ def _no_deployment(deployment: str) -> str:
     return f"no deployment {deployment!r} on this server; `prefect deployment ls` lists them, `ctxrag deploy` creates them"
 
 
-def _check_parameters(api: SyncPrefectClient, deployment: str, parameters: dict[str, Any]) -> None:
-    """Unknown parameter names fail here, with the known ones listed (the server would accept them, the run would not)."""
+def _check_parameters(api: SyncPrefectClient, deployment: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """Unknown parameter names fail here, with the known ones listed (the server would accept them, the run would
+    not); returns the deployment's parameters."""
     from uuid import UUID
 
     from prefect.exceptions import ObjectNotFound
@@ -109,6 +110,7 @@ def _check_parameters(api: SyncPrefectClient, deployment: str, parameters: dict[
     unknown = sorted(set(parameters) - known)
     if known and unknown:
         raise CommandError(f"{deployment} has no parameter {', '.join(map(repr, unknown))}; its parameters: {', '.join(sorted(known))}")
+    return dict(found.parameters or {})
 
 
 def _watch(api: SyncPrefectClient, flow_run: FlowRun, timeout: float) -> FlowRun:

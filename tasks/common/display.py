@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any, Iterable
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 PIPED_WIDTH = 10_000  # columns of a console writing to a file or a pipe: a table row or a path is never wrapped
 
@@ -36,14 +36,30 @@ def readable_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
     ]
 
 
+class ReadableConsole(Console):
+    """A rich console that looks at its stream at each print: on a terminal, or with ``COLUMNS`` set, it wraps at
+    that width, as rich does; written to a file or a pipe (a CI log, ``grep``) with no ``COLUMNS``, it never wraps
+    (rich's default there is 80 columns). ``soft_wrap``: never hard-wrap printed text, on a terminal too."""
+
+    def __init__(self, stderr: bool = False, soft_wrap: bool = False) -> None:
+        super().__init__(stderr=stderr, soft_wrap=soft_wrap)
+        self._never_wrap = soft_wrap
+
+    def _piped(self) -> bool:
+        return not _is_terminal(self.file) and not os.environ.get("COLUMNS")
+
+    def _dimensions(self) -> ConsoleDimensions:
+        return ConsoleDimensions(PIPED_WIDTH, 25) if self._piped() else Console.size.fget(self)  # type: ignore[attr-defined]
+
+    size = property(_dimensions, Console.size.fset)  # type: ignore[assignment,attr-defined]
+
+    def print(self, *objects: Any, soft_wrap: bool | None = None, **options: Any) -> None:  # type: ignore[override]
+        super().print(*objects, soft_wrap=self._never_wrap or self._piped() if soft_wrap is None else soft_wrap, **options)
+
+
 def console(stderr: bool = False, soft_wrap: bool = False) -> Console:
-    """A rich console on stdout (or stderr). On a terminal it wraps at the terminal's width, as rich does; written to
-    a file or a pipe (a CI log, ``grep``) printed text is never hard-wrapped, even when ``COLUMNS`` is set (rich
-    would break lines at 80 columns), and tables get ``COLUMNS`` or a wide default. ``soft_wrap``: never hard-wrap
-    printed text, on a terminal too."""
-    piped = not _is_terminal(sys.stderr if stderr else sys.stdout)
-    width = PIPED_WIDTH if piped and not os.environ.get("COLUMNS") else None
-    return Console(stderr=stderr, width=width, soft_wrap=soft_wrap or piped)
+    """A ``ReadableConsole`` on stdout (or stderr)."""
+    return ReadableConsole(stderr=stderr, soft_wrap=soft_wrap)
 
 
 def _is_terminal(stream: Any) -> bool:

@@ -30,6 +30,7 @@ from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.windows import HEAD_SEPARATOR, pooled_rows, window_runs
 
 BATCH_SIZE = 32
+TEXTS_PER_TASK = 2048  # texts per embedding task: the local model's ~1 minute of work on 2 cores
 PERSIST_EVERY = 128  # texts per part file: a killed run keeps all but the last few batches (paid vectors: a few requests)
 LOCAL_PERSIST_EVERY = 512  # the local model's: its windows are batched together (stdlib padding 2.9% at 128, 1.2% at 512)
 

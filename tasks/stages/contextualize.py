@@ -7,11 +7,13 @@ Each chunk's context key is computed once per run (``context_keys``) and handed 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from prefect import task
 from prefect.cache_policies import NONE
+from prefect.futures import as_completed
 from prefect.runtime import task_run
 
 from ctxrag.storage.artifacts import KEY, contexts_cache
@@ -20,8 +22,11 @@ from ctxrag.storage.ledger import Ledger
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.common.batching import packed
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
+from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.common.retry import may_pass, retry_only_io
-from ctxrag.tasks.stored import Keyed, context_keys, pending_chunks  # noqa: F401  (context_keys: the flow's)
+from ctxrag.tasks.stages.costs import paid_calls
+from ctxrag.tasks.stages.run import IndexRun
+from ctxrag.tasks.stored import Keyed, context_keys, pending_chunks
 
 if TYPE_CHECKING:
     from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer
@@ -33,12 +38,6 @@ PAID_CHUNKS_PER_TASK = 32
 def context_row(key: str, doc_id: str, context: str, paid: bool) -> dict[str, object]:
     """A stored context: ``paid`` ones are never removed by gc unless the user asks (see ctxrag.tasks.gc)."""
     return {KEY: key, "doc_id": doc_id, "context": context, "paid": paid, "created_at": time.time()}
-
-
-@task(cache_policy=NONE)
-def chunks_to_contextualize(corpus: Corpus, keys: list[str], home: Path) -> dict[str, Keyed]:
-    """doc_id -> its chunks (with their keys) that have no stored context yet; documents with none are left out."""
-    return pending_chunks(corpus, keys, home)
 
 
 class DocumentFailures(RuntimeError):
@@ -139,13 +138,6 @@ def contextualize_in_batches(
     )
 
 
-@task(cache_policy=NONE)
-def finish_contextualization(home: Path) -> None:
-    """Fold the stage's journal into Parquet."""
-    contexts_cache(home).compact(min_parts=2)
-
-
-@task(cache_policy=NONE)
 def stored_contexts(corpus: Corpus, keys: list[str], home: Path) -> list[str]:
     """Every chunk's context, in chunk order, from the store (all must be there)."""
     found = contexts_cache(home).lookup(keys, "context")
@@ -153,3 +145,64 @@ def stored_contexts(corpus: Corpus, keys: list[str], home: Path) -> list[str]:
     if missing:
         raise RuntimeError(f"{len(missing)} chunks have no stored context (first: {missing[0]})")
     return [found[key] for key in keys]
+
+
+class DocumentsFailed(UserError, RuntimeError):
+    """Some documents could not be contextualized; the others' results are stored and reused by the next run."""
+
+
+@dataclass(frozen=True)
+class Contexts:
+    """The stage's outcome: every chunk's context and its key (chunk order), what was done, and its paid calls."""
+
+    texts: list[str]
+    keys: list[str]
+    documents_contextualized: int
+    chunks_contextualized: int
+    costs: dict[str, object]
+
+
+def contextualize_corpus(corpus: Corpus, run: IndexRun) -> Contexts:
+    """A context for every chunk: the stored ones read, the others written by Message Batches or by tasks of whole
+    documents (run at once by the flow's task runner). A document that fails does not stop the others: their
+    contexts are saved, and the stage then fails with ``DocumentsFailed`` naming each failed document."""
+    spec, home = run.contextualizer, run.home
+    keys = context_keys(corpus, spec)  # each chunk's context key, once per run
+    pending = pending_chunks(corpus, keys, home)
+    if pending and spec.claude is not None and spec.claude.batched:
+        outcome = contextualize_in_batches(corpus, pending, spec, home, run.run_id, spec.claude.batch_poll_seconds)
+        failed = {"(batch)": f"{outcome['failed']} batch items failed"} if outcome["failed"] else {}
+    else:
+        failed = _contextualize_in_tasks(corpus, pending, spec, home, run.run_id)
+    contexts_cache(home).compact(min_parts=2)  # the stage's journal folded into Parquet
+    costs = paid_calls(home, run.run_id, "contextualize")
+    if failed:
+        listing = "; ".join(f"{doc_id}: {message}" for doc_id, message in sorted(failed.items()))
+        raise DocumentsFailed(f"{len(failed)} of {len(pending)} documents failed (the rest are saved): {listing}")
+    chunks = sum(len(keyed) for keyed in pending.values())
+    return Contexts(stored_contexts(corpus, keys, home), keys, len(pending), chunks, costs)
+
+
+def _contextualize_in_tasks(corpus: Corpus, pending: dict[str, Keyed], spec: ContextualizerSpec, home: Path, run_id: str) -> dict[str, str]:
+    """Submit the pending documents in batches, report progress, and collect the failures: doc_id -> error."""
+    by_document = {document.doc_id: document for document in corpus.documents}
+    batches = document_batches(pending, by_document, chunks_per_task(spec))
+    futures = [
+        contextualize_documents.submit(batch, spec, home, run_id, label=f"{number}-of-{len(batches)}")
+        for number, batch in enumerate(batches, start=1)
+    ]
+    sizes = {id(future): sum(len(keyed) for _, keyed in batch) for future, batch in zip(futures, batches)}
+    to_do = sum(sizes.values())
+    with stage_progress("contextualizing", "chunks", stored=len(corpus.chunks) - to_do) as update:
+        finished = 0
+        for future in as_completed(futures):
+            finished += sizes[id(future)]
+            update(finished, to_do)
+    failed: dict[str, str] = {}
+    for batch, future in zip(batches, futures):
+        result = future.result(raise_on_failure=False)
+        if isinstance(result, DocumentFailures):  # some of the task's documents failed; the others are saved
+            failed.update(result.failures)
+        elif isinstance(result, BaseException):  # the whole task failed (after its retries)
+            failed.update({document.doc_id: str(result) for document, _ in batch})
+    return failed

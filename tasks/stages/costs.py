@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import task
-from prefect.cache_policies import NONE
-
 from ctxrag.storage.ledger import Ledger, summarize
 
 
-@task(cache_policy=NONE)
 def paid_calls(home: Path, run_id: str, stage: str) -> dict[str, object]:
     """Calls, tokens, cache-read share, cost and cost without caching of this run's ``stage``."""
     ledger = Ledger(home)

@@ -4,6 +4,7 @@ and a Dask cluster spreads them); then every vector is read back from the store 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,19 +14,47 @@ from prefect.cache_policies import NONE
 from ctxrag.storage.artifacts import embeddings_cache
 from ctxrag.storage.environment import models_dir
 from ctxrag.storage.ledger import Ledger
-from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_missing, query_model_export, stored_vectors
-from ctxrag.tasks.embedding.embedders import make_embedder
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.embedding.embed import TEXTS_PER_TASK, EmbedderSpec, embed_missing, query_model_export, stored_vectors
+from ctxrag.tasks.embedding.embedders import make_embedder
+from ctxrag.tasks.runners import spreads_tasks
+from ctxrag.tasks.stages.costs import paid_calls
+from ctxrag.tasks.stages.embed_documents import embed_whole_documents
+from ctxrag.tasks.stages.publish import IndexPlan
+from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.stored import unstored_texts
 
-TEXTS_PER_TASK = 2048  # the local model: ~1 minute of work per task on 2 cores
+
+@dataclass(frozen=True)
+class Vectors:
+    """The stage's outcome: every row's vector (plan order), how many were embedded now, and the paid calls."""
+
+    vectors: np.ndarray
+    embedded: int
+    costs: dict[str, object]
 
 
-@task(cache_policy=NONE)
-def texts_to_embed(texts: list[str], spec: EmbedderSpec, home: Path) -> list[str]:
-    """The distinct texts with no stored vector (one read of the stored keys)."""
-    return unstored_texts(texts, spec, home)
+def embed_corpus(plan: IndexPlan, run: IndexRun) -> Vectors:
+    """Embed what is not stored (batch tasks: at once on a Dask cluster, one after the other on threads, where one
+    model uses both cores; an embedder that reads documents embeds them whole), then read every vector."""
+    spec, home = run.embedder, run.home
+    texts = plan.embedded_texts  # what the embedder reads, materialized once
+    doc_ids = plan.rows["doc_id"].to_pylist() if spec.embeds_documents else None
+    batches = [] if doc_ids is not None else text_batches(unstored_texts(texts, spec, home))
+    labels = [f"{number}-of-{len(batches)}" for number in range(1, len(batches) + 1)]
+    if spreads_tasks():
+        futures = [embed_batch.submit(batch, spec, home, run.run_id, label) for batch, label in zip(batches, labels)]
+        embedded = sum(future.result() for future in futures)
+    else:
+        embedded = sum(embed_batch(batch, spec, home, run.run_id, label) for batch, label in zip(batches, labels))
+        if embedded and spec.provider == "local":  # torch is loaded here now: the query export costs ~2 s, once
+            prepare_query_encoder(spec)
+    if doc_ids is not None:
+        embedded += embed_whole_documents(texts, doc_ids, spec, home, run.run_id)
+    keys = spec.document_keys(texts, doc_ids) if doc_ids is not None else None
+    vectors = stored_vectors(texts, spec, embeddings_cache(home), keys=keys)
+    return Vectors(vectors, embedded, paid_calls(home, run.run_id, "embed"))
 
 
 @task(
@@ -37,14 +66,6 @@ def embed_batch(texts: list[str], spec: EmbedderSpec, home: Path, run_id: str = 
     embedder = make_embedder(spec, Ledger(home).append, run_id)
     with stage_progress(f"embedding {label}".strip(), "texts") as update:
         return embed_missing(texts, spec, embeddings_cache(home), progress=update, embedder=embedder)
-
-
-@task(cache_policy=NONE)
-def read_vectors(texts: list[str], spec: EmbedderSpec, home: Path, doc_ids: list[str] | None = None) -> np.ndarray:
-    """Every text's vector, in order, from the store (``doc_ids``: each text's document, for embedders that read
-    documents)."""
-    keys = spec.document_keys(texts, doc_ids) if doc_ids is not None else None
-    return stored_vectors(texts, spec, embeddings_cache(home), keys=keys)
 
 
 @task(cache_policy=NONE)

@@ -12,11 +12,10 @@ from prefect.cache_policies import NONE
 
 from ctxrag.storage.artifacts import embeddings_cache
 from ctxrag.storage.ledger import Ledger
-from ctxrag.tasks.embedding.embed import EmbedderSpec, vector_rows
+from ctxrag.tasks.embedding.embed import TEXTS_PER_TASK, EmbedderSpec, vector_rows
 from ctxrag.tasks.embedding.embedders import make_embedder
 from ctxrag.tasks.common.batching import packed
 from ctxrag.tasks.common.retry import retry_only_io
-from ctxrag.tasks.stages.embed import TEXTS_PER_TASK
 
 DocumentTexts = tuple[list[str], list[str]]  # a document's embedded texts in chunk order, and their cache keys
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NONE
-from prefect.transactions import get_transaction
+from prefect.transactions import get_transaction, transaction
 
 from ctxrag.storage.backends import backend_for
 from ctxrag.storage.bm25 import BM25_B, BM25_K1
@@ -21,6 +21,8 @@ from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.common.models import Corpus, indexed_text, sha256_hex
 from ctxrag.tasks.common.retry import retry_only_io
 from ctxrag.tasks.retrieval.search import DEFINES
+from ctxrag.tasks.stages.gate import check_gate
+from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.context.structure import defined_names
 
 TEXT = "text"  # the plan's column of indexed texts (context + chunk): BM25-indexed, not stored
@@ -114,3 +116,29 @@ def _discard_staged(transaction) -> None:  # type: ignore[no-untyped-def]
 def promote_index(name: str, home: Path, version_id: str) -> None:
     """Serve a staged version (the backend first, e.g. an alias switch, then the local pointer)."""
     IndexStore(home).promote(name, version_id)
+
+
+@dataclass(frozen=True)
+class Published:
+    """The stage's outcome: the live version after the run, whether this run made it, and the gate's scores."""
+
+    version: str
+    status: str  # "published" or "unchanged"
+    gate: dict[str, object] | None = None
+
+
+def publish_version(plan: IndexPlan, vectors: np.ndarray, source: str, run: IndexRun) -> Published:
+    """The live version when it already has the plan's build key (nothing is written). Else the new version is
+    published; with a quality gate and a live version, it is staged, scored against the live one and promoted, or
+    discarded (a transaction rollback) when ``GateRejected`` is raised, the live version untouched."""
+    name, home, gate = run.name, run.home, run.options.gate
+    live = IndexStore(home).manifest(name)
+    if live is not None and live.get("build_key") == plan.build_key:
+        return Published(str(live["version"]), "unchanged")
+    if gate.evalset and live is not None:
+        with transaction():  # a rejected gate rolls back: publish_index's hook discards the staged version
+            version = publish_index(name, home, plan, vectors, source, live=False)
+            scores = check_gate(name, home, version, gate.evalset, gate.strategy, gate.metric, gate.max_drop, run.run_id)
+        promote_index(name, home, version)
+        return Published(version, "published", scores)
+    return Published(publish_index(name, home, plan, vectors, source), "published")

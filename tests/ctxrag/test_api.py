@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import ctxrag
-from ctxrag.flows.options import IndexOptions
+from ctxrag.tasks.options import GateOptions, IndexOptions
 from ctxrag.storage.errors import InvalidInput, UnknownIndexError, UserError
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.secrets import MissingKey
@@ -140,9 +140,9 @@ def test_index_runs_the_command_s_flow_with_its_parameters(home: Path, monkeypat
     assert ctxrag.index(SAMPLE_CORPUS, task_runner="threads") == {"status": "ran"}
     (flow, parameters), (with_runner, defaults) = runs
     assert flow.name == with_runner.name == index_corpus.name
-    expected = IndexOptions(contextualizer="none", gate=str(SAMPLE_QUESTIONS)).flow_parameters(str(SAMPLE_CORPUS), "other")
-    assert parameters == expected and parameters["gate_evalset"] == str(SAMPLE_QUESTIONS)
-    assert defaults == IndexOptions().flow_parameters(str(SAMPLE_CORPUS), "default")
+    assert parameters["source"] == str(SAMPLE_CORPUS) and parameters["name"] == "other"
+    assert parameters["options"] == IndexOptions(contextualizer="none", gate=GateOptions(evalset=str(SAMPLE_QUESTIONS)))
+    assert defaults == {"source": str(SAMPLE_CORPUS), "name": "default", "options": IndexOptions(task_runner="threads")}
 
 
 def test_index_again_reuses_everything(home: Path) -> None:

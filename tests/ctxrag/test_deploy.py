@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from ctxrag.prefect_commands.deployments import project_dir, work_pools_of
 from ctxrag.prefect_commands.errors import CommandError
-from ctxrag.prefect_commands.params import parse_params
+from ctxrag.prefect_commands.params import merged, parse_params
 from tests.helpers import REPO
 
 
@@ -51,6 +51,10 @@ def test_param_values_are_json_when_they_parse_else_strings() -> None:
     assert parsed == {
         "k": 5, "name": "docs", "ks": [5, 10], "flag": True, "ratio": 0.5, "query": "a=b", "empty": "", "claude": {"mode": "batch"},
     }
+    assert parse_params(["options.gate.evalset=q.jsonl", "options.backend=embedded"]) == {"options": {"gate": {"evalset": "q.jsonl"}, "backend": "embedded"}}
+    deployed = {"name": "docs", "options": {"contextualizer": "structural", "gate": {"max_drop": 0.05}}}
+    assert merged(parse_params(["options.gate.evalset=q.jsonl"]), deployed) == {  # set field by field over the deployment's
+        "name": "docs", "options": {"contextualizer": "structural", "gate": {"max_drop": 0.05, "evalset": "q.jsonl"}}}
     assert parse_params(None) == {}
     for bad in ("name", "=docs"):
         with pytest.raises(CommandError, match="KEY=VALUE"):
@@ -92,7 +96,8 @@ def test_prefect_yaml_declares_the_two_deployments_on_the_process_pool() -> None
     reindex, evaluation = deployments["reindex"], deployments["evaluate"]
     assert reindex["entrypoint"] == "flows/index.py:index_corpus"
     assert evaluation["entrypoint"] == "flows/evaluate.py:evaluate_index"
-    assert set(reindex["parameters"]) == {"source", "name", "contextualizer", "embedder", "backend"}
+    assert set(reindex["parameters"]) == {"source", "name", "options"}
+    assert index_corpus.validate_parameters(reindex["parameters"])["options"].embedding.embedder == "local"
     assert set(reindex["parameters"]) <= set(inspect.signature(index_corpus.fn).parameters)
     assert set(evaluation["parameters"]) <= set(inspect.signature(evaluate_index.fn).parameters)
     assert (REPO / reindex["parameters"]["source"]).is_dir() and (REPO / evaluation["parameters"]["evalset"]).is_file()

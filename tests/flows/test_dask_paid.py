@@ -26,10 +26,11 @@ DEADLINE_S = 240.0  # a run takes 30-60 s on a busy 2-core machine, cluster star
 RUN = """
 import json, sys
 from ctxrag.flows.index import index_corpus
-from ctxrag.flows.runners import make_task_runner
+from ctxrag.tasks.runners import make_task_runner
+from tests.helpers import index_options
 flow = index_corpus.with_options(task_runner=make_task_runner("dask"))
-report = flow(source=sys.argv[1], name="dask-paid", home=sys.argv[2], contextualizer="claude", claude={"concurrency": 4},
-                embedder="voyage")
+report = flow(source=sys.argv[1], name="dask-paid", home=sys.argv[2], options=index_options(
+                contextualizer="claude", concurrency=4, embedder="voyage"))
 print(json.dumps({"status": report["status"], "calls": report["contextualizer_calls"]["calls"]}))
 """
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from ctxrag.tasks.options import EvaluateOptions
 from ctxrag.flows.evaluate import evaluate_index
 from ctxrag.flows.index import index_corpus
 from ctxrag.tasks.evaluation.evaluate import NoGoldenChunksInIndex
@@ -37,7 +38,7 @@ def test_every_strategy_is_scored_at_the_default_cutoffs(indexed_home: Path) -> 
 
 
 def test_the_run_is_saved_with_its_frozen_config(indexed_home: Path) -> None:
-    result = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="sample", ks=[3], strategies=["bm25"], home=str(indexed_home))
+    result = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="sample", options=EvaluateOptions(k=[3], strategy=["bm25"]), home=str(indexed_home))
     run_dir = Path(result["run_dir"])
     config = json.loads((run_dir / "config.json").read_text())
     assert config["ks"] == [3] and config["strategies"] == ["bm25"]
@@ -53,7 +54,7 @@ def test_golden_chunks_missing_from_the_index_are_reported(indexed_home: Path, t
     questions.write_text(
         json.dumps({"query": "How are retries delayed?", "golden_chunk_uuids": [["tinyq/retry.py", 0], ["gone.py", 4]]}) + "\n"
     )
-    result = evaluate_index(evalset=str(questions), name="sample", ks=[20], strategies=["hybrid"], home=str(indexed_home))
+    result = evaluate_index(evalset=str(questions), name="sample", options=EvaluateOptions(k=[20], strategy=["hybrid"]), home=str(indexed_home))
     assert result["missing_golden"] == ["gone.py#4"]
     assert result["metrics"]["hybrid"]["pass@20"] <= 0.5  # the missing one counts as a miss
 
@@ -97,5 +98,5 @@ def test_an_evaluation_set_for_another_corpus_is_an_error_and_saves_nothing(inde
 def test_docs_format_gets_precision_recall_f1_mrr(indexed_home: Path, tmp_path: Path) -> None:
     questions = tmp_path / "docs_questions.json"
     questions.write_text(json.dumps([{"id": "q1", "question": "How are retries delayed?", "correct_chunks": ["tinyq/retry.py#0"], "correct_answer": "backoff"}]))
-    result = evaluate_index(evalset=str(questions), name="sample", strategies=["bm25"], home=str(indexed_home))
+    result = evaluate_index(evalset=str(questions), name="sample", options=EvaluateOptions(strategy=["bm25"]), home=str(indexed_home))
     assert list(result["metrics"]["bm25"]) == ["precision@3", "recall@3", "f1@3", "mrr@3", "hit@3", "ndcg@3"]

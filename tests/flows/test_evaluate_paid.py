@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxrag.tasks.options import EvaluateOptions
 from ctxrag.flows.evaluate import evaluate_index
 from ctxrag.flows.index import index_corpus
 from tests.equipment.anthropic_simulator import AnthropicSimulator
@@ -46,7 +47,7 @@ def test_rerank_rows_and_end_to_end_accuracy(
     home, questions = indexed
     cohere_sim, claude_sim = cohere_simulator, anthropic_simulator
     claude_sim.reply_with(judge)
-    result = evaluate_index(evalset=str(questions), name="sample", home=str(home), strategies=["hybrid"], rerank="cohere", end_to_end=True)
+    result = evaluate_index(evalset=str(questions), name="sample", home=str(home), options=EvaluateOptions(strategy=["hybrid"], rerank="cohere", end_to_end=True))
     assert list(result["metrics"]) == ["hybrid", "hybrid+rerank-cohere"]
     for row in result["metrics"].values():
         assert row["accuracy"] == pytest.approx(0.5)  # q0 true, q2 false, q1 unparseable and left out
@@ -61,6 +62,6 @@ def test_without_keys_the_paid_rows_say_what_they_need(indexed: tuple[Path, Path
     for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    result = evaluate_index(evalset=str(questions), name="sample", home=str(home), strategies=["bm25"], rerank="cohere", end_to_end=True)
+    result = evaluate_index(evalset=str(questions), name="sample", home=str(home), options=EvaluateOptions(strategy=["bm25"], rerank="cohere", end_to_end=True))
     assert list(result["metrics"]) == ["bm25"] and "accuracy" not in result["metrics"]["bm25"]
     assert result["unavailable"] == {"bm25+rerank-cohere": "needs CO_API_KEY", "accuracy": "needs ANTHROPIC_API_KEY"}

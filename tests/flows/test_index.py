@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.flows.index import DocumentsFailed, index_corpus
+from tests.helpers import index_options
+from ctxrag.flows.index import index_corpus
+from ctxrag.tasks.stages.contextualize import DocumentsFailed
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.context.contextualize import StructuralContextualizer
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
@@ -29,7 +31,7 @@ def corpus_dir(tmp_path: Path) -> Path:
 
 
 def run(source: Path, home: Path, **options) -> dict:
-    return index_corpus(source=str(source), name="sample", home=str(home), **options)
+    return index_corpus(source=str(source), name="sample", home=str(home), options=index_options(**options))
 
 
 def test_first_run_builds_and_second_run_reuses_every_stage(corpus_dir: Path, home: Path) -> None:
@@ -176,7 +178,7 @@ def test_the_quality_gate_keeps_the_live_index_when_the_new_one_is_worse(corpus_
     for path in corpus_dir.rglob("*.py"):  # the code that answers most questions disappears
         path.write_text("# moved elsewhere\n")
     with pytest.raises(GateRejected, match="would fall from"):
-        run(corpus_dir, home, gate_evalset=str(SAMPLE_QUESTIONS), gate_strategy="bm25", gate_max_drop=0.02)
+        run(corpus_dir, home, gate=str(SAMPLE_QUESTIONS), gate_strategy="bm25", gate_max_drop=0.02)
     store = IndexStore(home)
     assert store.manifest("sample")["version"] == first["version"]  # the live index was never replaced
     assert [path.name for path in (home / "indexes" / "sample" / "versions").iterdir()] == [first["version"]]  # rolled back
@@ -185,7 +187,7 @@ def test_the_quality_gate_keeps_the_live_index_when_the_new_one_is_worse(corpus_
     shutil.copytree(SAMPLE_CORPUS, corpus_dir)
     (corpus_dir / "CHANGELOG.txt").write_text((corpus_dir / "CHANGELOG.txt").read_text() + "\n0.9.3 - docs.\n")
     store.save_tuning("sample", {"strategy": {"strategy": "bm25"}})  # no --gate-strategy: the index's own is scored
-    passed = run(corpus_dir, home, gate_evalset=str(SAMPLE_QUESTIONS))
+    passed = run(corpus_dir, home, gate=str(SAMPLE_QUESTIONS))
     assert passed["status"] == "published" and passed["gate"]["metric"] == "pass@10" and passed["gate"]["strategy"] == "bm25"
     assert passed["gate"]["candidate"] >= passed["gate"]["live"] - 0.02
     assert store.manifest("sample")["version"] == passed["version"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.flows.index import DocumentsFailed
+from ctxrag.tasks.stages.contextualize import DocumentsFailed
 from ctxrag.storage.ledger import Ledger
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.artifacts import contexts_cache

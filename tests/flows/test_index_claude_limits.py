@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.flows.index import DocumentsFailed
+from ctxrag.tasks.stages.contextualize import DocumentsFailed
 from ctxrag.storage.ledger import Ledger
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.helpers import run, write_corpus

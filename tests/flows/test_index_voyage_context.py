@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import index_options
 from ctxrag.storage.index_store import IndexStore
 from tests.equipment.voyage_simulator import VoyageSimulator
 from tests.helpers import write_corpus
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 def index(corpus: Path, home: Path) -> dict:
     from ctxrag.flows.index import index_corpus
 
-    return index_corpus(source=str(corpus), name="ctx", home=str(home), contextualizer="none", embedder="voyage-context-3")
+    return index_corpus(source=str(corpus), name="ctx", home=str(home), options=index_options(contextualizer="none", embedder="voyage-context-3"))
 
 
 def sent_documents(simulator: VoyageSimulator, since: int = 0) -> list[list[str]]:

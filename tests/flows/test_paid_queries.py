@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ctxrag.tasks.options import EvaluateOptions
+from tests.helpers import index_options
 from ctxrag.flows.evaluate import evaluate_index
 from ctxrag.flows.index import index_corpus
 from ctxrag.storage.index_store import IndexStore
@@ -28,15 +30,15 @@ def ledger_embed_requests(home: Path) -> int:
 
 
 def test_query_embeddings_are_paid_once_and_every_request_is_in_the_ledger(voyage_simulator, home: Path) -> None:  # type: ignore[no-untyped-def]
-    index_corpus(source=str(SAMPLE_CORPUS), name="paid", home=str(home), embedder="voyage")
+    index_corpus(source=str(SAMPLE_CORPUS), name="paid", home=str(home), options=index_options(embedder="voyage"))
     after_index = embed_requests(voyage_simulator)
     assert after_index > 0 and ledger_embed_requests(home) == after_index
 
-    first = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="paid", home=str(home), strategies=["vector", "hybrid"])
+    first = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="paid", home=str(home), options=EvaluateOptions(strategy=["vector", "hybrid"]))
     after_first = embed_requests(voyage_simulator)
     assert after_first > after_index  # the queries were embedded (in few requests: prefetched together)
     assert after_first - after_index <= 2
-    second = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="paid", home=str(home), strategies=["vector", "hybrid"])
+    second = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="paid", home=str(home), options=EvaluateOptions(strategy=["vector", "hybrid"]))
     assert embed_requests(voyage_simulator) == after_first  # a re-run pays nothing new
     assert second["metrics"] == first["metrics"]
 

@@ -96,7 +96,7 @@ def test_deploy_creates_the_process_pool_and_both_deployments(prefect_server: Pr
     # the pull step runs flows from this checkout, whatever folder the worker started in
     assert reindex.pull_steps == [{"prefect.deployments.steps.set_working_directory": {"directory": str(REPO.resolve())}}]
     assert [schedule.schedule.cron for schedule in reindex.schedules] == ["0 3 * * *"]
-    assert set(reindex.parameters) == {"source", "name", "contextualizer", "embedder", "backend"}
+    assert set(reindex.parameters) == {"source", "name", "options"}
     assert reindex.parameters["source"] == "data/sample/corpus"
     assert evaluation.parameters == {"evalset": "data/sample/questions.jsonl", "name": "default"}
 
@@ -116,12 +116,13 @@ def test_trigger_reindex_runs_on_the_worker_and_publishes_its_artifact(prefect_s
     started = time.monotonic()
     result = ctxrag(
         prefect_server, home, "trigger", "ctxrag-index/reindex", "--param", "name=sample", "--param", "source=data/sample/corpus",
-        "--param", "max_seq_length=256", "--watch", "--timeout", "100", "--json", timeout=130,
+        "--param", "options.embedding.max_seq_length=256", "--watch", "--timeout", "100", "--json", timeout=130,
     )
     assert result.returncode == 0, f"{result.stderr[-3000:]}\nworker log:\n{worker.read_text()[-3000:]}"
     run = json.loads(result.stdout)  # stdout is exactly one JSON object; progress went to stderr
     assert run["state"] == "COMPLETED", run
-    assert run["parameters"]["name"] == "sample" and run["parameters"]["max_seq_length"] == 256  # k=256 -> JSON number
+    assert run["parameters"]["name"] == "sample" and run["parameters"]["options"]["embedding"]["max_seq_length"] == 256  # a JSON number
+    assert run["parameters"]["options"]["contextualizer"] == "structural"  # the deployment's other options kept
     assert "created flow run" in result.stderr and "Completed" in result.stderr
     assert "ctxrag-index-sample:" in result.stderr and "item=seconds.embed" in result.stderr  # --watch shows the summary
     assert re.search(r"item=seconds\.embed  value=\d+(\.\d)?\n", result.stderr), result.stderr  # seconds to 0.1 s
@@ -166,7 +167,7 @@ def test_trigger_names_what_is_wrong_without_a_traceback(prefect_server: Prefect
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr and "Traceback" not in bad.stderr
     unknown = ctxrag(prefect_server, home, "trigger", "ctxrag-index/reindex", "--param", "nmae=sample")
     assert unknown.returncode == 2 and "has no parameter 'nmae'" in unknown.stderr and "source" in unknown.stderr
-    wrong_type = ctxrag(prefect_server, home, "trigger", "ctxrag-index/reindex", "--param", "max_seq_length=many")
+    wrong_type = ctxrag(prefect_server, home, "trigger", "ctxrag-index/reindex", "--param", "options.embedding.max_seq_length=many")
     assert wrong_type.returncode == 2 and "the server refused the run" in wrong_type.stderr and "max_seq_length" in wrong_type.stderr
 
 

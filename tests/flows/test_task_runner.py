@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ctxrag.flows.index import index_corpus
-from ctxrag.flows.runners import make_task_runner
+from ctxrag.tasks.runners import make_task_runner
 from ctxrag.storage.index_store import IndexStore
 from tests.helpers import SAMPLE_CORPUS
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import index_options
 from ctxrag.flows.index import index_corpus
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.gc import artifact_lock, collect_garbage
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 def test_gc_drops_only_what_no_index_references(home) -> None:  # type: ignore[no-untyped-def]
     index_corpus(source=str(SAMPLE_CORPUS), name="structural", home=str(home))
-    index_corpus(source=str(SAMPLE_CORPUS), name="plain", home=str(home), contextualizer="none")
+    index_corpus(source=str(SAMPLE_CORPUS), name="plain", home=str(home), options=index_options(contextualizer="none"))
     chunks = IndexStore(home).open("plain").chunks.num_rows
     before = collect_garbage(home)
     assert before["contexts_removed"] == before["embeddings_removed"] == 0
@@ -93,7 +94,7 @@ def test_gc_keeps_the_contexts_of_a_version_built_before_rows_recorded_their_con
 
     from ctxrag.tasks.context.contextualize import CONTEXT_KEY
 
-    index_corpus(source=str(SAMPLE_CORPUS), name="old", contextualizer="none", home=str(home))
+    index_corpus(source=str(SAMPLE_CORPUS), name="old", options=index_options(contextualizer="none"), home=str(home))
     store = IndexStore(home)
     chunks_file = store.root / "old" / "versions" / store.manifest("old")["version"] / "chunks.parquet"
     table = pq.read_table(chunks_file)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ctxrag.storage.errors import InvalidInput
 
@@ -10,23 +10,32 @@ DEFAULT_CONCURRENCY = 2  # a Tier-1 key: 50 requests a minute; the API's headers
 MODES = ("per-chunk", "per-document", "batch", "per-document-batch")
 BATCH_MODES = frozenset({"batch", "per-document-batch"})  # sent through the Message Batches API (half price)
 PER_DOCUMENT_MODES = frozenset({"per-document", "per-document-batch"})  # one call answers up to 20 chunks
+FIXED = {"internal": True}  # shapes of the calls a user does not choose: not command-line options
 
 
 @dataclass(frozen=True)
 class ClaudeSettings:
-    """Everything that shapes the calls (plain values: safe as task parameters and in the index manifest)."""
+    """Everything that shapes the calls (plain values: safe as task parameters and in the index manifest). The
+    fields with a description are ``ctxrag index`` options (``flag``: the command's name when not the field's)."""
 
-    model: str = "claude-haiku-4-5"
-    mode: str = "per-chunk"  # per-chunk | per-document | batch | per-document-batch (MODES)
-    cache_ttl: str = "5m"  # or "1h"
-    concurrency: int = DEFAULT_CONCURRENCY  # Claude requests open at once in the whole run (per process)
-    requests_per_minute: float | None = None
-    tokens_per_minute: float | None = None
-    max_tokens: int = 400
-    chunks_per_call: int = 20  # per-document mode: chunks answered by one call
-    window_tokens: int = 150_000
-    retry_attempts: int = 6
-    corpus_description: str = "a document collection"
+    __pydantic_config__ = {"title": "Claude"}
+
+    model: str = field(default="claude-haiku-4-5", metadata={"description": "Claude model (claude contextualizers)."})
+    mode: str = field(default="per-chunk", metadata={"flag": "claude-mode", "description": (
+        "per-chunk (the cookbook's), per-document (one call, many contexts), batch (per-chunk via Message Batches, "
+        "half price), per-document-batch (per-document via Message Batches).")})
+    cache_ttl: str = field(default="5m", metadata={"description": "Prompt-cache TTL: 5m or 1h."})
+    concurrency: int = field(default=DEFAULT_CONCURRENCY, metadata={"min": 1, "description": (
+        "Claude requests open at once in the whole run (all documents; per process under Dask).")})
+    requests_per_minute: float | None = field(default=None, metadata={"flag": "rpm", "description": "Client-side limit: Claude requests per minute."})
+    tokens_per_minute: float | None = field(default=None, metadata={"flag": "tpm", "description": (
+        "Client-side limit: Claude input tokens per minute (estimated; as in the API's limit, cache reads do not count).")})
+    corpus_description: str = field(default="a document collection", metadata={"description": "What the corpus is (summary prompt)."})
+    max_tokens: int = field(default=400, metadata=FIXED)
+    chunks_per_call: int = field(default=20, metadata=FIXED)  # per-document mode: chunks answered by one call
+    window_tokens: int = field(default=150_000, metadata=FIXED)  # the document's part in a prompt
+    retry_attempts: int = field(default=6, metadata=FIXED)  # one budget per call
+    batch_poll_seconds: float = field(default=30.0, metadata=FIXED)  # how often open Message Batches are polled
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -99,7 +99,7 @@ def test_ctxrag_entrypoints_load_the_flows_the_rest_of_ctxrag_imports() -> None:
 
 def test_module_names_of_entrypoint_files(tmp_path: Path) -> None:
     assert module_name(REPO, Path("flows/index.py")) == "ctxrag.flows.index"
-    assert module_name(REPO / "flows", Path("runners.py")) == "ctxrag.flows.runners"
+    assert module_name(REPO / "flows", Path("evaluate.py")) == "ctxrag.flows.evaluate"
     assert module_name(REPO, Path("tasks/stages/load.py")) == "ctxrag.tasks.stages.load"
     assert module_name(tmp_path, Path("pipelines/nightly.py")) == "pipelines.nightly"  # a user's own flow
 

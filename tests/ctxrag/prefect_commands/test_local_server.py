@@ -62,8 +62,8 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
         # the whole run is recorded: flow runs of both homes, every stage as a named task run, logs tagged with them
         assert _post(server.api_url, "/flow_runs/count", {}) == 2
         task_runs = _post(server.api_url, "/task_runs/filter", {})
-        names = {run["name"].rsplit("-", 1)[0] for run in task_runs}  # type: ignore[union-attr]
-        assert {"load_corpus", "compare_with_live", "publish_index"} <= names, names
+        names = {name for run in task_runs for name in (run["name"], run["name"].rsplit("-", 1)[0])}  # type: ignore[union-attr]
+        assert {"load_corpus", "contextualize-1-of-1", "embed-1-of-1", "publish_index"} <= names, names
         assert all(run["state_type"] == "COMPLETED" for run in task_runs)  # type: ignore[union-attr]
         logs = _post(server.api_url, "/logs/filter", {"logs": {"task_run_id": {"is_null_": False}}, "limit": 5})
         assert logs, "no log line is tagged with its task run"
@@ -221,6 +221,7 @@ def test_a_port_taken_after_the_check_is_replaced_by_a_free_one(tmp_path: Path, 
             assert f":{held}/" not in server.api_url
             assert server_process.answers(server.api_url)
             assert find_server(prefect_home) == server
+            assert server_process.server_home(server.api_url) == prefect_home.resolve()  # how a start knows it is its own
 
 
 def test_errors_name_a_taken_port_and_a_home_that_cannot_be_written(tmp_path: Path) -> None:

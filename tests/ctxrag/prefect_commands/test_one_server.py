@@ -69,7 +69,7 @@ def test_index_serve_trigger_and_a_scheduled_run_share_the_local_server_and_stop
             assert run["state"] == "COMPLETED" and run["parameters"]["name"] == "docs"
             assert run["url"].startswith(server["ui_url"])
             task_runs = _post(server["api_url"], "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
-            assert {"load_corpus", "compare_with_live"} <= {task["name"].rsplit("-", 1)[0] for task in task_runs}
+            assert "load_corpus" in {task["name"].rsplit("-", 1)[0] for task in task_runs}  # the index is up to date: no other stage runs
 
             # the cron schedule's own run: made by the server's scheduler, run by serve, completed
             def scheduled_completed() -> bool:

@@ -37,8 +37,11 @@ def crons(deployment: Any) -> list[tuple[str, str]]:
 def test_a_parameter_option_sets_it_where_prefect_yaml_has_it(served: list[tuple[Any, Any]]) -> None:
     reindex, evaluation = build(served, {"name": "docs", "source": "data/sample/corpus/", "backend": "elasticsearch"})
     assert reindex.parameters == {
-        "source": SOURCE, "name": "docs", "contextualizer": "structural", "embedder": "local", "backend": "elasticsearch",
+        "source": SOURCE, "name": "docs",
+        "options": {"contextualizer": "structural", "embedding": {"embedder": "local"}, "backend": "elasticsearch"},
     }
+    (chosen,) = build(served, {"embedder": "voyage"})[:1]  # an index option lands in its group, the others kept
+    assert chosen.parameters["options"] == {"contextualizer": "structural", "embedding": {"embedder": "voyage"}, "backend": "embedded"}
     assert evaluation.parameters == {"evalset": str(REPO / "data" / "sample" / "questions.jsonl"), "name": "docs"}
 
 

@@ -15,7 +15,7 @@ from ctxrag.tasks.common.retry import ApiCallFailed, may_pass
 from ctxrag.tasks.stages.contextualize import (
     BatchFailed,
     BatchToRetry,
-    chunks_to_contextualize,
+    pending_chunks,
     context_keys,
     contextualize_documents,
     document_batches,
@@ -45,15 +45,15 @@ def test_pending_chunks_are_contextualized_stored_and_then_found(tmp_path: Path)
     data = corpus({"a": 2, "b": 3})
     spec = ContextualizerSpec("structural")
     keys = context_keys(data, spec)
-    pending = chunks_to_contextualize.fn(data, keys, tmp_path)
+    pending = pending_chunks(data, keys, tmp_path)
     assert {doc_id: len(keyed) for doc_id, keyed in pending.items()} == {"a": 2, "b": 3}
     batch = [(document, pending[document.doc_id]) for document in data.documents]
     assert contextualize_documents.fn(batch, spec, tmp_path, "run") == 5
-    assert chunks_to_contextualize.fn(data, keys, tmp_path) == {}
+    assert pending_chunks(data, keys, tmp_path) == {}
     assert contextualize_documents.fn(batch, spec, tmp_path, "run") == 0  # a retry writes nothing twice
     expected = [context for document in data.documents for context in StructuralContextualizer().contextualize(
         document, [chunk for chunk in data.chunks if chunk.doc_id == document.doc_id])]
-    assert stored_contexts.fn(data, keys, tmp_path) == expected
+    assert stored_contexts(data, keys, tmp_path) == expected
     rows = contexts_cache(tmp_path).read().to_pylist()
     assert all(row["paid"] is False for row in rows)
 
@@ -78,11 +78,11 @@ def test_a_failing_document_does_not_stop_the_others_and_the_task_is_retried_onl
     monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": Failing())
     data = corpus({"a": 1, "b": 1, "c": 1})
     keys = context_keys(data, ContextualizerSpec("structural"))
-    pending = chunks_to_contextualize.fn(data, keys, tmp_path)
+    pending = pending_chunks(data, keys, tmp_path)
     with pytest.raises(raised) as failed:
         contextualize_documents.fn([(d, pending[d.doc_id]) for d in data.documents], ContextualizerSpec("structural"), tmp_path, "run")
     assert failed.value.failures == said
-    assert set(chunks_to_contextualize.fn(data, keys, tmp_path)) == set(errors)  # the others are saved
+    assert set(pending_chunks(data, keys, tmp_path)) == set(errors)  # the others are saved
     assert may_pass(failed.value) is (raised is BatchToRetry)  # retried only when nothing failed for good (one budget per call)
     assert pickle.loads(pickle.dumps(failed.value)).failures == failed.value.failures  # crosses a Dask worker
 
@@ -90,7 +90,7 @@ def test_a_failing_document_does_not_stop_the_others_and_the_task_is_retried_onl
 def test_a_missing_context_is_named(tmp_path: Path) -> None:
     data = corpus({"a": 1})
     with pytest.raises(RuntimeError, match=r"1 chunks have no stored context \(first: a#0\)"):
-        stored_contexts.fn(data, context_keys(data, ContextualizerSpec("none")), tmp_path)
+        stored_contexts(data, context_keys(data, ContextualizerSpec("none")), tmp_path)
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -113,7 +113,7 @@ def test_a_first_attempt_reads_no_store_and_a_retry_skips_what_it_saved(tmp_path
     monkeypatch.setattr(ContextualizerSpec, "build", lambda self, run_id="": DiskFailsOnceAfterA())
     data = corpus({"a": 2, "b": 1})
     keys = context_keys(data, ContextualizerSpec("structural"))
-    pending = chunks_to_contextualize.fn(data, keys, tmp_path)
+    pending = pending_chunks(data, keys, tmp_path)
     batch = [(document, pending[document.doc_id]) for document in data.documents]
     task = contextualize_documents.with_options(retry_delay_seconds=0)
 

@@ -43,9 +43,9 @@ def test_publish_writes_a_version_the_store_opens_and_the_diff_reads(tmp_path: P
     assert opened.manifest["version"] == version and opened.config["backend"] == "embedded"
     assert TEXT not in opened.chunks.column_names  # derived, not stored
     assert opened.ranker.rank_bm25("b_0", 3)[0][0] == 2
-    assert compare_with_live.fn(data, "docs", tmp_path) == {"new": 0, "changed": 0, "unchanged": 2, "removed": 0}
+    assert compare_with_live(data, "docs", tmp_path) == {"new": 0, "changed": 0, "unchanged": 2, "removed": 0}
     edited = corpus({"a": 3, "c": 1})
-    assert compare_with_live.fn(edited, "docs", tmp_path) == {"new": 1, "changed": 1, "unchanged": 0, "removed": 1}
+    assert compare_with_live(edited, "docs", tmp_path) == {"new": 1, "changed": 1, "unchanged": 0, "removed": 1}
 
 
 def test_the_plan_records_the_names_each_chunk_defines() -> None:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from ctxrag.flows.options import DEFAULT_NAME
+from ctxrag.storage.names import DEFAULT_NAME
 from ctxrag.storage.errors import InvalidInput
 
 DEFAULT_TASK_WORKERS = 4
