@@ -33,10 +33,10 @@ from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git
 EMBED_ALONE = """
 import sys, time
 import pyarrow.parquet as pq
-from ctxrag.tasks.options import IndexOptions
 from ctxrag.tasks.embedding.embed import LocalEmbedder
+from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_CONTEXT_TOKENS, LOCAL_WINDOW_TOKENS, EmbedderSpec
 table = pq.ParquetFile(sys.argv[1]).read(columns=["context", "content"])
-spec = IndexOptions().embedding.spec()
+spec = EmbedderSpec.choose("local", None, DEFAULT_MAX_SEQ_LENGTH, None, LOCAL_WINDOW_TOKENS, LOCAL_CONTEXT_TOKENS)  # the default
 texts = spec.embedded_texts(table["context"].to_pylist(), table["content"].to_pylist())
 LocalEmbedder(spec).embed(texts)
 """
