@@ -6,18 +6,28 @@ import json
 import logging
 from pathlib import Path
 
-import bm25s
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ctxrag.storage.tokenize import tokenize
 
-# bm25s sets its own logger to DEBUG when imported, so its "Building index from tokens" reached every handler of
-# the root logger (Prefect's console handler prints all levels) as a DEBUG line among an INFO-level run's logs.
-# Back to NOTSET: it follows the root logger's level, as every other library's logger does.
-logging.getLogger("bm25s").setLevel(logging.NOTSET)
+if TYPE_CHECKING:
+    import bm25s
 
 BM25_K1 = 1.2  # as Lucene and Elasticsearch default them; the Elasticsearch backend's similarity uses the same
 BM25_B = 0.75
+
+
+def _bm25s() -> Any:
+    """bm25s, imported when an index is built or opened (0.13 s that a re-index with nothing to publish skips).
+    It sets its own logger to DEBUG when imported, so its "Building index from tokens" reached every handler of the
+    root logger (Prefect's console handler prints all levels) as a DEBUG line among an INFO-level run's logs; back to
+    NOTSET, it follows the root logger's level, as every other library's logger does."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.NOTSET)
+    return bm25s
 
 
 class Bm25Index:
@@ -36,7 +46,7 @@ class Bm25Index:
         tokens = [tokenize(text) for text in texts]
         if not any(tokens):
             return cls(None, len(texts))
-        retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
+        retriever = _bm25s().BM25(k1=k1, b=b, method="lucene")
         retriever.index(tokens, show_progress=False)
         return cls(retriever, len(texts))
 
@@ -56,5 +66,5 @@ class Bm25Index:
     @classmethod
     def load(cls, directory: Path) -> "Bm25Index":
         meta = json.loads((directory / "ctxrag.json").read_text())
-        retriever = None if meta["empty"] else bm25s.BM25.load(str(directory), show_progress=False)
+        retriever = None if meta["empty"] else _bm25s().BM25.load(str(directory), show_progress=False)
         return cls(retriever, meta["size"])

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ctxrag.storage.tokenize import STOPWORDS
+from ctxrag.storage.tokenize import stopwords
+
 
 _MODIFIERS = r"(?:(?:pub(?:\([^)]*\))?|export|default|async|unsafe|static|public|private|protected|final|abstract|inline|extern|virtual|override|sealed|internal|open|data)\s+)*"
 _KEYWORD_DEF = re.compile(
@@ -68,7 +69,7 @@ def defined_names(text: str) -> list[str]:
 
 def mentioned_names(question: str) -> set[str]:
     """The words of a question that could name a definition: identifiers, lowercased, stop words left out."""
-    return {word.lower() for word in _IDENT.findall(question) if len(word.strip("_")) >= MIN_NAME} - STOPWORDS
+    return {word.lower() for word in _IDENT.findall(question) if len(word.strip("_")) >= MIN_NAME} - stopwords()
 
 
 def leading_comment(text: str, limit: int = 300) -> str:

@@ -40,7 +40,7 @@ def embed_corpus(plan: IndexPlan, run: IndexRun) -> Vectors:
     model uses both cores; an embedder that reads documents embeds them whole), then read every vector."""
     spec, home = run.embedder, run.home
     texts = plan.embedded_texts  # what the embedder reads, materialized once
-    doc_ids = plan.rows["doc_id"].to_pylist() if spec.embeds_documents else None
+    doc_ids = plan.doc_ids if spec.embeds_documents else None
     batches = [] if doc_ids is not None else text_batches(unstored_texts(texts, spec, home))
     labels = [f"{number}-of-{len(batches)}" for number in range(1, len(batches) + 1)]
     if spreads_tasks():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -18,33 +19,59 @@ from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.context.contextualize import CONTEXT_KEY
 from ctxrag.tasks.context.contextualizers import ContextualizerSpec
 from ctxrag.tasks.embedding.embed import EmbedderSpec
-from ctxrag.tasks.common.models import Corpus, indexed_text, sha256_hex
+from ctxrag.tasks.common.models import Chunk, Corpus, indexed_text, sha256_hex
 from ctxrag.tasks.common.retry import retry_only_io
 from ctxrag.tasks.retrieval.search import DEFINES
 from ctxrag.tasks.stages.gate import check_gate
 from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.context.structure import defined_names
 
-TEXT = "text"  # the plan's column of indexed texts (context + chunk): BM25-indexed, not stored
 
 
 @dataclass
 class IndexPlan:
-    """What a build would publish, and the key that says whether the live index already is exactly that."""
+    """What a build would publish, and the key that says whether the live index already is exactly that. The rows
+    become an Arrow table only when a version is published: a re-index with nothing to publish makes none (pyarrow
+    imports pandas, 0.3 s, to make an array from Python values)."""
 
     config: dict[str, object]
     build_key: str
-    rows: pa.Table = field(repr=False)
+    chunks: list[Chunk] = field(repr=False)
+    contexts: list[str] = field(repr=False)
+    context_keys: list[str] = field(repr=False)
     spec: EmbedderSpec  # how the embedder reads each row
 
     @property
+    def doc_ids(self) -> list[str]:
+        return [chunk.doc_id for chunk in self.chunks]
+
+    @property
     def texts(self) -> list[str]:
-        return self.rows[TEXT].to_pylist()
+        """Each row's indexed text (context + chunk): what BM25 reads."""
+        return [indexed_text(context, chunk.content) for context, chunk in zip(self.contexts, self.chunks)]
 
     @property
     def embedded_texts(self) -> list[str]:
         """What the embedder reads for each row (``EmbedderSpec.embedded_texts``), derived from its context and chunk."""
-        return self.spec.embedded_texts(self.rows["context"].to_pylist(), self.rows["content"].to_pylist())
+        return self.spec.embedded_texts(self.contexts, [chunk.content for chunk in self.chunks])
+
+    @cached_property
+    def rows(self) -> pa.Table:
+        """The version's stored rows: the chunks, their contexts and context keys (which ctxrag.tasks.gc keeps), and
+        the names each chunk defines."""
+        chunks = self.chunks
+        return pa.table({
+            "chunk_id": [chunk.chunk_id for chunk in chunks],
+            "doc_id": self.doc_ids,
+            "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
+            "key": [chunk.key for chunk in chunks],
+            "doc_sha": [chunk.doc_sha for chunk in chunks],
+            "heading": [chunk.heading for chunk in chunks],
+            "content": [chunk.content for chunk in chunks],
+            "context": self.contexts,
+            CONTEXT_KEY: self.context_keys,
+            DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
+        })
 
 
 def plan_index(
@@ -55,8 +82,7 @@ def plan_index(
     contextualizer: ContextualizerSpec,
     backend: str = "embedded",
 ) -> IndexPlan:
-    """The version's rows (with the indexed text of each chunk, derived here once, and the key of its stored context,
-    which ctxrag.tasks.gc keeps) and its config."""
+    """The version's plan: its config and build key, with the chunks and contexts its rows are made of."""
     backend_for(backend)  # an unknown backend fails here, before anything is embedded
     worker = contextualizer.build()
     config: dict[str, object] = {
@@ -66,23 +92,8 @@ def plan_index(
         "bm25": {"k1": BM25_K1, "b": BM25_B},
     }
     chunks = corpus.chunks
-    rows = pa.table(
-        {
-            "chunk_id": [chunk.chunk_id for chunk in chunks],
-            "doc_id": [chunk.doc_id for chunk in chunks],
-            "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
-            "key": [chunk.key for chunk in chunks],
-            "doc_sha": [chunk.doc_sha for chunk in chunks],
-            "heading": [chunk.heading for chunk in chunks],
-            "content": [chunk.content for chunk in chunks],
-            "context": contexts,
-            CONTEXT_KEY: context_keys,
-            DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
-            TEXT: [indexed_text(context, chunk.content) for context, chunk in zip(contexts, chunks)],
-        }
-    )
     build_key = sha256_hex(repr(sorted(config.items())), *(f"{chunk.chunk_id}|{chunk.key}" for chunk in chunks), *contexts)
-    return IndexPlan(config, build_key, rows, spec)
+    return IndexPlan(config, build_key, chunks, contexts, context_keys, spec)
 
 
 @task(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=retry_only_io, cache_policy=NONE)
@@ -95,9 +106,9 @@ def publish_index(name: str, home: Path, plan: IndexPlan, vectors: np.ndarray, s
         "build_key": plan.build_key,
         "source": source,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "counts": {"chunks": plan.rows.num_rows, "documents": len(set(plan.rows["doc_id"].to_pylist()))},
+        "counts": {"chunks": len(plan.chunks), "documents": len(set(plan.doc_ids))},
     }
-    version = IndexStore(home).publish(name, manifest, plan.rows.drop_columns([TEXT]), plan.texts, vectors, live=live).name
+    version = IndexStore(home).publish(name, manifest, plan.rows, plan.texts, vectors, live=live).name
     transaction = get_transaction()
     if transaction is not None:
         transaction.set("staged", {"name": name, "home": str(home), "version": version})

@@ -30,7 +30,7 @@ def report_run(
         "documents_contextualized": contexts.documents_contextualized,
         "chunks_contextualized": contexts.chunks_contextualized,
         "chunks_embedded": vectors.embedded,
-        "chunks_embedding_reused": plan.rows.num_rows - vectors.embedded,
+        "chunks_embedding_reused": len(plan.chunks) - vectors.embedded,
         "contextualizer_calls": contexts.costs,
         "embedding_calls": vectors.costs,
         "gate": published.gate,

@@ -83,3 +83,17 @@ def test_help_imports_none_of_the_pipeline(home: Path, tmp_path: Path, args: lis
     result, modules = loaded_modules(home, tmp_path, *args)
     assert result.returncode == 0, result.stderr
     assert not sorted(name for name in modules if name in PIPELINE or name.startswith(tuple(f"{part}." for part in PIPELINE)))
+
+
+def test_a_re_index_with_nothing_to_publish_loads_no_model_and_no_table_library(home: Path, tmp_path: Path) -> None:
+    """The no-op re-index runs its flow (Prefect is imported) but builds no Arrow table (pyarrow would import pandas),
+    opens no BM25 index (bm25s) and loads no model."""
+    from prefect.settings import PREFECT_API_URL
+
+    record = tmp_path / "modules.json"
+    env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    result = subprocess.run([sys.executable, "-c", RECORD, str(record), "index", str(SAMPLE_CORPUS), "--name", "sample", "--json"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0 and json.loads(result.stdout)["status"] == "unchanged", result.stderr
+    modules = set(json.loads(record.read_text()))
+    assert "prefect" in modules and not modules & {"pandas", "bm25s", "torch", "onnxruntime", "matplotlib"}

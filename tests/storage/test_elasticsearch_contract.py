@@ -108,7 +108,7 @@ def test_index_body_is_pinned() -> None:
 def test_stop_words_are_the_embedded_engines_plus_single_letters() -> None:
     assert STOPWORDS == sorted(set(STOPWORDS_EN_PLUS) | set(string.ascii_lowercase))
     assert len(STOPWORDS_EN_PLUS) == 179
-    assert set(ctxrag.storage.tokenize.STOPWORDS) <= set(STOPWORDS)
+    assert set(ctxrag.storage.tokenize.stopwords()) <= set(STOPWORDS)
 
 
 def rows_table() -> pa.Table:

@@ -15,7 +15,7 @@ from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.common.models import indexed_text
 from ctxrag.tasks.stages.load import compare_with_live
 from ctxrag.tasks.retrieval.search import DEFINES
-from ctxrag.tasks.stages.publish import TEXT, plan_index, publish_index
+from ctxrag.tasks.stages.publish import plan_index, publish_index
 from tests.tasks.stages.test_contextualize import corpus
 
 KEYS = ["k0", "k1"]  # context keys (the plan records them; ctxrag.tasks.gc keeps what they name)
@@ -41,7 +41,7 @@ def test_publish_writes_a_version_the_store_opens_and_the_diff_reads(tmp_path: P
     version = publish_index.fn("docs", tmp_path, plan, np.eye(3, 4, dtype=np.float32), "test")
     opened = IndexStore(tmp_path).open("docs")
     assert opened.manifest["version"] == version and opened.config["backend"] == "embedded"
-    assert TEXT not in opened.chunks.column_names  # derived, not stored
+    assert "text" not in opened.chunks.column_names  # derived from the context and chunk, not stored
     assert opened.ranker.rank_bm25("b_0", 3)[0][0] == 2
     assert compare_with_live(data, "docs", tmp_path) == {"new": 0, "changed": 0, "unchanged": 2, "removed": 0}
     edited = corpus({"a": 3, "c": 1})
