@@ -97,3 +97,12 @@ def test_an_unknown_option_is_named_with_the_known_ones() -> None:
         options_of(IndexOptions, {"contextualiser": "none"}, "ctxrag.index")
     assert options_of(SearchOptions, {}, "ctxrag.search") == SearchOptions()
     assert options_of(SearchOptions, {"k": 3}, "ctxrag.search").k == 3
+
+
+def test_claude_retries_sets_each_call_s_budget() -> None:
+    """``--claude-retries`` (ClaudeSettings.retry_attempts): what each call's retry policy is built from; that the
+    policy holds to it is tests/flows/test_index_claude_limits.py's."""
+    options = from_flat(IndexOptions, {"contextualizer": "claude", "claude_retries": 2}, "t")
+    assert options.contextualizer_claude() == ClaudeSettings(retry_attempts=2)
+    refused = CliRunner().invoke(cli.app, ["index", "missing", "--claude-retries", "0"])
+    assert refused.exit_code == 2 and "--claude-retries" in refused.output

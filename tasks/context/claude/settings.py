@@ -34,7 +34,9 @@ class ClaudeSettings:
     max_tokens: int = field(default=400, metadata=FIXED)
     chunks_per_call: int = field(default=20, metadata=FIXED)  # per-document mode: chunks answered by one call
     window_tokens: int = field(default=150_000, metadata=FIXED)  # the document's part in a prompt
-    retry_attempts: int = field(default=6, metadata=FIXED)  # one budget per call
+    retry_attempts: int = field(default=6, metadata={"flag": "claude-retries", "min": 1, "description": (
+        "Claude: attempts per call for 529s, 5xx and lost connections, 1 for none (429s wait as the API's "
+        "retry-after says, up to 15 minutes a call); one budget per call.")})
     batch_poll_seconds: float = field(default=30.0, metadata=FIXED)  # how often open Message Batches are polled
 
     def __post_init__(self) -> None:
