@@ -7,6 +7,9 @@ flow runs against the local Prefect server (or the configured one). Errors are r
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,6 +17,9 @@ import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off default
 from ctxrag.tasks.options import EvaluateOptions, IndexOptions
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.errors import user_message
+
+
+HEARTBEAT_DEFAULT = 180  # Prefect's PREFECT_FLOWS_HEARTBEAT_FREQUENCY when not set
 
 
 class _NoTracebackForUserErrors(logging.Filter):
@@ -52,8 +58,24 @@ def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> 
         loaded.append(load_flow())
         quiet_tracebacks()
 
-    with local_prefect_server(announce=announce_started, meanwhile=prepare):
+    with local_prefect_server(announce=announce_started, meanwhile=prepare), heartbeats_as_configured():
         return loaded[0](**parameters)
+
+
+@contextmanager
+def heartbeats_as_configured() -> Iterator[None]:
+    """Flow-run heartbeats only when the user set them. Prefect sends them by default (every 180 s) for an automation
+    that marks a deployment's crashed runs; a run in the command's own process feeds none unless the user made one,
+    and the heartbeat thread costs up to a second at the end of every run (it sleeps in steps of one second)."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    if {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_RUNNER_HEARTBEAT_FREQUENCY"} & set(os.environ) or (
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY.value() != HEARTBEAT_DEFAULT
+    ):
+        yield
+        return
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 def check_index_input(source: str, name: str, options: IndexOptions) -> None:
