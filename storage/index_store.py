@@ -9,13 +9,12 @@ and the live version is untouched.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -25,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctxrag.storage.backends import Ranker, backend_for
+from ctxrag.storage.locks import held_or_refused
 from ctxrag.storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError
 from ctxrag.storage.names import NAME_PATTERN, validate_name
 
@@ -156,20 +156,10 @@ class IndexStore:
             for version_id, manifest in self.kept_manifests(name).items():
                 yield manifest, pq.ParquetFile(self._dir(name) / "versions" / version_id / "chunks.parquet").read()
 
-    @contextmanager
-    def lock(self, name: str) -> Iterator[None]:
+    def lock(self, name: str) -> AbstractContextManager[None]:
         """Hold the index's build lock; a second build of the same index fails at once with a clear message."""
-        directory = self._dir(name)
-        directory.mkdir(parents=True, exist_ok=True)
-        with open(directory / "build.lock", "w") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise IndexBusyError(f"index {name!r} is being built by another run; try again when it ends") from None
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        busy = IndexBusyError(f"index {name!r} is being built by another run; try again when it ends")
+        return held_or_refused(self._dir(name) / "build.lock", busy)
 
     def publish(
         self, name: str, manifest: dict[str, Any], chunks: pa.Table, texts: list[str], vectors: np.ndarray, live: bool = True

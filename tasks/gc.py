@@ -10,36 +10,25 @@ it never runs while a build may be writing results no index references yet.
 
 from __future__ import annotations
 
-import fcntl
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctxrag.storage.errors import BusyError
+from ctxrag.storage.locks import held_or_refused
 from ctxrag.storage.artifacts import KEY, RowCache
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.context.contextualize import CONTEXT_KEY, context_key_of
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 
 
-@contextmanager
-def artifact_lock(home: Path, exclusive: bool) -> Iterator[None]:
+def artifact_lock(home: Path, exclusive: bool) -> AbstractContextManager[None]:
     """Shared for builds, exclusive for gc; gc fails at once rather than wait for builds to end."""
-    path = home / "artifacts" / ".gc.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        try:
-            fcntl.flock(handle, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BusyError("an index build is running; run `ctxrag gc` when it ends") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    busy = BusyError("an index build is running; run `ctxrag gc` when it ends")
+    return held_or_refused(home / "artifacts" / ".gc.lock", busy, shared=not exclusive)
 
 
 def referenced_keys(home: Path) -> tuple[set[str], set[str]]:
