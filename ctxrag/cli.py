@@ -14,7 +14,7 @@ from rich.table import Table
 from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions
 from ctxrag.cli_options import with_options
 from ctxrag.prefect_commands import register as register_prefect_commands
-from ctxrag.errors import user_message
+from ctxrag.errors import fail, user_message
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.tasks.common.display import console, figure
 
@@ -37,11 +37,6 @@ STRATEGY_HELP = (
 )
 
 
-def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
-
-
 @contextmanager
 def _user_errors() -> Iterator[None]:
     """A user error raised in the block (ctxrag.errors.user_message) becomes one line on stderr and exit code 2;
@@ -52,7 +47,7 @@ def _user_errors() -> Iterator[None]:
         message = user_message(error)
         if message is None:
             raise
-        _fail(message)
+        fail(message)
 
 
 def _warn(message: str) -> None:
@@ -65,7 +60,7 @@ def _parse_ks(values: Optional[list[str]]) -> Optional[list[int]]:
     try:
         return [int(part) for value in values for part in value.split(",") if part.strip()]
     except ValueError:
-        _fail(f"--k takes whole numbers, e.g. --k 5,10,20 (got {' '.join(values)})")
+        fail(f"--k takes whole numbers, e.g. --k 5,10,20 (got {' '.join(values)})")
         return None
 
 
@@ -262,7 +257,7 @@ def delete(name: str = typer.Argument(...)) -> None:
     with _user_errors():
         deleted = IndexStore(ctxrag_home()).delete(name)
     if not deleted:
-        _fail(f"no index named {name!r}")
+        fail(f"no index named {name!r}")
     err.print(f"deleted index {name!r}")
 
 

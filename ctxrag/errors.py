@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 from ctxrag.storage.errors import UserError
 from ctxrag.storage.secrets import redact
@@ -33,3 +34,14 @@ def user_message(error: BaseException) -> str | None:
     if isinstance(error, UserError):
         return redact(str(error) or type(error).__name__)
     return None
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """How every command reports what the user can fix: one line on stderr, no traceback, exit code ``code``."""
+    import typer
+    from rich.markup import escape
+
+    from ctxrag.tasks.common.display import console
+
+    console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(code=code)

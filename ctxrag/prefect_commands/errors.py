@@ -1,21 +1,16 @@
-"""How the Prefect commands report a problem the user can fix: one line on stderr, no traceback, exit code 2."""
+"""The Prefect commands' errors: ``CommandError`` is a ``UserError`` (one line, no traceback, exit code 2, printed by
+``ctxrag.errors.fail`` as every command's are); ``err`` is their stderr console."""
 
 from __future__ import annotations
 
-from typing import NoReturn
-
-import typer
-from rich.markup import escape
-
+from ctxrag.errors import fail
+from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
+
+__all__ = ["CommandError", "err", "fail"]
 
 err = console(stderr=True, soft_wrap=True)
 
 
-class CommandError(Exception):
-    """A problem the user can fix; shown as one line, no traceback."""
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-    raise typer.Exit(code=code)
+class CommandError(UserError):
+    """A problem the user can fix with a Prefect command's input or setup."""
