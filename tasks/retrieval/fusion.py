@@ -30,7 +30,7 @@ ScoredRanking = list[tuple[int, float]]  # (row, the retriever's score), best fi
 
 
 @dataclass(frozen=True)
-class Hit:
+class RankedRow:
     """One ranked chunk: its row in the index, fused score, and the rank each retriever gave it (1-based)."""
 
     row: int
@@ -42,19 +42,19 @@ class Hit:
         return sorted(self.ranks)
 
 
-def reciprocal_rank_fusion(rankings: dict[str, list[int]], k: int, rrf_k: int = RRF_K) -> list[Hit]:
+def reciprocal_rank_fusion(rankings: dict[str, list[int]], k: int, rrf_k: int = RRF_K) -> list[RankedRow]:
     """RRF: score = sum over retrievers of 1 / (rrf_k + rank). Ties: best single rank, then row."""
     return _fuse(rankings, k, lambda name, rank: 1.0 / (rrf_k + rank))
 
 
-def weighted_fusion(rankings: dict[str, list[int]], weights: dict[str, float], k: int) -> list[Hit]:
+def weighted_fusion(rankings: dict[str, list[int]], weights: dict[str, float], k: int) -> list[RankedRow]:
     """The cookbook's fusion: score = sum of weight / rank over the retrievers that found the chunk."""
     return _fuse(rankings, k, lambda name, rank: weights[name] / rank)
 
 
-def _fuse(rankings: dict[str, list[int]], k: int, contribution: Callable[[str, int], float]) -> list[Hit]:
+def _fuse(rankings: dict[str, list[int]], k: int, contribution: Callable[[str, int], float]) -> list[RankedRow]:
     ranks = _ranks(rankings)
-    scored = [Hit(row, sum(contribution(name, rank) for name, rank in found.items()), found) for row, found in ranks.items()]
+    scored = [RankedRow(row, sum(contribution(name, rank) for name, rank in found.items()), found) for row, found in ranks.items()]
     return _best(scored, k)
 
 
@@ -67,12 +67,12 @@ def _ranks(rankings: Mapping[str, list[int]]) -> dict[int, dict[str, int]]:
     return ranks
 
 
-def _best(scored: list[Hit], k: int) -> list[Hit]:
+def _best(scored: list[RankedRow], k: int) -> list[RankedRow]:
     scored.sort(key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.row))
     return scored[:k]
 
 
-def score_fusion(bm25: ScoredRanking, vector: ScoredRanking, k: int, vector_weight: float = SCORE_FUSION_VECTOR_WEIGHT) -> list[Hit]:
+def score_fusion(bm25: ScoredRanking, vector: ScoredRanking, k: int, vector_weight: float = SCORE_FUSION_VECTOR_WEIGHT) -> list[RankedRow]:
     """CombSUM of standardized scores: ``(1 - vector_weight) x z(BM25 score) + vector_weight x z(cosine)``.
 
     Each retriever's scores are standardized over its own ranking (z = (score - mean) / standard deviation), so
@@ -85,7 +85,7 @@ def score_fusion(bm25: ScoredRanking, vector: ScoredRanking, k: int, vector_weig
         return []
     rows = sorted(ranks)
     fused = (1.0 - vector_weight) * _standardized(bm25, rows) + vector_weight * _standardized(vector, rows)
-    return _best([Hit(row, float(score), ranks[row]) for row, score in zip(rows, fused)], k)
+    return _best([RankedRow(row, float(score), ranks[row]) for row, score in zip(rows, fused)], k)
 
 
 def _standardized(ranking: ScoredRanking, rows: list[int]) -> np.ndarray:
@@ -109,13 +109,13 @@ def document_fusion(
     defining: set[int] | frozenset[int] = frozenset(),
     rrf_k: int = DOC_FUSION_RRF_K,
     definition_weight: float = DOC_FUSION_DEFINITION_WEIGHT,
-) -> list[Hit]:
+) -> list[RankedRow]:
     """Weighted RRF plus document and definition evidence. Each retriever ranks documents by their best chunk (the
     first chunk's document is 1, the next new document 2, ...); a chunk some retriever found scores the sum over
     retrievers of ``weights[name] / (rrf_k + its rank)`` and ``document_weights[name] / (rrf_k + its document's
     rank)``, plus ``definition_weight`` if its row is in ``defining`` (its chunk defines a name the query mentions).
     ``documents`` names the document of every ranked row. Chunks no retriever found are not added. Ties: best
-    single rank, then row (``Hit.ranks`` holds the chunk ranks only)."""
+    single rank, then row (``RankedRow.ranks`` holds the chunk ranks only)."""
     document_ranks: dict[str, dict[str, int]] = {}
     for name in document_weights:
         order: dict[str, int] = {}
@@ -131,5 +131,5 @@ def document_fusion(
                 score += weight / (rrf_k + document_rank)
         if row in defining:
             score += definition_weight
-        scored.append(Hit(row, score, found))
+        scored.append(RankedRow(row, score, found))
     return _best(scored, k)

@@ -23,7 +23,7 @@ from ctxrag.tasks.retrieval.fusion import (
     SCORE_FUSION_VECTOR_WEIGHT,
     WEIGHTED_BM25_WEIGHT,
     WEIGHTED_VECTOR_WEIGHT,
-    Hit,
+    RankedRow,
     document_fusion,
     reciprocal_rank_fusion,
     score_fusion,
@@ -216,14 +216,14 @@ class Searcher:
         context = self.index.chunks["context"][row].as_py()
         return f"{content}\n\nContext: {context}" if context else content
 
-    def search(self, query: str, strategy: Strategy | StrategyConfig, k: int, reranker: "Reranker | None" = None) -> list[Hit]:
+    def search(self, query: str, strategy: Strategy | StrategyConfig, k: int, reranker: "Reranker | None" = None) -> list[RankedRow]:
         """The top ``k`` for ``query``; with a reranker, its order over the strategy's over-retrieved candidates."""
         config = StrategyConfig.of(strategy)
         if reranker is not None:
             candidates = self.search(query, config, reranker.depth(k))
             order = reranker.rerank(query, [self.candidate_text(hit.row) for hit in candidates], k)
             return [
-                Hit(candidates[index].row, 1.0 / rank, {**candidates[index].ranks, "rerank": rank})
+                RankedRow(candidates[index].row, 1.0 / rank, {**candidates[index].ranks, "rerank": rank})
                 for rank, index in enumerate(order, start=1)
             ]
         if config.strategy is Strategy.BM25:
@@ -241,7 +241,7 @@ class Searcher:
         """Both retrievers' scored rankings, ``depth`` deep: what every fusion reads."""
         return {"vector": self.rank_vector(query, depth), "bm25": self.rank_bm25(query, depth)}
 
-    def fuse(self, query: str, strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int) -> list[Hit]:
+    def fuse(self, query: str, strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int) -> list[RankedRow]:
         """The top ``k`` of ``strategy`` over the given ``rankings`` (``ctxrag tune`` scores many configurations
         on one query's rankings): ``fuse_rankings`` with this index's documents and definitions."""
         return fuse_rankings(strategy, scored, k, lambda rows: self.evidence(query, rows))
@@ -256,7 +256,7 @@ class Searcher:
 Evidence = Callable[[list[int]], tuple[Mapping[int, Any], set[int]]]
 
 
-def fuse_rankings(strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int, evidence: Evidence | None = None) -> list[Hit]:
+def fuse_rankings(strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int, evidence: Evidence | None = None) -> list[RankedRow]:
     """The top ``k`` of ``strategy`` over both retrievers' scored rankings: every fusion a search, ``ctxrag tune`` and
     the evaluation suite (benchmarks/suite_fusion.py) run. ``evidence(rows)``: each ranked row's document and the rows
     whose chunk defines a name the query mentions, read only by ``hybrid-doc``. Single-retriever strategies take their
@@ -277,5 +277,5 @@ def fuse_rankings(strategy: Strategy | StrategyConfig, scored: Mapping[str, Rank
     return weighted_fusion(rankings, {"vector": WEIGHTED_VECTOR_WEIGHT, "bm25": WEIGHTED_BM25_WEIGHT}, k)
 
 
-def _single(name: str, ranking: list[tuple[int, float]]) -> list[Hit]:
-    return [Hit(row, score, {name: rank}) for rank, (row, score) in enumerate(ranking, start=1)]
+def _single(name: str, ranking: list[tuple[int, float]]) -> list[RankedRow]:
+    return [RankedRow(row, score, {name: rank}) for rank, (row, score) in enumerate(ranking, start=1)]

@@ -12,7 +12,7 @@ from ctxrag.storage.backends.embedded import EmbeddedRanker, top_rows
 from ctxrag.storage.bm25 import Bm25Index
 from ctxrag.storage.index_store import StoredIndex
 from ctxrag.storage.vectors import VectorIndex
-from ctxrag.tasks.retrieval.fusion import Hit
+from ctxrag.tasks.retrieval.fusion import RankedRow
 from ctxrag.tasks.retrieval.search import Searcher, Strategy, StrategyConfig
 
 TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape"]
@@ -72,8 +72,8 @@ class FakeSearcher:
         self.rankings = rankings
         self.calls: list[tuple[str, Strategy, int]] = []
 
-    def search(self, query: str, config: StrategyConfig, k: int, reranker: object = None) -> list[Hit]:
+    def search(self, query: str, config: StrategyConfig, k: int, reranker: object = None) -> list[RankedRow]:
         strategy = config.strategy
         self.calls.append((query, strategy, k))
         rows = self.rankings.get((strategy, query), [])[:k]
-        return [Hit(row, 1.0 / rank, {strategy.value: rank}) for rank, row in enumerate(rows, start=1)]
+        return [RankedRow(row, 1.0 / rank, {strategy.value: rank}) for rank, row in enumerate(rows, start=1)]

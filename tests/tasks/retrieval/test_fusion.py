@@ -14,7 +14,7 @@ from ctxrag.tasks.retrieval.fusion import (
     SCORE_FUSION_VECTOR_WEIGHT,
     WEIGHTED_BM25_WEIGHT,
     WEIGHTED_VECTOR_WEIGHT,
-    Hit,
+    RankedRow,
     document_fusion,
     reciprocal_rank_fusion,
     score_fusion,
@@ -24,7 +24,7 @@ from ctxrag.tasks.retrieval.fusion import (
 WEIGHTS = {"vector": 0.8, "bm25": 0.2}
 
 
-def rows_of(hits: list[Hit]) -> list[int]:
+def rows_of(hits: list[RankedRow]) -> list[int]:
     return [hit.row for hit in hits]
 
 
@@ -102,9 +102,9 @@ def test_equal_scores_are_ordered_by_best_single_rank_before_row() -> None:
 
 
 def test_hit_found_by_is_sorted_names() -> None:
-    assert Hit(0, 1.0, {"vector": 2, "bm25": 1}).found_by == ["bm25", "vector"]
-    assert Hit(0, 1.0, {"vector": 1}).found_by == ["vector"]
-    assert Hit(0, 1.0).found_by == []
+    assert RankedRow(0, 1.0, {"vector": 2, "bm25": 1}).found_by == ["bm25", "vector"]
+    assert RankedRow(0, 1.0, {"vector": 1}).found_by == ["vector"]
+    assert RankedRow(0, 1.0).found_by == []
 
 
 # --- document evidence (hybrid-doc) ---

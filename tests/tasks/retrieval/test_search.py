@@ -14,7 +14,7 @@ from ctxrag.tasks.retrieval.fusion import (
     DOC_FUSION_DOCUMENT_WEIGHTS,
     DOC_FUSION_WEIGHTS,
     SCORE_FUSION_VECTOR_WEIGHT,
-    Hit,
+    RankedRow,
     document_fusion,
     score_fusion,
 )
@@ -24,7 +24,7 @@ from tests.equipment.fixed_searcher import TEXTS, make_searcher, stored_index
 WEIGHTS = {"vector": 0.8, "bm25": 0.2}
 
 
-def rows_of(hits: list[Hit]) -> list[int]:
+def rows_of(hits: list[RankedRow]) -> list[int]:
     return [hit.row for hit in hits]
 
 
@@ -148,7 +148,7 @@ def test_search_hybrid_score_fuses_both_scored_rankings() -> None:
 def test_search_hybrid_reads_its_rrf_constant() -> None:
     searcher = make_searcher()
     assert searcher.search("lemon", StrategyConfig(Strategy.HYBRID, rrf_k=0), k=10) == [
-        Hit(2, 1 / 3 + 1 / 1, {"vector": 3, "bm25": 1}), Hit(1, 1.0, {"vector": 1}), Hit(0, 1 / 4 + 1 / 2, {"vector": 4, "bm25": 2}), Hit(3, 1 / 2, {"vector": 2}),
+        RankedRow(2, 1 / 3 + 1 / 1, {"vector": 3, "bm25": 1}), RankedRow(1, 1.0, {"vector": 1}), RankedRow(0, 1 / 4 + 1 / 2, {"vector": 4, "bm25": 2}), RankedRow(3, 1 / 2, {"vector": 2}),
     ]
 
 
