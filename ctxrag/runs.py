@@ -108,7 +108,9 @@ def run_index(source: str, name: str, options: IndexOptions) -> dict[str, Any]:
     check_index_input(source, name, options)
     from ctxrag.storage.index_store import IndexStore
 
-    new_local_index = options.embedding.embedder == "local" and IndexStore(ctxrag_home()).live_version(name) is None
+    from ctxrag.tasks.common.providers import Provider
+
+    new_local_index = options.embedding.embedder == Provider.LOCAL and IndexStore(ctxrag_home()).live_version(name) is None
 
     def load_flow() -> Callable[..., Any]:
         from prefect.task_runners import ThreadPoolTaskRunner

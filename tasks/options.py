@@ -21,6 +21,7 @@ from ctxrag.tasks.context.claude.settings import ClaudeSettings
 from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_CONTEXT_TOKENS, LOCAL_WINDOW_TOKENS, EmbedderSpec
 from ctxrag.tasks.evaluation.answer import EndToEnd
 from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES
+from ctxrag.tasks.common.providers import Provider
 
 _JUDGE = EndToEnd()
 
@@ -38,7 +39,7 @@ class EmbeddingOptions:
 
     __pydantic_config__ = {"title": "Embedding"}
 
-    embedder: str = field(default="local", metadata=about(
+    embedder: str = field(default=Provider.LOCAL.value, metadata=about(
         "local (MiniLM shipped in a package, offline), voyage or voyage-context-3 (each chunk with its document; VOYAGE_API_KEY)."))
     embedding_model: str | None = field(default=None, metadata=about(
         "Voyage model (default voyage-2, or voyage-context-3 with --embedder voyage-context-3; voyage-3.5, voyage-code-3, ...)."))

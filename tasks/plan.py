@@ -36,6 +36,7 @@ from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES, load_source
 from ctxrag.tasks.common.models import Chunk, Corpus
 from ctxrag.tasks.stored import context_keys, document_changes, pending_chunks, unstored_texts
+from ctxrag.tasks.common.providers import Provider
 
 VOYAGE_PRICES_FILE = "tasks/embedding/voyage.py"
 
@@ -184,7 +185,7 @@ def _embedding_part(
         "provider": embedder.provider, "model": embedder.model, "texts_to_embed": len(sizes),
         "texts_already_embedded": reused, "texts_with_assumed_context": assumed,
     }
-    price = _voyage_prices().get(embedder.model) if embedder.provider != "local" else None
+    price = _voyage_prices().get(embedder.model) if embedder.provider != Provider.LOCAL else None
     if price is not None:
         part.update({
             "tokens": sum(sizes), "requests": requests,
@@ -242,6 +243,6 @@ def _voyage_prices() -> dict[str, float]:
 
 def _voyage_price(embedder: EmbedderSpec) -> None:
     prices = _voyage_prices()
-    if embedder.provider != "local" and embedder.model not in prices:
+    if embedder.provider != Provider.LOCAL and embedder.model not in prices:
         known = ", ".join(sorted(prices))
         raise InvalidInput(f"no known prices for Voyage model {embedder.model!r}: add it to PRICE_PER_MTOK in {VOYAGE_PRICES_FILE} (CONTEXT_MODELS in tasks/embedding/voyage_context.py for contextualized ones) (known: {known})")

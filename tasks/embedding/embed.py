@@ -28,6 +28,7 @@ from ctxrag.tasks.common.memory import release_freed_memory
 from ctxrag.tasks.embedding.precision import autocast_to, choose_precision
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.windows import HEAD_SEPARATOR, pooled_rows, window_runs
+from ctxrag.tasks.common.providers import Provider
 
 BATCH_SIZE = 32
 TEXTS_PER_TASK = 2048  # texts per embedding task: the local model's ~1 minute of work on 2 cores
@@ -121,7 +122,7 @@ class LocalEmbedder:
         self, spec: EmbedderSpec, precision: str | None = None, batch_size: int = BATCH_SIZE, models_dir: Path | None = None
     ) -> None:
         """``models_dir``: where the ONNX export for queries is kept (ctxrag.tasks.embedding.onnx_queries); None: queries use torch."""
-        if spec.provider != "local":
+        if spec.provider != Provider.LOCAL:
             raise ValueError(f"LocalEmbedder cannot serve provider {spec.provider!r}")
         self.spec = spec
         self.models_dir = models_dir
@@ -288,11 +289,11 @@ def embed_missing(
         lengths = counter(texts_missing) if callable(counter) else [len(text) for text in texts_missing]
         size = dict(zip(missing, lengths))
         order = sorted(missing, key=lambda key: size[key], reverse=True)
-        done, every = 0, LOCAL_PERSIST_EVERY if spec.provider == "local" else PERSIST_EVERY
+        done, every = 0, LOCAL_PERSIST_EVERY if spec.provider == Provider.LOCAL else PERSIST_EVERY
         for start in range(0, len(order), every):
             batch_keys = order[start : start + every]
             vectors = embedder.embed([missing[key] for key in batch_keys], input_type)
-            cache.append(vector_rows(batch_keys, vectors, paid=spec.provider != "local"))
+            cache.append(vector_rows(batch_keys, vectors, paid=spec.provider != Provider.LOCAL))
             done += len(batch_keys)
             if progress:
                 progress(done, len(order))

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.common.models import sha256_hex
+from ctxrag.tasks.common.providers import EMBEDDERS, Provider
 
 DEFAULT_MAX_SEQ_LENGTH = 512
 LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
@@ -42,11 +43,11 @@ class EmbedderSpec:
     precision: str = ""
 
     def __post_init__(self) -> None:
-        if self.provider not in {"local", "voyage", "voyage-context"}:
+        if self.provider not in EMBEDDERS:
             raise InvalidInput(f"unknown embedder {self.provider!r}; choose local, voyage or voyage-context-3")
-        if self.window_tokens and (self.provider != "local" or self.window_tokens < 16):
+        if self.window_tokens and (self.provider != Provider.LOCAL or self.window_tokens < 16):
             raise InvalidInput(f"window_tokens {self.window_tokens}: only the local model windows, at 16 word pieces or more")
-        if self.precision not in {"", "bf16", "fp32"} or (self.precision and self.provider != "local"):
+        if self.precision not in {"", "bf16", "fp32"} or (self.precision and self.provider != Provider.LOCAL):
             raise InvalidInput(f"precision {self.precision!r}: bf16 or fp32, for the local model only")
         if self.context_tokens < 0 or (self.context_tokens and not self.window_tokens):
             raise InvalidInput(f"context_tokens {self.context_tokens}: a cap of 1 word piece or more, on the local model's windows only")
@@ -54,12 +55,12 @@ class EmbedderSpec:
     @property
     def embeds_documents(self) -> bool:
         """A chunk's vector reads its whole document (contextualized embeddings): chunks are embedded per document."""
-        return self.provider == "voyage-context"
+        return self.provider == Provider.VOYAGE_CONTEXT
 
     def cache_key(self, text: str, input_type: str, document: str = "") -> str:
         """(text sha, provider, model, max sequence length and windows, or dimension, input type; for an embedder
         that reads documents, the signature of the chunk's document)."""
-        shape = str(self.max_seq_length) if self.provider == "local" else f"dim={self.output_dimension}"
+        shape = str(self.max_seq_length) if self.provider == Provider.LOCAL else f"dim={self.output_dimension}"
         if self.window_tokens and input_type == "document":
             shape += f"/windows={self.window_tokens}"
         if self.precision == "bf16" and input_type == "document":
@@ -109,10 +110,10 @@ class EmbedderSpec:
         """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``, ``window_tokens``; 0: whole texts;
         ``context_tokens``, which applies to windows only) or Voyage (``output_dimension``; it embeds whole texts, so
         neither window option applies)."""
-        if provider == "voyage":
-            return cls("voyage", model or "voyage-2", 0, output_dimension)
+        if provider == Provider.VOYAGE:
+            return cls(Provider.VOYAGE.value, model or "voyage-2", 0, output_dimension)
         if provider == "voyage-context-3":  # contextualized chunk embeddings (ctxrag.tasks.embedding.voyage_context)
-            return cls("voyage-context", model or "voyage-context-3", 0, output_dimension)
+            return cls(Provider.VOYAGE_CONTEXT.value, model or "voyage-context-3", 0, output_dimension)
         return cls(  # an unknown provider raises here
             provider, model or "all-MiniLM-L6-v2", max_seq_length, defines_chars=LOCAL_DEFINES_CHARS,
             window_tokens=window_tokens, context_tokens=context_tokens if window_tokens else 0,

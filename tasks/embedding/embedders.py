@@ -7,6 +7,7 @@ from pathlib import Path
 from ctxrag.storage.ledger import SaveLedger
 from ctxrag.tasks.embedding.embed import Embedder, EmbedderSpec, LocalEmbedder
 from ctxrag.tasks.embedding.voyage import VoyageEmbedder
+from ctxrag.tasks.common.providers import Provider
 
 
 def make_embedder(
@@ -14,9 +15,9 @@ def make_embedder(
 ) -> Embedder:
     """The embedder for a spec (Voyage's client is built lazily: no key is needed until something is embedded).
     ``models_dir``: the local embedder's ONNX query model is kept there (ctxrag.tasks.embedding.onnx_queries)."""
-    if spec.provider == "voyage":
+    if spec.provider == Provider.VOYAGE:
         return VoyageEmbedder(spec, ledger=ledger, run_id=run_id)
-    if spec.provider == "voyage-context":
+    if spec.provider == Provider.VOYAGE_CONTEXT:
         from ctxrag.tasks.embedding.voyage_context import VoyageContextEmbedder
 
         return VoyageContextEmbedder(spec, ledger=ledger, run_id=run_id)

@@ -28,6 +28,7 @@ from typing import Any
 from ctxrag.storage.environment import cache_dir
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+from ctxrag.tasks.common.providers import Provider
 
 PRECISION_ENV = "CTXRAG_EMBED_PRECISION"
 PRECISIONS = ("auto", "bf16", "fp32")
@@ -69,7 +70,7 @@ def precision_for_index(recorded: str | None) -> tuple[str, str]:
 def with_index_precision(spec: EmbedderSpec, live: dict[str, Any] | None) -> tuple[EmbedderSpec, str]:
     """``spec`` with the precision index vectors are made in (``precision_for_index`` of the ``live`` manifest's),
     and why; a Voyage spec as it is ("")."""
-    if spec.provider != "local":
+    if spec.provider != Provider.LOCAL:
         return spec, ""
     recorded = ((live or {}).get("config") or {}).get("embedder", {}).get("precision")
     chosen, why = precision_for_index(recorded)

@@ -20,6 +20,7 @@ from ctxrag.storage.ledger import LedgerRow
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 from ctxrag.storage.secrets import redact, resolve_key
+from ctxrag.tasks.common.providers import Provider
 
 MAX_TEXTS_PER_REQUEST = 1_000
 BATCH_TOKEN_LIMITS = {  # per request, from Voyage's documentation
@@ -109,7 +110,7 @@ class VoyageEmbedder:
         becomes one redacted ``VoyageCallError`` naming ``what`` and the model."""
         started = time.perf_counter()
         row = LedgerRow(
-            run_id=self._run_id, stage="embed", provider="voyage", model=self.spec.model, prompt_version="",
+            run_id=self._run_id, stage="embed", provider=Provider.VOYAGE, model=self.spec.model, prompt_version="",
             mode=mode, doc_id="", chunk_ids=[], status="ok",
         )
         retries: list[float] = []

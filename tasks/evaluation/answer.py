@@ -72,13 +72,14 @@ class EndToEnd:
 
     def _ask(self, model: str, prompt: str, stage: str, max_tokens: int) -> str:
         from ctxrag.storage.ledger import LedgerRow
+        from ctxrag.tasks.common.providers import Provider
         from ctxrag.tasks.context.claude.client import ClaudeClient, message_text
         from ctxrag.tasks.context.claude.pricing import Usage, charge
 
         if self.client is None:
             self.client = ClaudeClient()
         started = time.perf_counter()
-        row = LedgerRow(self.run_id, stage, "anthropic", model, f"{stage}-v1", stage, "", [], "ok")
+        row = LedgerRow(self.run_id, stage, Provider.ANTHROPIC, model, f"{stage}-v1", stage, "", [], "ok")
         try:
             reply = self.client.create(model=model, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}])
         except Exception as error:

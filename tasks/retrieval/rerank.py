@@ -20,6 +20,7 @@ from ctxrag.tasks.context.claude.client import ClaudeClient, message_text
 from ctxrag.tasks.context.claude.pricing import Usage, charge
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 from ctxrag.storage.secrets import MissingKey, redact, resolve_key
+from ctxrag.tasks.common.providers import Provider
 
 COHERE_PRICE_PER_SEARCH_UNIT = 0.002  # US dollars (rerank-english-v3.0 and rerank-v3.5: $2 per 1,000 searches)
 CLAUDE_INITIAL_K = 20
@@ -113,7 +114,7 @@ class CohereReranker:
     def rerank(self, query: str, documents: list[str], k: int) -> list[int]:
         if not documents:
             return []
-        row = LedgerRow(self.run_id, "rerank", "cohere", self.model, "", "rerank", "", [], "ok")
+        row = LedgerRow(self.run_id, "rerank", Provider.COHERE, self.model, "", "rerank", "", [], "ok")
         started = time.perf_counter()
         retries: list[float] = []
         try:
@@ -171,7 +172,7 @@ class ClaudeReranker:
             "max_tokens": 100,
             "messages": [{"role": "user", "content": RERANK_PROMPT.format(query=query, k=k, documents=listing)}],
         }
-        row = LedgerRow(self.run_id, "rerank", "anthropic", self.model, "rerank-v1", "rerank", "", [], "ok")
+        row = LedgerRow(self.run_id, "rerank", Provider.ANTHROPIC, self.model, "rerank-v1", "rerank", "", [], "ok")
         started = time.perf_counter()
         if self._client is None:
             self._client = ClaudeClient()

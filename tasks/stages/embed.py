@@ -24,6 +24,7 @@ from ctxrag.tasks.stages.embed_documents import embed_whole_documents
 from ctxrag.tasks.stages.publish import IndexPlan
 from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.stored import unstored_texts
+from ctxrag.tasks.common.providers import Provider
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def embed_corpus(plan: IndexPlan, run: IndexRun) -> Vectors:
         embedded = sum(future.result() for future in futures)
     else:
         embedded = sum(embed_batch(batch, spec, home, run.run_id, label) for batch, label in zip(batches, labels))
-        if embedded and spec.provider == "local":  # torch is loaded here now: the query export costs ~2 s, once
+        if embedded and spec.provider == Provider.LOCAL:  # torch is loaded here now: the query export costs ~2 s, once
             prepare_query_encoder(spec)
     if doc_ids is not None:
         embedded += embed_whole_documents(texts, doc_ids, spec, home, run.run_id)
@@ -73,7 +74,7 @@ def prepare_query_encoder(spec: EmbedderSpec) -> bool:
     """Make the local model's ONNX query export now, while torch is loaded for the documents (once per machine), so
     the first ``search`` or ``evaluate`` after this index loads no torch. False if it cannot be made (queries then
     stay on torch)."""
-    return spec.provider != "local" or query_model_export(models_dir(), spec.model) is not None
+    return spec.provider != Provider.LOCAL or query_model_export(models_dir(), spec.model) is not None
 
 
 def text_batches(texts: list[str], per_task: int = TEXTS_PER_TASK) -> list[list[str]]:

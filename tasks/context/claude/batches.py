@@ -24,6 +24,7 @@ from ctxrag.tasks.context.claude.pricing import Usage, charge
 from ctxrag.storage.ledger import SaveLedger
 from ctxrag.tasks.context.contextualize import context_key
 from ctxrag.tasks.common.models import Chunk, Document, sha256_hex
+from ctxrag.tasks.common.providers import Provider
 
 MAX_REQUESTS_PER_BATCH = 10_000
 SaveByKey = Callable[[list[tuple[str, str, str]]], None]  # (context key, doc_id, context)
@@ -139,7 +140,7 @@ def _collect(
     for result in client.batch_results(batch_id):
         item = open_batch["items"].get(result.custom_id, {})
         row = LedgerRow(
-            run_id=worker.run_id, stage="contextualize", provider="anthropic", model=worker.settings.model,
+            run_id=worker.run_id, stage="contextualize", provider=Provider.ANTHROPIC, model=worker.settings.model,
             prompt_version=worker.version, mode=item.get("mode", "batch"), doc_id=item.get("doc_id", ""),
             chunk_ids=item.get("chunk_ids") or [item.get("chunk_id", "")],
             status="ok", call_id=f"{batch_id}/{result.custom_id}",  # a resumed batch re-reads it: one row, not two

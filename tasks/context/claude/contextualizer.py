@@ -30,6 +30,7 @@ from ctxrag.tasks.common.models import Chunk, Document
 from ctxrag.tasks.context.structure import chunk_offsets
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 from ctxrag.tasks.context.claude.settings import BATCH_MODES, DEFAULT_CONCURRENCY, MODES, PER_DOCUMENT_MODES, ClaudeSettings  # noqa: F401  (re-exported)
+from ctxrag.tasks.common.providers import Provider
 
 T = TypeVar("T")
 CHARS_PER_TOKEN_ESTIMATE = 3.0  # conservative for code; used only for windows and rate-limit estimates
@@ -226,7 +227,7 @@ class ClaudeContextualizer:
     ) -> None:
         """One paid call: its ledger row and ``keep`` (which saves the result) both run before its slot is freed."""
         row = LedgerRow(
-            run_id=self.run_id, stage="contextualize", provider="anthropic", model=self.settings.model,
+            run_id=self.run_id, stage="contextualize", provider=Provider.ANTHROPIC, model=self.settings.model,
             prompt_version=self.version, mode=mode, doc_id=document.doc_id, chunk_ids=[c.chunk_id for c in chunks], status="ok",
         )
         started = time.perf_counter()
