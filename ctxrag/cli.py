@@ -66,7 +66,7 @@ def _parse_ks(values: Optional[list[str]]) -> Optional[list[int]]:
 
 def _show_plan(source: str, name: str, options: IndexOptions, as_json: bool) -> None:
     """``index --plan``: what the run would pay for, checked and computed without Prefect."""
-    from ctxrag.plan_view import show_plan
+    from ctxrag.cost_plan_view import show_plan
     from ctxrag.runs import check_index_input
 
     check_index_input(source, name, options)

@@ -13,7 +13,7 @@ from ctxrag.tasks.runners import make_task_runner, run_name
 from ctxrag.tasks.stages.contextualize import contextualize_corpus
 from ctxrag.tasks.stages.embed import embed_corpus
 from ctxrag.tasks.stages.load import compare_with_live, load_corpus
-from ctxrag.tasks.stages.publish import plan_index, publish_version
+from ctxrag.tasks.stages.publish import build_plan, publish_version
 from ctxrag.tasks.stages.report import report_run
 from ctxrag.tasks.stages.run import IndexRun
 
@@ -34,7 +34,7 @@ def index_corpus(source: str, name: str = DEFAULT_NAME, options: IndexOptions = 
         run.lap("load")
         contexts = contextualize_corpus(corpus, run)
         run.lap("contextualize")
-        plan = plan_index(corpus, contexts.texts, contexts.keys, run.embedder, run.contextualizer, options.backend)
+        plan = build_plan(corpus, contexts.texts, contexts.keys, run.embedder, run.contextualizer, options.backend)
         vectors = embed_corpus(plan, run)
         run.lap("embed")
         published = publish_version(plan, vectors.vectors, source, run)

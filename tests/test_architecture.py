@@ -15,7 +15,7 @@ LAYERS = {"storage": 0, "tasks": 1, "flows": 2, "ctxrag": 3}  # an import may on
 FOLDERS = {"ctxrag": "ctxrag", "ctxrag.flows": "flows", "ctxrag.tasks": "tasks", "ctxrag.storage": "storage"}  # package -> folder
 # tasks/ by concern: a group may import its own modules and lower groups only (load and context: neither the other)
 TASK_GROUPS = {
-    "common": 0, "load": 1, "context": 1, "runners": 1, "embedding": 2, "retrieval": 3, "gc": 3, "stored": 3, "plan": 4, "evaluation": 4,
+    "common": 0, "load": 1, "context": 1, "runners": 1, "embedding": 2, "retrieval": 3, "gc": 3, "stored": 3, "cost_plan": 4, "evaluation": 4,
     "options": 5, "stages": 6,
 }
 MAX_LINES = 400

@@ -26,7 +26,7 @@ SEARCH_ANALYZER = "ctxrag_code_english_search"
 STOPWORDS = sorted(set(STOPWORDS_EN_PLUS) | set(string.ascii_lowercase))
 ROW_COLUMNS = ("key", "chunk_id", "doc_id", "chunk_index", "content", "context")
 
-Rows: TypeAlias = "pa.Table | Sequence[Mapping[str, Any]]"  # ctxrag's chunk table (ctxrag.tasks.stages.publish.plan_index)
+Rows: TypeAlias = "pa.Table | Sequence[Mapping[str, Any]]"  # ctxrag's chunk table (ctxrag.tasks.stages.publish.build_plan)
 Vectors: TypeAlias = "np.ndarray | Sequence[Sequence[float]]"
 
 

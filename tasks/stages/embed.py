@@ -21,7 +21,7 @@ from ctxrag.tasks.embedding.embedders import make_embedder
 from ctxrag.tasks.runners import spreads_tasks
 from ctxrag.tasks.stages.costs import paid_calls
 from ctxrag.tasks.stages.embed_documents import embed_whole_documents
-from ctxrag.tasks.stages.publish import IndexPlan
+from ctxrag.tasks.stages.publish import BuildPlan
 from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.stored import unstored_texts
 from ctxrag.tasks.common.providers import Provider
@@ -36,7 +36,7 @@ class Vectors:
     costs: dict[str, object]
 
 
-def embed_corpus(plan: IndexPlan, run: IndexRun) -> Vectors:
+def embed_corpus(plan: BuildPlan, run: IndexRun) -> Vectors:
     """Embed what is not stored (batch tasks: at once on a Dask cluster, one after the other on threads, where one
     model uses both cores; an embedder that reads documents embeds them whole), then read every vector."""
     spec, home = run.embedder, run.home

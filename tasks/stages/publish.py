@@ -29,7 +29,7 @@ from ctxrag.tasks.context.structure import defined_names
 
 
 @dataclass
-class IndexPlan:
+class BuildPlan:
     """What a build would publish, and the key that says whether the live index already is exactly that. The rows
     become an Arrow table only when a version is published: a re-index with nothing to publish makes none (pyarrow
     imports pandas, 0.3 s, to make an array from Python values)."""
@@ -74,14 +74,14 @@ class IndexPlan:
         })
 
 
-def plan_index(
+def build_plan(
     corpus: Corpus,
     contexts: list[str],
     context_keys: list[str],
     spec: EmbedderSpec,
     contextualizer: ContextualizerSpec,
     backend: str = "embedded",
-) -> IndexPlan:
+) -> BuildPlan:
     """The version's plan: its config and build key, with the chunks and contexts its rows are made of."""
     backend_for(backend)  # an unknown backend fails here, before anything is embedded
     worker = contextualizer.build()
@@ -93,11 +93,11 @@ def plan_index(
     }
     chunks = corpus.chunks
     build_key = sha256_hex(repr(sorted(config.items())), *(f"{chunk.chunk_id}|{chunk.key}" for chunk in chunks), *contexts)
-    return IndexPlan(config, build_key, chunks, contexts, context_keys, spec)
+    return BuildPlan(config, build_key, chunks, contexts, context_keys, spec)
 
 
 @task(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=retry_only_io, cache_policy=NONE)
-def publish_index(name: str, home: Path, plan: IndexPlan, vectors: np.ndarray, source: str, live: bool = True) -> str:
+def publish_index(name: str, home: Path, plan: BuildPlan, vectors: np.ndarray, source: str, live: bool = True) -> str:
     """Build the version with the index's backend and make it live, or (``live=False``) only stage it for a quality
     gate. Returns the version id. A failed build leaves the live version as it was; inside a transaction, a
     rollback discards the staged version."""
@@ -138,7 +138,7 @@ class Published:
     gate: dict[str, object] | None = None
 
 
-def publish_version(plan: IndexPlan, vectors: np.ndarray, source: str, run: IndexRun) -> Published:
+def publish_version(plan: BuildPlan, vectors: np.ndarray, source: str, run: IndexRun) -> Published:
     """The live version when it already has the plan's build key (nothing is written). Else the new version is
     published; with a quality gate and a live version, it is staged, scored against the live one and promoted, or
     discarded (a transaction rollback) when ``GateRejected`` is raised, the live version untouched."""

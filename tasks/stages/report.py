@@ -10,14 +10,14 @@ from ctxrag.tasks.common.display import figure, readable_rows
 from ctxrag.tasks.common.models import Corpus
 from ctxrag.tasks.stages.contextualize import Contexts
 from ctxrag.tasks.stages.embed import Vectors
-from ctxrag.tasks.stages.publish import IndexPlan, Published
+from ctxrag.tasks.stages.publish import BuildPlan, Published
 from ctxrag.tasks.stages.run import IndexRun
 
 SUMMARY_PARTS = {"contextualizer_calls": ("calls", "cost_usd"), "embedding_calls": ("calls", "cost_usd")}  # the rest: costs artifact
 
 
 def report_run(
-    run: IndexRun, corpus: Corpus, changes: dict[str, int], contexts: Contexts, plan: IndexPlan, vectors: Vectors, published: Published
+    run: IndexRun, corpus: Corpus, changes: dict[str, int], contexts: Contexts, plan: BuildPlan, vectors: Vectors, published: Published
 ) -> dict[str, object]:
     """The report, also written as the run's artifacts and log line."""
     report: dict[str, object] = {

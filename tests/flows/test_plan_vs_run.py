@@ -10,7 +10,7 @@ import pytest
 
 from ctxrag.storage.ledger import Ledger
 from ctxrag.tasks.context.claude.contextualizer import MODES, ClaudeSettings
-from ctxrag.tasks.plan import plan_index_run
+from ctxrag.tasks.cost_plan import plan_costs
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.helpers import run, write_corpus
 
@@ -37,7 +37,7 @@ def test_every_mode_runs_within_ten_percent_of_its_plan(anthropic_simulator: Ant
     for mode in MODES:
         home = tmp_path / mode
         anthropic_simulator.reset()  # each mode starts with an empty prompt cache, as a first run would
-        plan = plan_index_run(str(corpus), "paid", home, claude=ClaudeSettings(mode=mode), **({"context_tokens": context_tokens} if context_tokens else {}))
+        plan = plan_costs(str(corpus), "paid", home, claude=ClaudeSettings(mode=mode), **({"context_tokens": context_tokens} if context_tokens else {}))
         assert plan["token_counts"].startswith("counted")
         planned = plan["modes"][mode]
         since = len(anthropic_simulator.requests)  # after the plan's count_tokens calls

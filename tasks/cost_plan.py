@@ -41,7 +41,7 @@ from ctxrag.tasks.common.providers import Provider
 VOYAGE_PRICES_FILE = "tasks/embedding/voyage.py"
 
 
-def plan_index_run(
+def plan_costs(
     source: str,
     name: str,
     home: Path,

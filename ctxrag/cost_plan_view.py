@@ -1,4 +1,4 @@
-"""``ctxrag index --plan``: the plan (``ctxrag.tasks.plan``) printed as tables, or as one JSON object with ``--json``."""
+"""``ctxrag index --plan``: the plan (``ctxrag.tasks.cost_plan``) printed as tables, or as one JSON object with ``--json``."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ SHOWN_DOCUMENTS = 5  # --json lists them all
 
 def show_plan(out: Console, err: Console, source: str, name: str, options: IndexOptions, as_json: bool) -> None:
     """Plan the run (no Prefect, no paid call) and print it."""
-    from ctxrag.tasks.plan import plan_index_run
+    from ctxrag.tasks.cost_plan import plan_costs
 
     files = options.files
-    plan = plan_index_run(source, name, Path(ctxrag_home()), options.contextualizer, options.claude, options.embedding.spec(),
+    plan = plan_costs(source, name, Path(ctxrag_home()), options.contextualizer, options.claude, options.embedding.spec(),
                           files.include, files.exclude, files.max_file_bytes)
     if as_json:
         print(json.dumps(plan))

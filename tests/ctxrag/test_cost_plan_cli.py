@@ -76,7 +76,7 @@ def test_unknown_model_fails_in_one_line_naming_it_and_where_prices_live(tmp_pat
 
 
 def test_nothing_pending_says_so_and_costs_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.tasks.test_plan import store_contexts
+    from tests.tasks.test_cost_plan import store_contexts
 
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus)
