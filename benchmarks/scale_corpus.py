@@ -137,7 +137,7 @@ def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
     seeded: dict[str, object] = {"rows": len(keys), "parts": parts, "dimension": DIMENSION}
     if contexts:
         from ctxrag.storage.artifacts import contexts_cache
-        from ctxrag.tasks.context.contextualize import NoContext, context_key
+        from ctxrag.tasks.context.offline import NoContext, context_key
         from ctxrag.tasks.stages.contextualize import context_row
 
         worker, store = NoContext(), contexts_cache(home)

@@ -160,7 +160,7 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
         if any((record.get("seeded") or {}).get("contexts") for record in fast):
             lines[-1] += (
                 " The `-seeded-contexts` sizes also had the empty contexts of `--contextualizer none` pre-seeded "
-                "(`ctxrag.tasks.context.contextualize.context_key` with `NoContext`, rows from `ctxrag.tasks.stages.contextualize.context_row`, "
+                "(`ctxrag.tasks.context.offline.context_key` with `NoContext`, rows from `ctxrag.tasks.stages.contextualize.context_row`, "
                 "in `ctxrag.storage.artifacts.contexts_cache(home)`): their contextualize stage only looked the contexts up and ran "
                 "no per-document task, which isolates the other stages at the same size."
             )

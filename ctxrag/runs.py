@@ -89,7 +89,7 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
     if not Path(source).exists():
         raise CorpusError(f"{source}: no such file or directory")  # as the loader says it
     from ctxrag.storage.backends import backend_for
-    from ctxrag.tasks.context.contextualize import ContextualizerKind
+    from ctxrag.tasks.context.offline import ContextualizerKind
     from ctxrag.tasks.load import load_source
     from ctxrag.tasks.load.directory import filter_spec
 

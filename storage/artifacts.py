@@ -291,7 +291,7 @@ def _last_per_key(table: pa.Table) -> pa.Table:
 
 
 def contexts_cache(home: Path) -> RowCache:
-    """Stored contexts, keyed by context key (ctxrag.tasks.context.contextualize.context_key)."""
+    """Stored contexts, keyed by context key (ctxrag.tasks.context.offline.context_key)."""
     return RowCache(home, "contexts")
 
 

@@ -31,7 +31,7 @@ from ctxrag.tasks.context.claude.token_count import (
     EstimatedCounts,
     TokenCounter,
 )
-from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES, load_source
 from ctxrag.tasks.common.models import Chunk, Corpus

@@ -21,7 +21,7 @@ from ctxrag.storage.errors import BusyError
 from ctxrag.storage.locks import held_or_refused
 from ctxrag.storage.artifacts import KEY, RowCache
 from ctxrag.storage.index_store import IndexStore
-from ctxrag.tasks.context.contextualize import CONTEXT_KEY, context_key_of
+from ctxrag.tasks.context.offline import CONTEXT_KEY, context_key_of
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 
 

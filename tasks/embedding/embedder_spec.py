@@ -88,7 +88,7 @@ class EmbedderSpec:
     def embedded_texts(self, contexts: list[str], contents: list[str]) -> list[str]:
         """``embedded_text`` of many chunks (a context cap counts the word pieces of all of them in one call)."""
         from ctxrag.tasks.common.models import indexed_text
-        from ctxrag.tasks.context.contextualize import shorten_defines
+        from ctxrag.tasks.context.offline import shorten_defines
         from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, windowed_text
         if self.defines_chars:
             contexts = [shorten_defines(context, self.defines_chars) for context in contexts]

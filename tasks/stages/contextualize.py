@@ -19,7 +19,7 @@ from prefect.runtime import task_run
 from ctxrag.storage.artifacts import KEY, contexts_cache
 from ctxrag.storage.errors import UserError
 from ctxrag.storage.ledger import Ledger
-from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.common.batching import packed
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
 from ctxrag.tasks.common.progress import stage_progress

@@ -16,8 +16,8 @@ from prefect.transactions import get_transaction, transaction
 from ctxrag.storage.backends import backend_for
 from ctxrag.storage.bm25 import BM25_B, BM25_K1
 from ctxrag.storage.index_store import IndexStore
-from ctxrag.tasks.context.contextualize import CONTEXT_KEY
-from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.context.offline import CONTEXT_KEY
+from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.common.models import Chunk, Corpus, indexed_text, sha256_hex
 from ctxrag.tasks.common.retry import retry_only_io

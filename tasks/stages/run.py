@@ -18,7 +18,7 @@ from ctxrag.storage.backends import backend_for
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.names import validate_name
-from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.precision import with_index_precision
 from ctxrag.tasks.gc import artifact_lock

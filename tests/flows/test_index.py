@@ -12,7 +12,7 @@ from tests.helpers import index_options
 from ctxrag.flows.index import index_corpus
 from ctxrag.tasks.stages.contextualize import DocumentsFailed
 from ctxrag.storage.index_store import IndexStore
-from ctxrag.tasks.context.contextualize import StructuralContextualizer
+from ctxrag.tasks.context.offline import StructuralContextualizer
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.windows import local_word_pieces
 from ctxrag.storage.artifacts import contexts_cache

@@ -11,7 +11,7 @@ import pytest
 from ctxrag.storage.artifacts import KEY, contexts_cache, embeddings_cache
 from ctxrag.tasks.context.claude.contextualizer import MODES, ClaudeSettings
 from ctxrag.tasks.context.claude.pricing import UnknownModelPrices, facts_for
-from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.load import load_source
 from ctxrag.tasks.cost_plan import plan_costs

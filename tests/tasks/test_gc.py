@@ -92,7 +92,7 @@ def test_gc_keeps_the_vectors_of_shortened_texts(home, tmp_path) -> None:  # typ
 def test_gc_keeps_the_contexts_of_a_version_built_before_rows_recorded_their_context_keys(home) -> None:  # type: ignore[no-untyped-def]
     import pyarrow.parquet as pq
 
-    from ctxrag.tasks.context.contextualize import CONTEXT_KEY
+    from ctxrag.tasks.context.offline import CONTEXT_KEY
 
     index_corpus(source=str(SAMPLE_CORPUS), name="old", options=index_options(contextualizer="none"), home=str(home))
     store = IndexStore(home)

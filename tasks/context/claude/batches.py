@@ -22,7 +22,7 @@ from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer, _to
 from ctxrag.tasks.context.claude.client import message_text
 from ctxrag.tasks.context.claude.pricing import Usage, charge
 from ctxrag.storage.ledger import SaveLedger
-from ctxrag.tasks.context.contextualize import context_key
+from ctxrag.tasks.context.offline import context_key
 from ctxrag.tasks.common.models import Chunk, Document, sha256_hex
 from ctxrag.tasks.common.providers import Provider
 

@@ -25,7 +25,7 @@ from ctxrag.storage.ledger import LedgerRow, SaveLedger
 from ctxrag.tasks.context.claude.client import ClaudeCallError, ClaudeClient, Reply, message_text, shared_limiter
 from ctxrag.tasks.context.claude.pricing import Usage, charge
 from ctxrag.tasks.context.claude.prompts import CHUNK_CONTEXT, DOCUMENT, DOCUMENT_CONTEXTS, RECORD_CONTEXTS_TOOL, SUMMARY, tagged_chunks
-from ctxrag.tasks.context.contextualize import SaveContexts
+from ctxrag.tasks.context.offline import SaveContexts
 from ctxrag.tasks.common.models import Chunk, Document
 from ctxrag.tasks.context.structure import chunk_offsets
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ctxrag.storage.artifacts import RowCache, contexts_cache
-from ctxrag.tasks.context.contextualize import StructuralContextualizer
-from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.context.offline import StructuralContextualizer
+from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
 from ctxrag.tasks.common.retry import ApiCallFailed, may_pass
 from ctxrag.tasks.stages.contextualize import (

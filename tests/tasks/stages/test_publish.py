@@ -10,7 +10,7 @@ import pytest
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.index_store import IndexStore
-from ctxrag.tasks.context.contextualizers import ContextualizerSpec
+from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.common.models import indexed_text
 from ctxrag.tasks.stages.load import compare_with_live

@@ -12,7 +12,7 @@ from ctxrag.storage.ledger import LedgerRow
 from ctxrag.tasks.context.claude.batches import BatchState, run_batches
 from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer, ClaudeSettings
 from ctxrag.tasks.context.claude.pricing import Usage, cost_usd
-from ctxrag.tasks.context.contextualize import context_key
+from ctxrag.tasks.context.offline import context_key
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.tasks.context.claude.test_contextualizer import BIG, SMALL, make_document
 

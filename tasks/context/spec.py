@@ -1,6 +1,6 @@
 """Which contextualizer a run uses: its spec (plain values, safe as a Prefect task parameter) and the factory.
 
-Above both families (ctxrag.tasks.context.contextualize's offline ones, ctxrag.tasks.context.claude's): neither imports this module.
+Above both families (ctxrag.tasks.context.offline's offline ones, ctxrag.tasks.context.claude's): neither imports this module.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer, ClaudeSettings, ClaudeSummarizer
-from ctxrag.tasks.context.contextualize import Contextualizer, ContextualizerKind, NoContext, StructuralContextualizer
+from ctxrag.tasks.context.offline import Contextualizer, ContextualizerKind, NoContext, StructuralContextualizer
 
 
 @dataclass(frozen=True)

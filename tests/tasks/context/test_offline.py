@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxrag.tasks.context.contextualize import (
+from ctxrag.tasks.context.offline import (
     MAX_DEFINED_NAMES,
     ContextualizerKind,
     NoContext,
@@ -14,7 +14,7 @@ from ctxrag.tasks.context.contextualize import (
     shorten_defines,
 )
 from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer, ClaudeSummarizer
-from ctxrag.tasks.context.contextualizers import make_contextualizer
+from ctxrag.tasks.context.spec import make_contextualizer
 from ctxrag.tasks.common.models import Chunk, Document
 
 PY = '''\

@@ -1,4 +1,4 @@
-"""Contextualizers: write, per chunk, a short context that situates it in its whole document.
+"""The Contextualizer protocol, the kinds of contextualizer, the offline ones (structural, none) and context keys.
 
 The offline default is ``structural`` (no LLM): for code, the file's opening comment, the names it defines and the
 definitions that enclose the chunk; for prose, the page, title and heading path. A chunk that ships with a summary
