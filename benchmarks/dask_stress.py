@@ -75,9 +75,10 @@ def group_pids(leader: int) -> list[int]:
     return sorted(pids)
 
 
-def dump_stacks(leader: int, path: Path, simulator: AnthropicSimulator) -> None:
+def dump_stacks(leader: int, path: Path, simulator: AnthropicSimulator, native: bool = False) -> None:
     """Every process of the hung run: its command line, its file locks and, with py-spy, its threads' Python stacks;
-    and what the simulator is answering now, with the TCP connections to it."""
+    and what the simulator is answering now, with the TCP connections to it; each process's open descriptors, and
+    its threads' locals (``native``: their C frames too)."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     port = simulator.url.rsplit(":", 1)[1]
     sockets = subprocess.run(["ss", "-tnp"], capture_output=True, text=True).stdout if shutil.which("ss") else ""
@@ -89,8 +90,14 @@ def dump_stacks(leader: int, path: Path, simulator: AnthropicSimulator) -> None:
         except OSError:
             continue
         lines.append(f"=== pid {pid}: {command}")
+        try:
+            descriptors = sorted((int(fd.name), os.readlink(fd)) for fd in Path(f"/proc/{pid}/fd").iterdir())
+            lines.append("descriptors: " + ", ".join(f"{fd}={target}" for fd, target in descriptors))
+        except OSError:
+            pass
         if Path(spy).is_file():
-            result = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60)
+            flags = ["--native"] if native else []
+            result = subprocess.run([spy, "dump", *flags, "--locals", "--pid", str(pid)], capture_output=True, text=True, timeout=120)
             lines.append(result.stdout + result.stderr)
     path.write_text("\n".join(lines))
 
@@ -135,7 +142,7 @@ def one_run(corpus: Path, chunks: int, args: argparse.Namespace, number: int, pr
                 if (count < chunks and now - last_change > args.stall) or now - started > args.deadline:
                     outcome = "hang"
                     args.dumps.mkdir(parents=True, exist_ok=True)
-                    dump_stacks(process.pid, args.dumps / f"hang-{number}.txt", simulator)
+                    dump_stacks(process.pid, args.dumps / f"hang-{number}.txt", simulator, args.native)
                     break
         finally:
             stop_group(process)
@@ -163,6 +170,7 @@ def main() -> None:
     parser.add_argument("--stall", type=float, default=90.0, help="seconds without a new answer that make a hang")
     parser.add_argument("--deadline", type=float, default=600.0)
     parser.add_argument("--dumps", type=Path, default=Path(tempfile.gettempdir()) / "ctxrag-dask-stress")
+    parser.add_argument("--native", action="store_true", help="py-spy dumps with native (C) frames")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--label", default="", help="what code ran (default: the commit)")
     args = parser.parse_args()

@@ -21,6 +21,14 @@ from ctxrag.storage.errors import InvalidInput
 
 DEFAULT_TASK_WORKERS = 4
 
+# Each worker process of the local cluster (the Nanny hands it this Dask config): no statistical profiler. Dask's
+# profiler calls sys._current_frames() every 10 ms in the worker's main thread; on CPython 3.11 that call holds the
+# runtime's thread-list lock while it allocates, so a garbage collection run there that frees a threading.local (as
+# every paid call's tenacity Retrying leaves one in cyclic garbage) takes that lock again: the main thread waits
+# forever holding the GIL, and every other thread of the worker (its call slots) waits for the GIL (hang 2, issue
+# 35). The profile only feeds Dask's dashboard, which a ctxrag cluster does not serve.
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+
 
 def task_workers() -> int:
     """Task threads of a run: ``CTXRAG_TASK_WORKERS``, else 4 (tasks wait on I/O and APIs; 2 cores do the rest)."""
@@ -47,7 +55,8 @@ def make_task_runner(kind: str | None = None, address: str | None = None) -> Tas
         address = address or os.environ.get("CTXRAG_DASK_ADDRESS")
         if address:
             return DaskTaskRunner(address=address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 2, "processes": True, "dashboard_address": None})
+        return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 2, "processes": True, "dashboard_address": None,
+                                              "config": WORKER_CONFIG})
     raise InvalidInput(f"unknown task runner {kind!r}; choose threads or dask")
 
 

@@ -57,8 +57,6 @@ def run_on_dask(corpus: Path, home: Path, simulator: AnthropicSimulator) -> dict
     return json.loads(stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.xfail(strict=False, reason="issue 35 stays open: a paid run on Dask can still stall, all of a worker's call "
-                   "threads waiting for response headers (2 of 16 stress runs, benchmarks/results/dask_stress.md)")
 @pytest.mark.parametrize("burst", [0, 60], ids=["plain", "429-burst"])
 @pytest.mark.usefixtures("voyage_simulator")  # embeddings from the Voyage simulator: no local model in each worker
 def test_paid_contextualization_on_two_dask_workers_finishes(anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path, burst: int) -> None:

@@ -29,3 +29,16 @@ def test_an_index_run_on_a_local_dask_cluster(home: Path, tmp_path: Path) -> Non
 def test_unknown_runner_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="choose threads or dask"):
         make_task_runner("ray")
+
+
+def test_the_local_clusters_workers_run_no_profiler() -> None:
+    """Hang 2 (issue 35): Dask's statistical profiler calls sys._current_frames() every 10 ms in a worker's main thread;
+    on CPython 3.11 a garbage collection inside that call which frees a threading.local (every paid call's tenacity
+    Retrying leaves one) deadlocks the main thread holding the GIL, and with it every call thread of the worker."""
+    pytest.importorskip("prefect_dask")
+    from distributed import Client, LocalCluster
+
+    runner = make_task_runner("dask")
+    with LocalCluster(**runner.cluster_kwargs) as cluster, Client(cluster) as client:
+        profiled = client.run(lambda dask_worker: "profile" in dask_worker.periodic_callbacks)
+    assert len(profiled) == 2 and not any(profiled.values())
