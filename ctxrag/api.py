@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
-from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, options_of
+from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, from_flat
 from ctxrag.runs import run_evaluate, run_index
 from ctxrag.storage.errors import UserError
 
@@ -139,7 +139,7 @@ def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> 
 def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: str | None = None, **options: Any) -> list[Hit]:
     """One search of index NAME, as ``ctxrag search``; ``options``: ``rerank``, ``rerank_model``, ``server_rrf``.
     For many searches, ``open`` the index once."""
-    chosen = options_of(SearchOptions, {"k": k, "strategy": strategy, **options}, "ctxrag.search")
+    chosen = from_flat(SearchOptions, {"k": k, "strategy": strategy, **options}, "ctxrag.search")
     rerank_spec(chosen.rerank, chosen.rerank_model)  # a bad reranker fails before the index is loaded
     return Index(name, server_rrf=chosen.server_rrf).search(query, chosen.k, chosen.strategy, chosen.rerank, chosen.rerank_model)
 
@@ -148,14 +148,14 @@ def index(source: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: A
     """Load, contextualize, embed and index SOURCE (a JSON corpus or a folder) under NAME, as ``ctxrag index``; the
     new version goes live only when complete. ``options``: ``IndexOptions``' fields. Returns the run's report
     (``status``, ``version``, counts, costs, ``warnings``)."""
-    return run_index(os.fspath(source), name, options_of(IndexOptions, options, "ctxrag.index"))
+    return run_index(os.fspath(source), name, from_flat(IndexOptions, options, "ctxrag.index"))
 
 
 def evaluate(evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: Any) -> dict[str, Any]:
     """Score index NAME's strategies on EVALSET, as ``ctxrag evaluate``. ``options``: ``EvaluateOptions``' fields
     (``k`` and ``strategy`` take one value or a list). Returns ``metrics`` ({strategy: {metric: value}}), ``run_dir``,
     ``chart``, ``unavailable`` rows and the run's paid calls; the set's warnings are issued as ``UserWarning``s."""
-    chosen = options_of(EvaluateOptions, options, "ctxrag.evaluate")
+    chosen = from_flat(EvaluateOptions, options, "ctxrag.evaluate")
     return run_evaluate(os.fspath(evalset), name, chosen, lambda message: warnings.warn(message, UserWarning, stacklevel=3))
 
 

@@ -173,7 +173,7 @@ def flat_options(kind: type) -> list[FlatOption]:
             found += [dataclasses.replace(inner, path=(item.name, *inner.path)) for inner in flat_options(annotation)]
             continue
         if item.metadata.get("internal"):
-            continue  # not a user's option (ClaudeSettings' fixed shapes: max_tokens, retry_attempts, ...)
+            continue  # not a user's option (ClaudeSettings' fixed shapes: max_tokens, chunks_per_call, ...)
         default = item.default_factory() if item.default_factory is not dataclasses.MISSING else item.default
         flag = item.metadata.get("flag") or item.name
         found.append(FlatOption(flag.replace("-", "_"), (item.name,), annotation, default, item.metadata.get("description", ""), item.metadata.get("min")))
@@ -206,8 +206,3 @@ def _build(kind: type[Options], values: Mapping[str, Any]) -> Options:
     hints = typing.get_type_hints(kind)
     return kind(**{key: _build(hints[key], value) if isinstance(value, dict) and dataclasses.is_dataclass(hints[key]) else value
                    for key, value in values.items()})
-
-
-def options_of(kind: type[Options], given: Mapping[str, Any], call: str) -> Options:
-    """``kind`` from flat keyword options (``from_flat``)."""
-    return from_flat(kind, given, call)

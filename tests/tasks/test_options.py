@@ -16,7 +16,7 @@ from ctxrag.flows.evaluate import evaluate_index
 from ctxrag.flows.index import index_corpus
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.context.claude.settings import ClaudeSettings
-from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, flat_options, from_flat, nested, options_of
+from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, flat_options, from_flat, nested
 
 
 def command_options(command: str) -> dict[str, Any]:
@@ -94,9 +94,9 @@ def test_evaluate_takes_one_value_or_several(k: Any, strategy: Any, ks: Any, str
 
 def test_an_unknown_option_is_named_with_the_known_ones() -> None:
     with pytest.raises(InvalidInput, match=r"ctxrag.index: unknown option 'contextualiser'; options: contextualizer, "):
-        options_of(IndexOptions, {"contextualiser": "none"}, "ctxrag.index")
-    assert options_of(SearchOptions, {}, "ctxrag.search") == SearchOptions()
-    assert options_of(SearchOptions, {"k": 3}, "ctxrag.search").k == 3
+        from_flat(IndexOptions, {"contextualiser": "none"}, "ctxrag.index")
+    assert from_flat(SearchOptions, {}, "ctxrag.search") == SearchOptions()
+    assert from_flat(SearchOptions, {"k": 3}, "ctxrag.search").k == 3
 
 
 def test_claude_retries_sets_each_call_s_budget() -> None:
