@@ -79,13 +79,14 @@ def _healthy(api_url: str) -> bool:
         return False
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group (uvicorn and its service workers), then SIGKILL what is left."""
+def stop_group(process: subprocess.Popen, first: signal.Signals = signal.SIGTERM, wait_seconds: float = 15) -> None:
+    """Signal the process's group (``first``: SIGTERM, or SIGINT as Ctrl-C), then SIGKILL what is left after
+    ``wait_seconds``."""
     if process.poll() is not None:
         return
     try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=15)
+        os.killpg(process.pid, first)
+        process.wait(timeout=wait_seconds)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
@@ -126,7 +127,7 @@ def running_prefect_server(ui: bool = True, startup_seconds: float = STARTUP_SEC
             time.sleep(0.25)
         yield PrefectServer(api_url=api_url, ui_url=f"http://127.0.0.1:{port}", home=home, log=log, process=process)
     finally:
-        _stop(process)
+        stop_group(process)
         shutil.rmtree(home, ignore_errors=True)
 
 

@@ -8,9 +8,7 @@ pull step moved it there.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +20,7 @@ from uuid import UUID
 import pytest
 from prefect.exceptions import ObjectNotFound
 
+from tests.equipment.prefect_server import stop_group
 from tests.helpers import REPO, shadowing_folder
 
 if TYPE_CHECKING:
@@ -74,13 +73,7 @@ def worker(prefect_server: PrefectServer, home: Path, deployed: dict[str, str], 
     try:
         yield log
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+        stop_group(process)
 
 
 def test_deploy_creates_the_process_pool_and_both_deployments(prefect_server: PrefectServer, deployed: dict[str, str]) -> None:
@@ -207,9 +200,4 @@ def test_serve_runs_the_flows_from_one_process(prefect_server: PrefectServer, ho
         assert run["state"] == "COMPLETED" and run["parameters"]["name"] == "served"
         assert (home / "indexes" / "served").is_dir()
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+        stop_group(process, wait_seconds=20)

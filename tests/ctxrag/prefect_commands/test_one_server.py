@@ -20,6 +20,7 @@ import pytest
 from tests.equipment.local_server import (
     _server_processes, ctxrag_as_user, recorded_server, stopped_afterwards, user_env, wait_for,
 )
+from tests.equipment.prefect_server import stop_group
 from tests.helpers import REPO, SAMPLE_CORPUS
 
 
@@ -79,12 +80,7 @@ def test_index_serve_trigger_and_a_scheduled_run_share_the_local_server_and_stop
             assert wait_for(scheduled_completed, 150), f"no scheduled run completed\nserve log:\n{log.read_text()[-3000:]}"
             assert _servers_in(tmp_path) == {server["pid"]}  # no temporary server in any command or flow run
         finally:
-            os.killpg(serve.pid, signal.SIGINT)
-            try:
-                serve.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(serve.pid, signal.SIGKILL)
-                serve.wait(timeout=10)
+            stop_group(serve, signal.SIGINT, wait_seconds=30)
 
         stopped = ctxrag_as_user(home, prefect_home, "server", "stop")
         assert stopped.returncode == 0 and f"pid {server['pid']}" in stopped.stdout
