@@ -50,7 +50,6 @@ def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> 
     """Run the flow ``load_flow`` imports against the local Prefect server (or the configured one); its errors are
     raised. The import, and Prefect's logging set-up, happen while the local server starts."""
     from ctxrag.prefect_commands.local_server import local_prefect_server
-    from ctxrag.prefect_commands.server_commands import announce_started
 
     loaded: list[Callable[..., Any]] = []
 
@@ -58,7 +57,7 @@ def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> 
         loaded.append(load_flow())
         quiet_tracebacks()
 
-    with local_prefect_server(announce=announce_started, meanwhile=prepare), heartbeats_as_configured():
+    with local_prefect_server(meanwhile=prepare), heartbeats_as_configured():
         return loaded[0](**parameters)
 
 

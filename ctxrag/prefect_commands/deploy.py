@@ -15,6 +15,7 @@ from rich.markup import escape
 from ctxrag.prefect_commands.deployments import project_dir, read_deployments, work_pools_of
 from ctxrag.prefect_commands.errors import CommandError, err, fail
 from ctxrag.prefect_commands.server import client, prefect_server
+from ctxrag.storage.errors import UserError
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -45,7 +46,7 @@ def deploy(
             if result.returncode != 0:
                 fail(f"`prefect deploy` failed (exit code {result.returncode}); its output is above", code=result.returncode)
             lines = _deployed(folder / "prefect.yaml", name)
-    except CommandError as error:
+    except UserError as error:  # CommandError, or the server's own
         fail(str(error))
     for line in lines:
         print(line)

@@ -1,25 +1,26 @@
-"""The local Prefect server: Prefect's own background server, the one every ctxrag command uses when none is configured.
+"""The local Prefect server, the one every ctxrag command uses when none is configured: Prefect's own background server.
 
-With no ``PREFECT_API_URL`` (in the environment or the active profile), ``index``, ``evaluate``, ``serve``,
-``deploy``, ``trigger`` and ``server start`` start ``prefect server start --background`` in ``PREFECT_HOME`` (default
-``~/.prefect``), on 127.0.0.1:4200 when that port is free. Prefect writes its pid file ``server.pid`` there: later
-commands find the server by it, and ``prefect server stop`` stops it. ctxrag adds only what Prefect lacks: a migrated
-empty database to start from (``server_template``), an environment with no secrets and the services deployments need
-(``server_process.server_environment``), an identity check (the pid runs a Prefect server; its address is read from
-its command line), and a stop when the start is interrupted. A configured server always wins. Under ``CI=true``, or
-with ``CTXRAG_PREFECT_SERVER=temporary``, nothing outlives the command (Prefect's temporary server per process).
-
-Nothing here imports Prefect: ``ctxrag server status`` answers in a fraction of a second.
+With no ``PREFECT_API_URL`` (environment, or the active profile), a command that needs a server runs
+``prefect server start --background`` in ``PREFECT_HOME`` (on 127.0.0.1:4200 when it is free). Prefect's pid file
+finds it later, and ``prefect server stop`` stops it. ctxrag adds only what Prefect lacks: a migrated empty database
+to start from (``server_template``), an environment with no secrets, an identity check (the pid runs a Prefect server,
+and the server that answers names this home), and a stop when the start fails or is interrupted. A configured server
+always wins; under ``CI=true`` or ``CTXRAG_PREFECT_SERVER=temporary`` nothing outlives the command. Nothing here
+imports Prefect until a flow runs, so ``ctxrag server status`` answers at once.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import tomllib
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,26 +29,35 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ctxrag.prefect_commands.server_process import (
-    ServerDidNotStart, address_of, alive, answers, check_writable, choose_port, diagnose_start, is_prefect_server,
-    server_environment, server_home, server_version, sigterm_raises, terminate,
-)
 from ctxrag.prefect_commands.server_template import prepare_database
 from ctxrag.storage.errors import UserError
+from ctxrag.tasks.common.display import console
 
 MODE_VARIABLE = "CTXRAG_PREFECT_SERVER"
-MODES = ("background", "temporary")
 PID_FILE = "server.pid"  # Prefect's own: `prefect server start --background` writes it, `prefect server stop` reads it
-STARTUP_SECONDS = 90.0
-BUSY_SECONDS = 90.0  # how long a live server may take to answer before a command gives up (never replaced)
+STARTUP_SECONDS = BUSY_SECONDS = 90.0  # a start, or a live server's answer, waited for this long (it is never replaced)
+SERVER_COMMAND = "prefect.server.api.server:create_app"  # what the background server runs (uvicorn's factory)
+SERVICES_OFF = ("TRIGGERS",)  # automations only; the scheduler and late runs serve deployments (docs/decisions.md)
+_KEPT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
+_SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "AUTH", "PASSWORD")
+NO_SERVER = (f"no Prefect server: {MODE_VARIABLE}=temporary (the default under CI=true) starts none that outlives a "
+             f"command. Unset it (or set {MODE_VARIABLE}=background) to use the local server, or set PREFECT_API_URL.")
+
+
+class ServerDidNotStart(UserError):
+    """The local server exited or did not answer in time; the message says why."""
+
+
+class PortTaken(ServerDidNotStart):
+    """Another process bound the port after ``choose_port`` saw it free."""
+
+
+class ServerDoesNotAnswer(UserError):
+    """The home's server lives but does not answer; no second server is started on its database."""
 
 
 class ServerOfAnotherVersion(UserError):
     """The home's server runs another Prefect version; it is left alone."""
-
-
-class ServerDoesNotAnswer(UserError):
-    """The server in the home lives but does not answer; no second server is started on its database."""
 
 
 @dataclass(frozen=True)
@@ -61,47 +71,182 @@ class LocalServer:
 
 
 def server_mode() -> str:
-    """``background`` (default) or ``temporary`` (CTXRAG_PREFECT_SERVER; under CI=true the default is temporary)."""
+    """``background`` (the default) or ``temporary`` (the default under CI=true), from CTXRAG_PREFECT_SERVER."""
     default = "temporary" if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes") else "background"
     mode = os.environ.get(MODE_VARIABLE, "").strip().lower() or default
-    if mode not in MODES:
-        raise UserError(f"{MODE_VARIABLE}={mode!r}: expected one of {', '.join(MODES)}")
+    if mode not in ("background", "temporary"):
+        raise UserError(f"{MODE_VARIABLE}={mode!r}: expected one of background, temporary")
     return mode
 
 
 def prefect_home() -> Path:
-    """Prefect's home: PREFECT_HOME, else ``~/.prefect``."""
     return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser().resolve()
-
-
-def configured_api_url() -> str | None:
-    """The server the user configured: PREFECT_API_URL in the environment; else, when this process has imported
-    Prefect already, Prefect's own settings (a program's ``temporary_settings``, .env, prefect.toml); else the active
-    profile (``prefect config set`` / ``prefect profile use`` write it to PREFECT_HOME's profiles.toml)."""
-    if url := os.environ.get("PREFECT_API_URL", "").strip():
-        return url
-    if "prefect.settings" in sys.modules:
-        from prefect.settings import get_current_settings
-
-        return get_current_settings().api.url or None
-    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or prefect_home() / "profiles.toml")
-    try:
-        profiles = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active", "ephemeral")
-    url = profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL")
-    return str(url) if url else None
 
 
 def prefect_version() -> str:
     return version("prefect")
 
 
-def _database(home: Path) -> Path | None:
-    """The server's SQLite file (Prefect's default, in its home); None when another database is configured."""
-    url = os.environ.get("PREFECT_SERVER_DATABASE_CONNECTION_URL") or os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL")
-    return None if url else home / "prefect.db"
+def configured_api_url() -> str | None:
+    """The user's server: PREFECT_API_URL; else Prefect's settings if this process imported them (a program's
+    ``temporary_settings``, .env); else the active profile in PREFECT_HOME's profiles.toml (`prefect config set`)."""
+    if url := os.environ.get("PREFECT_API_URL", "").strip():
+        return url
+    if "prefect.settings" in sys.modules:
+        from prefect.settings import get_current_settings
+
+        return get_current_settings().api.url or None
+    try:
+        profiles = tomllib.loads(Path(os.environ.get("PREFECT_PROFILES_PATH") or prefect_home() / "profiles.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    url = profiles.get("profiles", {}).get(os.environ.get("PREFECT_PROFILE") or profiles.get("active", ""), {}).get("PREFECT_API_URL")
+    return str(url) if url else None
+
+
+def server_environment(home: Path, source: dict[str, str] | None = None, port: int = 4200) -> dict[str, str]:
+    """The server's environment: what a process needs, Prefect's settings but the client's (PREFECT_API_*, the
+    profile) and any secret-like name outside PREFECT_SERVER_*, its address, telemetry off."""
+    def kept(name: str) -> bool:
+        if name in _KEPT or name.startswith("PREFECT_SERVER_"):
+            return True
+        return (name.startswith("PREFECT_") and not name.startswith("PREFECT_API_") and name != "PREFECT_PROFILE"
+                and not any(word in name for word in _SECRET_WORDS))
+
+    env = {name: value for name, value in (os.environ if source is None else source).items() if kept(name)}
+    env.update({"PREFECT_HOME": str(home), "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port)})  # the UI calls this API
+    env.update({f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in SERVICES_OFF})
+    env.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+    return env
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _command_line(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+
+
+def is_prefect_server(pid: int) -> bool:
+    """Whether ``pid`` runs a Prefect server (by its command line: a reused pid is not taken for it)."""
+    command = _command_line(pid)
+    if command is None:
+        return alive(pid)  # no /proc (not Linux): the pid file is trusted
+    return SERVER_COMMAND in command or {"server", "start"} <= set(command) and any("prefect" in part for part in command)
+
+
+def _get(url: str, timeout: float = 5.0) -> object:
+    """The JSON of a 200 answer to GET ``url`` (never through a proxy), else None."""
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=timeout) as response:
+            return json.loads(response.read() or b"null") if response.status == 200 else None
+    except (OSError, ValueError):
+        return None
+
+
+def answers(api_url: str, timeout: float = 5.0) -> bool:
+    return _get(f"{api_url}/health", timeout) is not None
+
+
+def server_version(api_url: str) -> str | None:
+    found = _get(f"{api_url}/admin/version")
+    return str(found) if found is not None else None
+
+
+def server_home(api_url: str) -> Path | None:
+    """The PREFECT_HOME the server at ``api_url`` names in its settings (None when it does not say)."""
+    settings = _get(f"{api_url}/admin/settings")
+    return Path(settings["home"]) if isinstance(settings, dict) and settings.get("home") else None
+
+
+def choose_port(preferred: int) -> int:
+    """``preferred`` (Prefect's 4200: where Prefect users look) when uvicorn could bind it, else a free port."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is free
+        try:
+            probe.bind(("127.0.0.1", preferred))
+        except OSError:
+            probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def terminate(pid: int, wait_seconds: float = 15.0) -> bool:
+    """SIGTERM (as `prefect server stop`), SIGKILL after ``wait_seconds``; True once the process is gone."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        deadline = time.monotonic() + wait_seconds
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:  # our own child (a test's): reaped
+                    return True
+            except ChildProcessError:
+                if not alive(pid):
+                    return True
+            time.sleep(0.05)
+    return not alive(pid)
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within the block SIGTERM raises KeyboardInterrupt, so clean-ups run (main thread only)."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: nothing changes
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def why_it_died(home: Path, port: int, code: int | None, log: str) -> str:
+    """Why the server exited at start, read from its output; then the exit code and the output's last lines."""
+    said = log.lower()
+    if "already in use" in said:
+        cause = f"port {port} on 127.0.0.1 is taken by another program"
+    elif "can't locate revision" in said or "no such revision" in said:
+        cause = f"the database in {home} was migrated by a newer Prefect than this one; use its environment or another PREFECT_HOME"
+    elif "readonly database" in said or "read-only" in said or "permission denied" in said:
+        cause = f"PREFECT_HOME ({home}) or its database is read-only"
+    else:
+        cause = "it exited during start-up"
+    return f"{cause} (exit code {code}); the last lines of `prefect server start`:\n" + ("\n".join(log.splitlines()[-15:]) or "(no output)")
+
+
+def _diagnose(home: Path, env: dict[str, str]) -> str:
+    """Prefect's background server keeps no log: the same server is run once in the foreground, its output read."""
+    port = env["PREFECT_SERVER_API_PORT"]
+    with tempfile.TemporaryFile("w+") as output:
+        process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", port],
+                                   env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while process.poll() is None and not answers(f"http://127.0.0.1:{port}/api", 1.0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if process.poll() is None:
+            terminate(process.pid)
+            return "it exited during start-up, and started when tried again in the foreground: run the command again"
+        output.seek(0)
+        return why_it_died(home, int(port), process.returncode, output.read())
 
 
 def _read_pid(home: Path) -> int | None:
@@ -112,63 +257,53 @@ def _read_pid(home: Path) -> int | None:
 
 
 def find_server(home: Path) -> LocalServer | None:
-    """The Prefect server whose pid is in ``home``'s pid file, if that process lives and is a Prefect server (its
-    command line says so); a stale pid file is removed. Never decided by a health check."""
+    """The Prefect server of ``home``'s pid file, if that pid lives and runs one (its address from its command line);
+    a stale pid file is removed."""
     pid = _read_pid(home)
-    if pid is None:
-        return None
-    if alive(pid) and is_prefect_server(pid):
-        return LocalServer(pid, address_of(pid))
+    if pid is not None and alive(pid) and is_prefect_server(pid):
+        command = _command_line(pid) or []
+        port = command[command.index("--port") + 1] if "--port" in command[:-1] else "4200"
+        return LocalServer(pid, f"http://127.0.0.1:{port}/api")
     (home / PID_FILE).unlink(missing_ok=True)
     return None
 
 
-def _wait_until_it_answers(server: LocalServer, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not answers(server.api_url):
-        if not alive(server.pid):
-            raise ServerDoesNotAnswer(f"the local Prefect server (pid {server.pid}) exited; run the command again")
-        if time.monotonic() > deadline:
-            raise ServerDoesNotAnswer(
-                f"the local Prefect server (pid {server.pid}, {server.ui_url}) is running but has not answered for "
-                f"{seconds:.0f} s. `ctxrag server stop` stops it."
-            )
-        time.sleep(0.2)
+def check_writable(home: Path) -> None:
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        (probe := home / f".ctxrag-write-check-{os.getpid()}").write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ServerDidNotStart(f"cannot start a local Prefect server: PREFECT_HOME ({home}) is read-only or cannot "
+                                f"be created ({error.strerror or error})") from None
 
 
 def start_server(home: Path, meanwhile: Callable[[], object] = lambda: None) -> LocalServer:
-    """``prefect server start --background`` with a scrubbed environment on a migrated database; runs ``meanwhile``
-    while the server starts (the command's own imports), then waits for /api/health. When another process takes the
-    chosen port between our check and Prefect's, the start is tried once more on a free port. Stops the server again
-    if the start fails or is interrupted (Ctrl-C, SIGTERM, any error)."""
-    check_writable(home)
-    port = choose_port(int(os.environ.get("PREFECT_SERVER_API_PORT") or 4200))
+    """``prefect server start --background`` on a seeded database with a scrubbed environment, ``meanwhile`` run as it
+    starts; tried once more on a free port if another process takes the port first. A start that fails or is
+    interrupted (Ctrl-C, SIGTERM) stops the server again."""
     try:
-        return _start_on(home, port, meanwhile)
+        return _start_on(home, choose_port(int(os.environ.get("PREFECT_SERVER_API_PORT") or 4200)), meanwhile)
     except PortTaken:
         return _start_on(home, choose_port(0), lambda: None)
 
 
-class PortTaken(ServerDidNotStart):
-    """Prefect found the port taken (another process bound it after ``choose_port`` saw it free)."""
-
-
 def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalServer:
     env = server_environment(home, port=port)
-    prepare_database(_database(home), prefect_version(), env)
-    command = [sys.executable, "-m", "prefect", "server", "start", "--background", "--host", "127.0.0.1", "--port", str(port)]
+    database = None if {"PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_API_DATABASE_CONNECTION_URL"} & set(os.environ) else home / "prefect.db"
+    prepare_database(database, prefect_version(), env)
     starting: subprocess.Popen[bytes] | None = None
     with sigterm_raises():
         try:
             with tempfile.TemporaryFile("w+") as output:
-                starting = subprocess.Popen(command, env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=output,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+                starting = subprocess.Popen(
+                    [sys.executable, "-m", "prefect", "server", "start", "--background", "--host", "127.0.0.1", "--port", str(port)],
+                    env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
                 meanwhile()
                 code = starting.wait(timeout=STARTUP_SECONDS)
                 output.seek(0)
                 said = " ".join(output.read().strip().splitlines()[-3:])
-            pid = _read_pid(home)
-            if code != 0 or pid is None:
+            if code != 0 or (pid := _read_pid(home)) is None:
                 failure = PortTaken if f"Port {port} is already in use" in said else ServerDidNotStart
                 raise failure(f"`prefect server start --background` failed (exit code {code}): {said}")
             server = LocalServer(pid, f"http://127.0.0.1:{port}/api")
@@ -176,11 +311,10 @@ def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalSe
             while not answers(server.api_url, timeout=2.0):
                 if not alive(pid) or time.monotonic() > deadline:
                     terminate(pid)
-                    raise ServerDidNotStart(f"the local Prefect server did not start: {diagnose_start(home, env)}")
+                    raise ServerDidNotStart(f"the local Prefect server did not start: {_diagnose(home, env)}")
                 time.sleep(0.1)
-            answering = server_home(server.api_url)
-            if answering is not None and answering.resolve() != home.resolve():  # not ours: ours will not bind the port
-                raise PortTaken(f"port {port} is served by the Prefect server of {answering}")
+            if (answering := server_home(server.api_url)) is not None and answering.resolve() != home.resolve():
+                raise PortTaken(f"port {port} is served by the Prefect server of {answering}")  # ours could not bind it
             return server
         except BaseException:
             if starting is not None and starting.poll() is None:
@@ -192,28 +326,28 @@ def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalSe
             raise
 
 
-def _check_version(server: LocalServer, home: Path) -> None:
-    running, ours = server_version(server.api_url), prefect_version()
-    if running not in (ours, None):
-        raise ServerOfAnotherVersion(
-            f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url}) runs Prefect {running}; this "
-            f"environment has Prefect {ours}. It is left running: stop it from its own environment (`prefect server "
-            f"stop`), or set PREFECT_HOME to another folder, or {MODE_VARIABLE}=temporary."
-        )
-
-
 def ensure_server(home: Path | None = None, meanwhile: Callable[[], object] = lambda: None) -> tuple[LocalServer, bool]:
-    """The running local server, or a new one (True when started now), with ``meanwhile`` run while it starts. One
-    command at a time checks and starts (two commands started together share one server)."""
+    """The home's running server, or a new one (True: started now), with ``meanwhile`` run meanwhile. One command at a
+    time checks and starts, so commands started together share one server. A live server is waited for, never
+    replaced, and one of another Prefect version is left alone."""
     home = home or prefect_home()
-    home.mkdir(parents=True, exist_ok=True)
+    check_writable(home)
     with FileLock(home / "ctxrag-server.lock"):
         server = find_server(home)
         if server is None:
             return start_server(home, meanwhile), True
         meanwhile()
-        _wait_until_it_answers(server, BUSY_SECONDS)
-        _check_version(server, home)
+        deadline = time.monotonic() + BUSY_SECONDS
+        while not answers(server.api_url):
+            if not alive(server.pid) or time.monotonic() > deadline:
+                raise ServerDoesNotAnswer(f"the local Prefect server (pid {server.pid}, {server.ui_url}) has not answered "
+                                          f"for {BUSY_SECONDS:.0f} s or exited. `ctxrag server stop` stops it.")
+            time.sleep(0.2)
+        if (running := server_version(server.api_url)) not in (prefect_version(), None):
+            raise ServerOfAnotherVersion(
+                f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url}) runs Prefect {running}; this "
+                f"environment has Prefect {prefect_version()}. It is left running: stop it from its own environment "
+                f"(`prefect server stop`), or set PREFECT_HOME to another folder, or {MODE_VARIABLE}=temporary.")
         return server, False
 
 
@@ -221,31 +355,36 @@ def stop_server(home: Path) -> LocalServer | None:
     """Stop the server of ``home``'s pid file, as ``prefect server stop`` does, and wait until it has exited."""
     home.mkdir(parents=True, exist_ok=True)
     with FileLock(home / "ctxrag-server.lock"):
-        server = find_server(home)
-        if server is not None:
+        if (server := find_server(home)) is not None:
             terminate(server.pid)
         (home / PID_FILE).unlink(missing_ok=True)
         return server
 
 
+def announce_started(server: LocalServer, home: Path) -> None:
+    console(stderr=True, soft_wrap=True).print(
+        f"started a local Prefect server: UI at {server.ui_url} (pid {server.pid}, PREFECT_HOME {home}); later "
+        "commands reuse it; stop it with `ctxrag server stop` or `prefect server stop`.", highlight=False)
+
+
 @contextmanager
-def local_prefect_server(
-    announce: Callable[[LocalServer, Path], None] | None = None, meanwhile: Callable[[], object] = lambda: None
-) -> Iterator[str | None]:
-    """Point Prefect at the server to use for the block: the configured one, else the local one (started if it is not
-    running, with ``meanwhile`` run while it starts; ``announce(server, home)`` is then called). Yields its API URL;
-    None in temporary mode."""
+def local_prefect_server(meanwhile: Callable[[], object] = lambda: None, required: bool = False) -> Iterator[str | None]:
+    """Point Prefect at the server to use within the block: the configured one, else the local one (started, and
+    announced, if it is not running; ``meanwhile`` runs as it starts). Yields its API URL; None in temporary mode,
+    where ``required`` refuses instead."""
     if configured := configured_api_url():
         meanwhile()
         yield configured
         return
     if server_mode() == "temporary":
+        if required:
+            raise UserError(NO_SERVER)
         meanwhile()
         yield None
         return
     server, started = ensure_server(meanwhile=meanwhile)
-    if started and announce is not None:
-        announce(server, prefect_home())
+    if started:
+        announce_started(server, prefect_home())
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     with temporary_settings(updates={PREFECT_API_URL: server.api_url}):

@@ -18,6 +18,7 @@ import typer
 from ctxrag.prefect_commands.deployments import Deployment, project_dir, read_deployments
 from ctxrag.prefect_commands.errors import CommandError, err, fail
 from ctxrag.prefect_commands.server import client, prefect_server
+from ctxrag.storage.errors import UserError
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -55,7 +56,7 @@ def serve(
 
             err.print(f"serving {_summary(served, deployments)}; Ctrl-C stops", highlight=False)
             prefect_serve(*deployments, limit=limit, print_starting_message=False)
-    except CommandError as error:
+    except UserError as error:  # CommandError, or the server's own
         fail(str(error))
 
 

@@ -8,26 +8,17 @@ import typer
 
 from ctxrag.prefect_commands.errors import fail
 from ctxrag.prefect_commands.local_server import (
-    LocalServer, configured_api_url, ensure_server, find_server, prefect_home, prefect_version, stop_server,
+    LocalServer, announce_started, configured_api_url, ensure_server, find_server, prefect_home, prefect_version, stop_server,
 )
 from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
 
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server every ctxrag command uses (see docs/operations.md).")
 out = console(soft_wrap=True)  # addresses and commands to copy: never broken
-err = console(stderr=True, soft_wrap=True)
-
-
-def announce_started(server: LocalServer, home: Path) -> None:
-    """Tell the user, once, in one line, that a command started the local server, where its UI is and how to stop it."""
-    err.print(
-        f"started a local Prefect server: UI at {server.ui_url} (pid {server.pid}, PREFECT_HOME {home}); later "
-        "commands reuse it; stop it with `ctxrag server stop` or `prefect server stop`.", highlight=False,
-    )
 
 
 def describe(server: LocalServer, home: Path) -> str:
-    """What ``status`` prints: the address, and the one line that points Prefect's own commands at it."""
+    """The address, and the one line that points Prefect's own commands at it."""
     return (f"running: {server.ui_url} (pid {server.pid}, Prefect {prefect_version()}, PREFECT_HOME {home})\n"
             f"for Prefect's own commands (prefect deployment ls, prefect worker start, ...):\n"
             f"export PREFECT_API_URL={server.api_url}")
@@ -51,21 +42,17 @@ def status() -> None:
     if configured := configured_api_url():
         out.print(f"configured: PREFECT_API_URL={configured} (ctxrag uses it; no local server is started)", highlight=False)
         return
-    home = prefect_home()
-    server = find_server(home)
-    if server is None:
+    if (server := find_server(prefect_home())) is None:
         out.print("no local Prefect server running (the next `ctxrag index`, `evaluate`, `serve`, `deploy` or `trigger`, "
                   "or `ctxrag server start`, starts one)", highlight=False)
         raise typer.Exit(code=1)
-    out.print(describe(server, home), highlight=False)
+    out.print(describe(server, prefect_home()), highlight=False)
 
 
 @server_app.command()
 def stop() -> None:
     """Stop the local Prefect server (as `prefect server stop`; its runs stay in the database under PREFECT_HOME)."""
-    home = prefect_home()
-    server = stop_server(home)
-    if server is None:
+    if (server := stop_server(prefect_home())) is None:
         out.print("no local Prefect server was running", highlight=False)
     else:
-        out.print(f"stopped the server at {server.ui_url} (pid {server.pid}, PREFECT_HOME {home})", highlight=False)
+        out.print(f"stopped the server at {server.ui_url} (pid {server.pid}, PREFECT_HOME {prefect_home()})", highlight=False)

@@ -1,12 +1,7 @@
-"""A migrated, empty Prefect database kept once per machine and Prefect version, so a new server skips migrations.
-
-A new SQLite database costs ~8 s of migrations on 2 cores. The template is made by migrating a fresh database in a
-private temporary home that no server ever served (``prefect server database upgrade``), and it is checked to be
-empty (no row in any table but ``alembic_version``: no flow or task runs, logs, artifacts, variables, block
-documents, deployments, events) before it is saved and again before a database is seeded from it. A template that
-fails the check is refused and deleted; the server then migrates its database itself. The folder is private to the
-user (0700, files 0600).
-"""
+"""A migrated, empty Prefect database kept once per machine and Prefect version: a new server's database is copied
+from it instead of spending ~8 s on migrations. It is migrated in a private scratch home that no server served, and
+checked to hold no row outside ``alembic_version`` (no runs, logs, blocks, variables...) both before it is saved and
+before each copy; a template that fails the check is deleted and Prefect migrates the database itself."""
 
 from __future__ import annotations
 
@@ -21,95 +16,80 @@ from pathlib import Path
 
 from ctxrag.storage.environment import cache_dir
 
-MIGRATION_SECONDS = 300.0
-ALLOWED_ROWS = frozenset({"alembic_version"})  # the only table a migrated, never-served database has rows in
-
 
 def template_path(prefect_version: str) -> Path:
-    """Where this Prefect version's migrated, empty database is kept (one per machine)."""
     return cache_dir() / "prefect" / f"prefect-{prefect_version}.db"
 
 
 def tables_with_rows(database: Path) -> list[str]:
-    """The tables of ``database`` (SQLite) that hold at least one row, other than ``alembic_version``."""
+    """The tables of the SQLite ``database`` that hold a row, ``alembic_version`` aside."""
     with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10)) as connection:
         names = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         if "alembic_version" not in names:
             return ["(no alembic_version: not a migrated Prefect database)"]
-        return [name for name in names if name not in ALLOWED_ROWS
+        return [name for name in names if name != "alembic_version"
                 and connection.execute(f'SELECT 1 FROM "{name}" LIMIT 1').fetchone() is not None]
 
 
 def is_empty_template(database: Path) -> bool:
-    """True when ``database`` is a migrated Prefect database with no data in it."""
     try:
         return database.is_file() and not tables_with_rows(database)
     except sqlite3.Error:
         return False
 
 
-def _private_dir(folder: Path) -> None:
-    """Create ``folder`` (and the cache folder above it) readable by the user only."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for path in {cache_dir(), folder}:
-        if path.is_dir():
-            os.chmod(path, 0o700)
+def _copy_private(source: Path, target: Path) -> None:
+    """Copy ``source`` to ``target`` (mode 0600) through a partial file, so a reader never sees half a database."""
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    try:
+        shutil.copyfile(source, partial)
+        os.chmod(partial, 0o600)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def make_template(template: Path, environment: dict[str, str]) -> bool:
-    """Migrate a fresh database in a private temporary home and save it as ``template`` if it is empty.
-
-    ``environment`` is the (minimal) environment of the migration process. Returns True when a template was saved."""
-    _private_dir(template.parent)
+    """Migrate a fresh database in a scratch home (``environment`` is the migration's) and keep it as ``template``
+    (its folder private to the user) if it is empty. True when saved."""
+    template.parent.mkdir(parents=True, exist_ok=True)
+    for folder in {cache_dir(), template.parent}:
+        os.chmod(folder, 0o700)
     with tempfile.TemporaryDirectory(prefix="ctxrag-prefect-template-", dir=template.parent) as scratch:
         database = Path(scratch) / "prefect.db"
-        env = {**environment, "PREFECT_HOME": scratch,
-               "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}"}
+        env = {**environment, "PREFECT_HOME": scratch, "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}"}
         try:
-            result = subprocess.run(
-                [sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env, cwd=scratch,
-                stdin=subprocess.DEVNULL, capture_output=True, timeout=MIGRATION_SECONDS, check=False,
-            )
+            result = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env,
+                                    cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True, timeout=300, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return False
         if result.returncode != 0 or not is_empty_template(database):
             return False
         with closing(sqlite3.connect(database)) as connection:
             connection.execute("PRAGMA journal_mode=DELETE")  # one self-contained file to copy
-        partial = template.with_name(f"{template.name}.{os.getpid()}.partial")
-        shutil.copyfile(database, partial)
-        os.chmod(partial, 0o600)
-        os.replace(partial, template)
+        _copy_private(database, template)
         return True
 
 
 def seed_database(database: Path | None, template: Path) -> bool:
-    """Copy the template to ``database`` when the database does not exist yet and the template is still empty.
-
-    True if copied. A template that is not empty is deleted (never copied); any failure leaves the database to
-    Prefect's own migrations."""
+    """Copy an empty ``template`` to a ``database`` that does not exist yet (None: not SQLite); a template holding
+    data is deleted, never copied. True if copied; on any failure Prefect migrates the database itself."""
     if database is None or database.exists() or not template.is_file():
         return False
     if not is_empty_template(template):
         template.unlink(missing_ok=True)
         return False
-    partial = database.with_name(f"{database.name}.{os.getpid()}.partial")
     try:
         database.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(template, partial)
-        os.chmod(partial, 0o600)
-        os.replace(partial, database)
-        return True
+        _copy_private(template, database)
     except OSError:
-        partial.unlink(missing_ok=True)
         return False
+    return True
 
 
 def prepare_database(database: Path | None, prefect_version: str, environment: dict[str, str]) -> bool:
-    """Seed a server's new SQLite ``database`` from this version's template, making the template first if needed."""
+    """Seed a server's new SQLite ``database`` from this Prefect version's template, made first if needed."""
     if database is None or database.exists():
         return False
     template = template_path(prefect_version)
-    if not template.is_file() and not make_template(template, environment):
-        return False
-    return seed_database(database, template)
+    return (template.is_file() or make_template(template, environment)) and seed_database(database, template)

@@ -12,6 +12,7 @@ import typer
 from ctxrag.prefect_commands.errors import CommandError, err, fail
 from ctxrag.prefect_commands.params import merged, parse_env, parse_params
 from ctxrag.prefect_commands.server import client, prefect_server
+from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import readable_rows
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def trigger(
             if watch:
                 flow_run = _watch(api, flow_run, timeout)
                 tables = _result_tables(api, flow_run) if flow_run.state and flow_run.state.is_completed() else []
-    except CommandError as error:
+    except UserError as error:  # CommandError, or the server's own
         fail(str(error))
     state = flow_run.state
     state_type = state.type.value if state else "UNKNOWN"

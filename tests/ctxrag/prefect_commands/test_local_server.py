@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.prefect_commands import local_server, server_process, server_template
+from ctxrag.prefect_commands import local_server, server_template
 from ctxrag.prefect_commands.local_server import (
     PID_FILE, LocalServer, ServerDoesNotAnswer, ServerOfAnotherVersion, ensure_server, find_server, local_prefect_server,
     stop_server,
@@ -77,7 +77,7 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
         stop = subprocess.run([str(Path(sys.executable).with_name("prefect")), "server", "stop"], capture_output=True, text=True,
                               env={**os.environ, "PREFECT_HOME": str(prefect_home)}, timeout=60)
         assert stop.returncode == 0, stop.stderr
-        assert wait_for(lambda: not server_process.alive(server.pid), 30)
+        assert wait_for(lambda: not local_server.alive(server.pid), 30)
         assert ctxrag_as_user(first_home, prefect_home, "server", "status").returncode == 1
 
 
@@ -85,7 +85,7 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
 def test_the_template_is_migrated_in_a_private_home_and_seeds_an_empty_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXRAG_CACHE_DIR", str(tmp_path / "cache"))
     template = server_template.template_path("test")
-    assert server_template.make_template(template, server_process.server_environment(tmp_path / "unused"))
+    assert server_template.make_template(template, local_server.server_environment(tmp_path / "unused"))
     assert server_template.tables_with_rows(template) == []
     assert oct(template.stat().st_mode & 0o777) == "0o600"
     assert oct(template.parent.stat().st_mode & 0o777) == oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"
@@ -177,11 +177,11 @@ def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signa
     try:
         assert wait_for(lambda: local_server._read_pid(prefect_home) is not None, 120), command.communicate(timeout=5)
         server_pid = local_server._read_pid(prefect_home)
-        assert wait_for(lambda: server_process.is_prefect_server(server_pid), 30)
+        assert wait_for(lambda: local_server.is_prefect_server(server_pid), 30)
         assert command.poll() is None, command.communicate(timeout=5)
         command.send_signal(sig)
         assert command.wait(timeout=60) != 0  # interrupted, not finished
-        assert not server_process.alive(server_pid), "the server outlived the interrupted command"
+        assert not local_server.alive(server_pid), "the server outlived the interrupted command"
         assert not (prefect_home / PID_FILE).exists()
     finally:
         command.kill()
@@ -214,26 +214,26 @@ def test_a_port_taken_after_the_check_is_replaced_by_a_free_one(tmp_path: Path, 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         held = taken.getsockname()[1]
-        chosen = iter([held])
-        monkeypatch.setattr(local_server, "choose_port", lambda preferred: next(chosen, None) or server_process.choose_port(0))
+        chosen, free = iter([held]), local_server.choose_port
+        monkeypatch.setattr(local_server, "choose_port", lambda preferred: next(chosen, None) or free(0))
         with stopped_afterwards(prefect_home):
             server = local_server.start_server(prefect_home)
             assert f":{held}/" not in server.api_url
-            assert server_process.answers(server.api_url)
+            assert local_server.answers(server.api_url)
             assert find_server(prefect_home) == server
-            assert server_process.server_home(server.api_url) == prefect_home.resolve()  # how a start knows it is its own
+            assert local_server.server_home(server.api_url) == prefect_home.resolve()  # how a start knows it is its own
 
 
 def test_errors_name_a_taken_port_and_a_home_that_cannot_be_written(tmp_path: Path) -> None:
     log = "ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 4200): address already in use\n"
-    assert "port 4200 on 127.0.0.1 is taken" in server_process.why_it_died(tmp_path / "server-home", 4200, 1, log)
+    assert "port 4200 on 127.0.0.1 is taken" in local_server.why_it_died(tmp_path / "server-home", 4200, 1, log)
     (tmp_path / "a-file").write_text("")
     with pytest.raises(UserError, match="read-only or cannot be created"):
-        server_process.check_writable(tmp_path / "a-file" / "prefect")
+        local_server.check_writable(tmp_path / "a-file" / "prefect")
 
 
 def test_the_daemon_gets_no_secrets() -> None:
-    env = server_process.server_environment(Path("/x"), {
+    env = local_server.server_environment(Path("/x"), {
         "PATH": "/bin", "HOME": "/root", "ANTHROPIC_API_KEY": "k", "VOYAGE_API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "k",
         "PREFECT_API_URL": "http://elsewhere/api", "PREFECT_API_KEY": "pnu_k", "PREFECT_SERVER_API_PORT": "4300",
         "PREFECT_LOGGING_LEVEL": "INFO", "GITHUB_TOKEN": "t", "PREFECT_CLOUD_API_TOKEN": "t",
