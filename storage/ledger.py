@@ -28,6 +28,7 @@ class LedgerRow:
     status: str  # "ok" | "error"
     error: str = ""
     latency_s: float = 0.0
+    waited_s: float = 0.0  # of latency_s: waiting for the run's budget (call slots, rate limits)
     input_tokens: int = 0
     output_tokens: int = 0
     cache_write_tokens: int = 0
@@ -52,7 +53,7 @@ SCHEMA = pa.schema(
         ("latency_s", pa.float64()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
         ("cache_write_tokens", pa.int64()), ("cache_read_tokens", pa.int64()), ("cost_usd", pa.float64()),
         ("cost_without_cache_usd", pa.float64()), ("cache_applied", pa.bool_()), ("units", pa.int64()),
-        ("attempts", pa.int64()), ("created_at", pa.float64()),
+        ("attempts", pa.int64()), ("created_at", pa.float64()), ("waited_s", pa.float64()),
     ]
 )
 
@@ -88,6 +89,7 @@ def summarize(rows: list[dict]) -> dict[str, object]:
         "calls": len(rows),
         "failed_calls": len(rows) - len(ok),
         "requests": sum(row.get("attempts") or 1 for row in rows),  # HTTP requests, retries included
+        "waited_for_budget_s": round(sum(row.get("waited_s") or 0.0 for row in rows), 1),  # all calls' waits added
         "input_tokens": sum(row["input_tokens"] for row in ok),
         "cache_write_tokens": sum(row["cache_write_tokens"] for row in ok),
         "cache_read_tokens": read,

@@ -6,7 +6,7 @@ existing scheduler (``tcp://host:8786``), else a local cluster is started for th
 
 Threads are bounded: Prefect's ``ThreadPoolTaskRunner()`` has no worker bound by default, so a corpus of N documents
 would run N tasks at once. ``CTXRAG_TASK_WORKERS`` (default 4) sets the bound. Paid calls have their own, run-wide
-bound (``--concurrency``, held by one limiter per process: per Dask worker process under Dask).
+bound (``--concurrency``: Prefect global concurrency limits across every process, ``tasks/common/run_budget.py``).
 """
 
 from __future__ import annotations

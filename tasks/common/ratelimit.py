@@ -7,18 +7,24 @@ Three things bound the calls:
   remaining, and when they reset) and new calls wait for the reset once the remainder is spent, before a 429;
   ``pause_for`` stops every thread after a 429's ``retry-after``, not only the one that got it.
 
-(Prefect's server-side concurrency limits cost about 2 s per acquisition on the default SQLite server, too slow
-for per-call limiting; and they would not read the API's headers.)
+Across processes (Dask workers), ``budget`` (``run_budget.RunBudget``: Prefect's global concurrency limits) bounds
+the whole run's calls in flight and per minute as well; this limiter still reads the API's headers for its process.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ctxrag.storage.secrets import redact
+
+if TYPE_CHECKING:
+    from ctxrag.tasks.common.run_budget import RunBudget
 
 HEADER_PREFIX = "anthropic-ratelimit-"
 RESET_MARGIN_S = 0.05  # clocks and rounding: wait a little past the announced reset
@@ -89,6 +95,7 @@ class RateLimiter:
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
         max_in_flight: int | None = None,
+        budget: RunBudget | None = None,
     ) -> None:
         self._requests = _Bucket(requests_per_minute) if requests_per_minute else None
         self._tokens = _Bucket(tokens_per_minute) if tokens_per_minute else None
@@ -101,28 +108,53 @@ class RateLimiter:
         self.in_flight = 0
         self.peak_in_flight = 0
         self._tokens_in_flight = 0
+        self.budget = budget
         self.waited_s = 0.0  # seconds spent waiting for capacity, all threads together
 
     @contextmanager
-    def slot(self, tokens: int = 0) -> Iterator[None]:
-        """Wait for a free place and for every limit, then hold the place while the request is open."""
+    def slot(self, tokens: int = 0, lease_s: float = 0.0) -> Iterator[float]:
+        """Wait for a free place and for every limit (the run's ``budget`` too: its in-flight slot is leased for
+        ``lease_s`` plus a margin), then hold the place while the request is open. Yields the seconds waited."""
+        started = time.monotonic()
         if self._slots:
             self._slots.acquire()
         try:
             self.acquire(tokens)
+            lease = self._lease(tokens, lease_s)
+            waited = time.monotonic() - started
             with self._lock:
                 self.in_flight += 1
                 self._tokens_in_flight += tokens
                 self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+                self.waited_s += waited
             try:
-                yield
+                yield waited
             finally:
                 with self._lock:
                     self.in_flight -= 1
                     self._tokens_in_flight -= tokens
+                if self.budget is not None:
+                    self.budget.give_back(lease)
         finally:
             if self._slots:
                 self._slots.release()
+
+    def _lease(self, tokens: int, lease_s: float) -> Any:
+        """A slot of the run's budget; a server that cannot keep one (too old, unreachable) leaves this process's
+        limits alone in charge, with one warning."""
+        budget = self.budget
+        if budget is None:
+            return None
+        try:
+            return budget.take(tokens, lease_s)[0]
+        except Exception as error:  # noqa: BLE001 - the budget is a bound, not the call: the call goes on
+            with self._lock:
+                if self.budget is not None:
+                    self.budget = None
+                    logging.getLogger(__name__).warning(
+                        "the run-wide budget of %s calls is off (Prefect's concurrency limits at %s: %s); each process "
+                        "keeps its own limits", budget.provider, budget.api_url, redact(str(error))[:200])
+            return None
 
     def acquire(self, tokens: int = 0) -> float:
         """Wait until every limit allows one more call of ``tokens`` (estimated); returns the seconds waited."""
@@ -144,7 +176,6 @@ class RateLimiter:
                         self._requests.level -= 1
                     if self._tokens and tokens:
                         self._tokens.level -= min(tokens, self._tokens.per_minute)
-                    self.waited_s += waited
                     return waited
             time.sleep(delay)
             waited += delay

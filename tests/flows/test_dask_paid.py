@@ -1,5 +1,6 @@
 """Paid contextualization on a real 2-worker Dask cluster (prefect-dask's LocalCluster), against the Anthropic simulator
-(test equipment, not the API): the run ends in bounded time, with and without a 429 burst (issue 35, "No hang").
+(test equipment, not the API): the run ends in bounded time, with and without a 429 burst (issue 35, "No hang"), and
+``--concurrency 4`` bounds the calls in flight across both workers (one budget for the run: the server's limits).
 
 The run is a subprocess with a deadline, so a hang fails the test (with the simulator's count so far) instead of hanging
 CI; its whole process group (the Dask nanny and workers) is killed whatever happens.
@@ -31,7 +32,8 @@ from tests.helpers import index_options
 flow = index_corpus.with_options(task_runner=make_task_runner("dask"))
 report = flow(source=sys.argv[1], name="dask-paid", home=sys.argv[2], options=index_options(
                 contextualizer="claude", concurrency=4, embedder="voyage"))
-print(json.dumps({"status": report["status"], "calls": report["contextualizer_calls"]["calls"]}))
+calls = report["contextualizer_calls"]
+print(json.dumps({"status": report["status"], "calls": calls["calls"], "waited": calls["waited_for_budget_s"]}))
 """
 
 
@@ -69,6 +71,8 @@ def test_paid_contextualization_on_two_dask_workers_finishes(anthropic_simulator
     started = time.monotonic()
     report = run_on_dask(corpus, home, anthropic_simulator)
     statuses = [r.status for r in list(anthropic_simulator.requests) if r.path == "/v1/messages"]
-    assert report == {"status": "published", "calls": len(texts)}
+    assert report["status"] == "published" and report["calls"] == len(texts)
     assert statuses.count(200) == len(texts) and statuses.count(429) == burst  # each context paid once
+    assert anthropic_simulator.peak_in_flight <= 4  # across both workers (8 before one budget per run)
+    assert report["waited"] > 0  # 2 workers x 2 task threads x 4 calls each asked for more than 4 slots
     assert time.monotonic() - started < DEADLINE_S

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 from ctxrag.tasks.common.ratelimit import RateLimiter
+from ctxrag.tasks.common.run_budget import RunBudget
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy, headers_of, is_rate_limited, is_retryable, retry_after_of
 from ctxrag.storage.secrets import redact, resolve_key
 
@@ -17,7 +18,7 @@ SECRET_BLOCK = "anthropic-api-key"
 ANSWER_WAIT_S = 60.0  # a request's answer starts within a minute, plus its output's time at ...
 OUTPUT_TOKENS_PER_S = 50.0  # ... a slow generation speed (Haiku writes several times faster)
 
-_limiters: dict[tuple[float | None, float | None, int | None], RateLimiter] = {}
+_limiters: dict[tuple[float | None, float | None, int | None, RunBudget | None], RateLimiter] = {}
 
 
 def request_timeout(max_tokens: object) -> float:
@@ -29,13 +30,14 @@ def request_timeout(max_tokens: object) -> float:
 _limiters_lock = threading.Lock()
 
 
-def shared_limiter(requests_per_minute: float | None, tokens_per_minute: float | None, max_in_flight: int | None = None) -> RateLimiter:
+def shared_limiter(requests_per_minute: float | None, tokens_per_minute: float | None, max_in_flight: int | None = None,
+                   budget: RunBudget | None = None) -> RateLimiter:
     """One limiter per setting in this process, shared by every task thread that calls Claude: ``max_in_flight``
-    bounds the whole run's open requests (all documents, all task threads), not one document's."""
+    bounds the process's open requests (all documents, all task threads), and ``budget`` the run's, across processes."""
     with _limiters_lock:
-        key = (requests_per_minute, tokens_per_minute, max_in_flight)
+        key = (requests_per_minute, tokens_per_minute, max_in_flight, budget)
         if key not in _limiters:
-            _limiters[key] = RateLimiter(requests_per_minute, tokens_per_minute, max_in_flight)
+            _limiters[key] = RateLimiter(requests_per_minute, tokens_per_minute, max_in_flight, budget)
         return _limiters[key]
 
 
@@ -64,6 +66,7 @@ class Reply:
     message: Any
     latency_s: float
     attempts: int = 1  # HTTP requests this call took (1 + retries)
+    waited_s: float = 0.0  # of ``latency_s``: waiting for a call slot and the rate limits (the run's budget)
 
 
 class ClaudeClient:
@@ -88,13 +91,16 @@ class ClaudeClient:
         """
         started = time.perf_counter()
         retries: list[float] = []
+        waits: list[float] = []
+        timeout = request_timeout(params.get("max_tokens"))
 
         def attempt() -> Reply:
             try:
-                with self._limiter.slot(estimated_tokens):
-                    raw = self._sdk.messages.with_raw_response.create(timeout=request_timeout(params.get("max_tokens")), **params)
+                with self._limiter.slot(estimated_tokens, lease_s=timeout) as waited:
+                    waits.append(waited)
+                    raw = self._sdk.messages.with_raw_response.create(timeout=timeout, **params)
                     self._limiter.observe(raw.headers)
-                    reply = Reply(raw.parse(), time.perf_counter() - started, attempts=len(retries) + 1)
+                    reply = Reply(raw.parse(), time.perf_counter() - started, len(retries) + 1, sum(waits))
                     if keep is not None:
                         try:
                             keep(reply)

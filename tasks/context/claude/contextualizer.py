@@ -29,6 +29,7 @@ from ctxrag.tasks.context.offline import SaveContexts
 from ctxrag.tasks.common.models import Chunk, Document
 from ctxrag.tasks.context.structure import chunk_offsets
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
+from ctxrag.tasks.common.run_budget import RunBudget
 from ctxrag.tasks.context.claude.settings import BATCH_MODES, DEFAULT_CONCURRENCY, MODES, PER_DOCUMENT_MODES, ClaudeSettings  # noqa: F401  (re-exported)
 from ctxrag.tasks.common.providers import Provider
 
@@ -102,7 +103,9 @@ class ClaudeContextualizer:
 
     def _client(self) -> ClaudeClient:
         if self.client is None:
-            limiter = shared_limiter(self.settings.requests_per_minute, self.settings.tokens_per_minute, self.settings.concurrency)
+            settings = self.settings
+            budget = RunBudget.on_server(Provider.ANTHROPIC, settings.concurrency, settings.requests_per_minute, settings.tokens_per_minute)
+            limiter = shared_limiter(settings.requests_per_minute, settings.tokens_per_minute, settings.concurrency, budget)
             self.client = ClaudeClient(RetryPolicy(attempts=self.settings.retry_attempts), limiter)
         return self.client
 
@@ -237,7 +240,7 @@ class ClaudeContextualizer:
 
         def record_and_keep(reply: Reply) -> None:
             usage = Usage.from_api(reply.message.usage)
-            row.latency_s, row.attempts = reply.latency_s, reply.attempts
+            row.latency_s, row.attempts, row.waited_s = reply.latency_s, reply.attempts, reply.waited_s
             charge(row, self.settings.model, usage, self.settings.cache_ttl)
             row.cache_applied = (usage.cache_write_tokens + usage.cache_read_tokens) > 0 if asked_for_cache else None
             if row.cache_applied:

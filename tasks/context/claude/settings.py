@@ -26,7 +26,7 @@ class ClaudeSettings:
         "half price), per-document-batch (per-document via Message Batches).")})
     cache_ttl: str = field(default="5m", metadata={"description": "Prompt-cache TTL: 5m or 1h."})
     concurrency: int = field(default=DEFAULT_CONCURRENCY, metadata={"min": 1, "description": (
-        "Claude requests open at once in the whole run (all documents; per process under Dask).")})
+        "Claude requests open at once in the whole run (all documents, every Dask worker).")})
     requests_per_minute: float | None = field(default=None, metadata={"flag": "rpm", "description": "Client-side limit: Claude requests per minute."})
     tokens_per_minute: float | None = field(default=None, metadata={"flag": "tpm", "description": (
         "Client-side limit: Claude input tokens per minute (estimated; as in the API's limit, cache reads do not count).")})

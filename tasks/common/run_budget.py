@@ -1,0 +1,126 @@
+"""One paid budget for a run across every worker and process: Prefect's global concurrency limits, kept by the server.
+
+A provider's requests in flight are a concurrency limit, ``ctxrag-<provider>-in-flight`` (the limit: ``--concurrency``);
+its requests and tokens per minute are rate limits (``ctxrag-<provider>-requests-per-minute`` / ``-tokens-per-minute``,
+whose slots decay at the limit / 60 per second). A call takes its rate slots, then leases one in-flight slot for its
+HTTP request only. The lease outlasts the request's own timeout, so it never ends under a live call, and a worker
+killed while holding one gives it back when the lease ends (the server's repossessor looks every 15 s). A round trip
+costs ~15 ms on the local SQLite server against calls of seconds (docs/decisions.md), so slots are leased one call at
+a time. Limits are named per provider, not per run: runs on one server share their key's budget, at the latest run's
+setting. With no Prefect server configured there is one process, and the process's own limiter is the run's budget.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+from uuid import UUID
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
+
+LEASE_MARGIN_S = 30.0  # a lease lasts the request's timeout plus this
+MIN_LEASE_S = 60.0  # the server's shortest lease
+FIRST_POLL_S, LAST_POLL_S = 0.05, 1.0  # the wait between tries at a full limit, doubling
+
+_clients: dict[str, SyncPrefectClient] = {}
+_ensured: set[tuple[str, int, float]] = set()
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """The limits of one provider's calls, held by the Prefect server at ``api_url``."""
+
+    api_url: str
+    provider: str
+    in_flight: int | None = None
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+
+    @classmethod
+    def on_server(cls, provider: str, in_flight: int | None, requests_per_minute: float | None = None,
+                  tokens_per_minute: float | None = None) -> RunBudget | None:
+        """The budget on the Prefect server this process talks to; None when none is configured (one process)."""
+        from prefect.settings import get_current_settings
+
+        url = get_current_settings().api.url
+        return cls(str(url), provider, in_flight, requests_per_minute, tokens_per_minute) if url else None
+
+    def name(self, limit: str) -> str:
+        return f"ctxrag-{self.provider}-{limit}"
+
+    def take(self, tokens: int, lease_s: float) -> tuple[UUID | None, float]:
+        """Wait for the rate limits and a free in-flight slot; the slot's lease (None: no in-flight limit) and the
+        seconds waited."""
+        client = self._client()
+        started = time.monotonic()
+        for limit, per_minute, slots in (("requests-per-minute", self.requests_per_minute, 1),
+                                         ("tokens-per-minute", self.tokens_per_minute, tokens)):
+            if per_minute and slots:
+                name = self._ensure(client, limit, int(per_minute), per_minute / 60.0)
+                _until_granted(lambda: client.increment_concurrency_slots(names=[name], slots=min(slots, int(per_minute)), mode="rate_limit"))
+        lease = None
+        if self.in_flight:
+            name = self._ensure(client, "in-flight", self.in_flight, 0.0)
+            granted = _until_granted(lambda: client.increment_concurrency_slots_with_lease(
+                names=[name], slots=1, mode="concurrency", lease_duration=max(MIN_LEASE_S, lease_s + LEASE_MARGIN_S)))
+            lease = UUID(granted.json()["lease_id"])
+        return lease, time.monotonic() - started
+
+    def give_back(self, lease: UUID | None) -> None:
+        """Free an in-flight slot; one that cannot be freed now is freed by its lease's end."""
+        if lease is not None:
+            try:
+                self._client().release_concurrency_slots_with_lease(lease)
+            except Exception:  # noqa: BLE001 - the lease ends on its own
+                pass
+
+    def _client(self) -> SyncPrefectClient:
+        """One client per server for the process (httpx's client is safe across threads)."""
+        with _lock:
+            if self.api_url not in _clients:
+                from prefect.client.orchestration import get_client
+                from prefect.settings import PREFECT_API_URL, temporary_settings
+
+                with temporary_settings(updates={PREFECT_API_URL: self.api_url}):
+                    _clients[self.api_url] = get_client(sync_client=True).__enter__()
+            return _clients[self.api_url]
+
+    def _ensure(self, client: SyncPrefectClient, limit: str, slots: int, decay: float) -> str:
+        """The limit named for ``limit``, created or set to ``slots`` (once per process and setting)."""
+        from prefect.exceptions import ObjectAlreadyExists
+
+        name = self.name(limit)
+        with _lock:
+            if (name, slots, decay) in _ensured:
+                return name
+        try:
+            client.upsert_global_concurrency_limit_by_name(name, max(1, slots), slot_decay_per_second=decay)
+        except ObjectAlreadyExists:  # another worker created it first: set it
+            client.upsert_global_concurrency_limit_by_name(name, max(1, slots), slot_decay_per_second=decay)
+        with _lock:
+            _ensured.add((name, slots, decay))
+        return name
+
+
+def _until_granted(request: Callable[[], Any]) -> Any:
+    """``request`` until the server grants it: a full limit answers 423, tried again after a growing pause (the
+    server's Retry-After, when shorter)."""
+    from httpx import HTTPStatusError
+
+    pause = FIRST_POLL_S
+    while True:
+        try:
+            return request()
+        except HTTPStatusError as error:
+            if error.response.status_code != 423:
+                raise
+            try:
+                suggested = float(error.response.headers.get("retry-after") or LAST_POLL_S)
+            except ValueError:
+                suggested = LAST_POLL_S
+            time.sleep(max(FIRST_POLL_S, min(pause, suggested)))
+            pause = min(pause * 2, LAST_POLL_S)
