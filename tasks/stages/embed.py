@@ -13,7 +13,7 @@ from prefect.cache_policies import NONE
 
 from ctxrag.storage.artifacts import embeddings_cache
 from ctxrag.storage.environment import models_dir
-from ctxrag.storage.ledger import Ledger
+from ctxrag.storage.ledger import Ledger, summarize
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.common.retry import retry_only_io
 from ctxrag.tasks.embedding.embed import TEXTS_PER_TASK, EmbedderSpec, embed_missing, query_model_export, stored_vectors
@@ -38,8 +38,11 @@ class Vectors:
 
 def embed_corpus(plan: BuildPlan, run: IndexRun) -> Vectors:
     """Embed what is not stored (batch tasks: at once on a Dask cluster, one after the other on threads, where one
-    model uses both cores; an embedder that reads documents embeds them whole), then read every vector."""
+    model uses both cores; an embedder that reads documents embeds them whole), then read every vector. Nothing, when
+    the live version already is this plan (it keeps its own vectors: a no-op reads none, 0.2 s on the cookbook)."""
     spec, home = run.embedder, run.home
+    if plan.live_version(run) is not None:
+        return Vectors(np.empty((0, 0), dtype=np.float32), 0, summarize([]))
     texts = plan.embedded_texts  # what the embedder reads, materialized once
     doc_ids = plan.doc_ids if spec.embeds_documents else None
     batches = [] if doc_ids is not None else text_batches(unstored_texts(texts, spec, home))

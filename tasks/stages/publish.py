@@ -41,6 +41,11 @@ class BuildPlan:
     context_keys: list[str] = field(repr=False)
     spec: EmbedderSpec  # how the embedder reads each row
 
+    def live_version(self, run: IndexRun) -> str | None:
+        """The live version when it is already this plan (its build key), else None."""
+        live = IndexStore(run.home).manifest(run.name)
+        return str(live["version"]) if live is not None and live.get("build_key") == self.build_key else None
+
     @property
     def doc_ids(self) -> list[str]:
         return [chunk.doc_id for chunk in self.chunks]
@@ -143,9 +148,9 @@ def publish_version(plan: BuildPlan, vectors: np.ndarray, source: str, run: Inde
     published; with a quality gate and a live version, it is staged, scored against the live one and promoted, or
     discarded (a transaction rollback) when ``GateRejected`` is raised, the live version untouched."""
     name, home, gate = run.name, run.home, run.options.gate
+    if (version := plan.live_version(run)) is not None:
+        return Published(version, "unchanged")
     live = IndexStore(home).manifest(name)
-    if live is not None and live.get("build_key") == plan.build_key:
-        return Published(str(live["version"]), "unchanged")
     if gate.evalset and live is not None:
         with transaction():  # a rejected gate rolls back: publish_index's hook discards the staged version
             version = publish_index(name, home, plan, vectors, source, live=False)
