@@ -94,7 +94,7 @@ def run_evaluation(scoring: Scoring, questions: EvalSet) -> Evaluation:
 @task(cache_policy=NONE)
 def save_evaluation(run_dir: Path, config: dict[str, object], result: Evaluation) -> Path:
     write_run(run_dir, config, result.metrics, result.per_query)
-    return write_chart(result.metrics, run_dir / "chart.png", f"{config['index']}: {Path(str(config['evalset'])).name}")
+    return write_chart(result.metrics, run_dir / "chart.svg", f"{config['index']}: {Path(str(config['evalset'])).name}")
 
 
 def report_evaluation(scoring: Scoring, evalset: str, questions: EvalSet, result: Evaluation) -> dict[str, object]:

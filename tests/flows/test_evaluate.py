@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -46,7 +47,10 @@ def test_the_run_is_saved_with_its_frozen_config(indexed_home: Path) -> None:
     assert pq.read_table(run_dir / "metrics.parquet").to_pylist() == [{"strategy": "bm25", **result["metrics"]["bm25"]}]
     per_query = pq.read_table(run_dir / "per_query.parquet")
     assert per_query.num_rows == result["queries"]
-    assert Path(result["chart"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    chart = ElementTree.parse(result["chart"]).getroot()  # well-formed SVG: a bar per (strategy, metric), each labelled
+    bars = [rect.findtext("{http://www.w3.org/2000/svg}title") for rect in chart.iter("{http://www.w3.org/2000/svg}rect")]
+    assert chart.tag == "{http://www.w3.org/2000/svg}svg"
+    assert {f"bm25 {name}: {value:.3f}" for name, value in result["metrics"]["bm25"].items()} <= set(bars)
 
 
 def test_golden_chunks_missing_from_the_index_are_reported(indexed_home: Path, tmp_path: Path) -> None:
