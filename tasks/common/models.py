@@ -32,6 +32,7 @@ class Document:
     content: str
     kind: str  # "code" | "markdown" | "text" | "docs"
     source: str  # the file it came from, for messages
+    description: str = ""  # a docs page's own description (its front matter's), named in every chunk's context
 
     @cached_property
     def doc_sha(self) -> str:

@@ -93,7 +93,7 @@ class StructuralContextualizer(_Offline):
     def key_inputs(self, document: Document, chunk: Chunk) -> tuple[str, ...]:
         """The title, heading and shipped summary it writes: a docs corpus with and without summaries has the same
         chunk keys, and a heading or title can change while the text does not."""
-        return (document.title, chunk.heading, chunk.summary)
+        return (document.title, chunk.heading, chunk.summary) + ((document.description,) if document.description else ())
 
     def contextualize(self, document: Document, chunks: list[Chunk]) -> list[str]:
         if document.kind == "code":
@@ -130,6 +130,8 @@ class StructuralContextualizer(_Offline):
             lines.append(f"Title: {document.title}.")
         if chunk.heading and chunk.heading != document.title:
             lines.append(f"Section: {chunk.heading}.")
+        if document.description:  # a page without one keeps the context (and the key) it had
+            lines.append(f"About: {document.description}")
         if chunk.summary:
             lines.append(chunk.summary)
         return "\n".join(lines)

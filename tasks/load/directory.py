@@ -15,6 +15,7 @@ from pathspec import GitIgnoreSpec
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.load.chunking import DEFAULT_BUDGET, chunk_content
+from ctxrag.tasks.load.markup import DOCS_EXTENSIONS, as_markdown
 from ctxrag.tasks.common.models import Chunk, Corpus, CorpusError, Document
 
 SKIP_DIRS: frozenset[str] = frozenset({"__pycache__", "node_modules", "venv", "build", "dist"})  # plus hidden ones
@@ -23,7 +24,7 @@ CODE_EXTENSIONS: frozenset[str] = frozenset(
     sql lua pl pm r jl m mm dart ex exs erl hs ml clj vue svelte zig nim f90 ps1 groovy gradle cmake""".split()
 )
 CODE_FILENAMES: frozenset[str] = frozenset({"Makefile", "Dockerfile", "Rakefile", "Gemfile", "CMakeLists.txt"})
-MARKDOWN_EXTENSIONS: frozenset[str] = frozenset({"md", "markdown", "rst"})
+MARKDOWN_EXTENSIONS: frozenset[str] = frozenset({"md", "markdown"}) | DOCS_EXTENSIONS  # docs pages: markup.as_markdown
 BINARY_SNIFF = 8192  # a NUL byte within this many leading bytes marks a file as binary
 DEFAULT_MAX_FILE_BYTES = 1 << 20  # larger files are skipped (0: no limit)
 MINIFIED_SUFFIXES: tuple[str, ...] = (".min.js", ".min.mjs", ".min.css")
@@ -207,8 +208,11 @@ def load_directory(
         if reason := generated(file, text):
             corpus.warnings.append(f"{file}: skipped: {reason}")
             continue
-        kind = file_kind(file)
-        document = Document(doc_id=relpath, title=relpath, content=text, kind=kind, source=str(file))
+        kind, description = file_kind(file), ""
+        if kind == "markdown":
+            page = as_markdown(text, file.suffix.lower().lstrip("."))
+            text, description = page.text, page.description
+        document = Document(doc_id=relpath, title=relpath, content=text, kind=kind, source=str(file), description=description)
         pieces = [piece for piece in chunk_content(text, kind, budget) if piece.content.strip()]
         corpus.documents.append(document)
         corpus.chunks.extend(
