@@ -1,10 +1,9 @@
-"""The ``ctxrag`` command: index, search, evaluate, list, delete. Results on stdout; progress and logs on stderr."""
+"""The ``ctxrag`` command: index, search, evaluate, list, inspect, delete. Results on stdout; progress and logs on stderr."""
 
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
@@ -13,8 +12,9 @@ from rich.table import Table
 
 from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions
 from ctxrag.cli_options import with_options
+from ctxrag.inspect_command import inspect
 from ctxrag.prefect_commands import register as register_prefect_commands
-from ctxrag.errors import fail, user_message
+from ctxrag.errors import fail, user_errors
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.tasks.common.display import console, figure
 
@@ -35,19 +35,6 @@ STRATEGY_HELP = (
     "added half and half). Or hybrid (RRF), hybrid-doc (BM25-led RRF with document and definition evidence), "
     "hybrid-weighted, bm25, vector; parameters in brackets: hybrid-score(vector_weight=0.3), hybrid(rrf_k=10)."
 )
-
-
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """A user error raised in the block (ctxrag.errors.user_message) becomes one line on stderr and exit code 2;
-    anything else propagates with its traceback."""
-    try:
-        yield
-    except Exception as error:
-        message = user_message(error)
-        if message is None:
-            raise
-        fail(message)
 
 
 def _warn(message: str) -> None:
@@ -74,7 +61,7 @@ def _show_plan(source: str, name: str, options: IndexOptions, as_json: bool) -> 
 
 
 @app.command()
-@with_options(IndexOptions, checked=lambda: _user_errors())
+@with_options(IndexOptions, checked=lambda: user_errors())
 def index(
     source: str = typer.Argument(..., help="A cookbook/docs JSON corpus, or a folder of code, Markdown and text."),
     name: str = NameOption,
@@ -83,7 +70,7 @@ def index(
     options: IndexOptions = INDEX,
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
-    with _user_errors():  # bad input fails in well under a second, before Prefect or a model is loaded
+    with user_errors():  # bad input fails in well under a second, before Prefect or a model is loaded
         if plan:  # plain Python: no Prefect server, no flow, no paid call
             return _show_plan(source, name, options, as_json)
         from ctxrag.runs import run_index
@@ -134,7 +121,7 @@ def search(
     """Search an index (no Prefect run: answers in milliseconds)."""
     from ctxrag.api import search as search_index
 
-    with _user_errors():
+    with user_errors():
         hits = search_index(query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf)
     rows: list[dict[str, Any]] = [
         {
@@ -168,7 +155,7 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print only {strategy: {metric: value}} as JSON."),
 ) -> None:
     """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
-    with _user_errors():  # bad input fails before Prefect starts; the set's warnings (skipped questions) print first
+    with user_errors():  # bad input fails before Prefect starts; the set's warnings (skipped questions) print first
         options = EvaluateOptions(
             k=_parse_ks(k), strategy=strategy or None, rerank=rerank, rerank_model=rerank_model, end_to_end=end_to_end,
             answer_model=answer_model, judge_model=judge_model, subject=subject, server_rrf=server_rrf,
@@ -209,7 +196,7 @@ def list_indexes() -> None:
     from ctxrag.tasks.retrieval.search import tuned_strategy
 
     store = IndexStore(ctxrag_home())
-    with _user_errors():
+    with user_errors():
         listed = [(index_name, store.manifest(index_name) or {}, store.tuning(index_name)) for index_name in store.names()]
         strategies = [tuned_strategy(tuning, index_name).label for index_name, _, tuning in listed]
     for (index_name, manifest, tuning), strategy in zip(listed, strategies):
@@ -233,7 +220,7 @@ def tune(
     """Choose the index's search strategy on your questions (cross-validated by document); search, evaluate and --gate use it."""
     from ctxrag.api import tune as tune_index
 
-    with _user_errors():
+    with user_errors():
         record = tune_index(evalset, name, metric=metric, reset=reset)
     if as_json or reset:
         print(json.dumps(record))
@@ -254,7 +241,7 @@ def delete(name: str = typer.Argument(...)) -> None:
     """Delete an index, and its Elasticsearch alias and indexes if it lives there (stored contexts and embeddings stay cached)."""
     from ctxrag.storage.index_store import IndexStore
 
-    with _user_errors():
+    with user_errors():
         deleted = IndexStore(ctxrag_home()).delete(name)
     if not deleted:
         fail(f"no index named {name!r}")
@@ -271,7 +258,7 @@ def gc(
     from ctxrag.storage.index_store import IndexStore
     from ctxrag.tasks.gc import collect_garbage
 
-    with _user_errors():
+    with user_errors():
         IndexStore(ctxrag_home()).check_manifests()  # a corrupt one fails here, named (gc would not name it)
         report = collect_garbage(ctxrag_home(), include_paid=include_paid, paid_older_than_days=paid_older_than)
     for table in ("contexts", "embeddings"):
@@ -299,6 +286,7 @@ def main() -> None:
 
 
 register_prefect_commands(app)  # serve, deploy, trigger (ctxrag.prefect_commands)
+app.command("inspect")(inspect)
 
 
 if __name__ == "__main__":

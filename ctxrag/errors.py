@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NoReturn
 
 from ctxrag.storage.errors import UserError
@@ -45,3 +47,16 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
     console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code=code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """A user error raised in the block (``user_message``) becomes one line on stderr and exit code 2; anything else
+    propagates with its traceback."""
+    try:
+        yield
+    except Exception as error:
+        message = user_message(error)
+        if message is None:
+            raise
+        fail(message)

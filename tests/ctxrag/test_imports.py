@@ -28,7 +28,7 @@ RECORD = (
 # The pipeline's working parts and the libraries they stand on. ``--help`` reads the options' defaults from plain
 # settings modules (ClaudeSettings, EmbedderSpec, the loader's file-size limit), which import none of these.
 PIPELINE = ("prefect", "torch", "transformers", "sentence_transformers", "onnxruntime", "tokenizers", "numpy", "pyarrow",
-            "pandas", "scipy", "bm25s", "anthropic", "voyageai", "cohere", "elasticsearch", "matplotlib",
+            "pandas", "scipy", "bm25s", "anthropic", "voyageai", "cohere", "elasticsearch",
             "ctxrag.flows.index", "ctxrag.flows.evaluate", "ctxrag.tasks.stages", "ctxrag.tasks.embedding.embed",
             "ctxrag.tasks.retrieval", "ctxrag.storage.index_store", "ctxrag.storage.artifacts", "ctxrag.storage.backends",
             "ctxrag.runs", "ctxrag.api")
@@ -60,6 +60,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (["search", "how are retries delayed?", "--name", "sample"], 0),
     (["search", "a question never asked before", "--name", "sample", "--json"], 0),
     (["list"], 0),
+    (["inspect", "sample", "README.md"], 0),
     (["index", str(SAMPLE_CORPUS), "--name", "sample", "--plan"], 0),
     (["index", str(SAMPLE_CORPUS), "--contextualizer", "claude", "--plan"], 0),
     (["server", "status"], 1),
@@ -96,4 +97,4 @@ def test_a_re_index_with_nothing_to_publish_loads_no_model_and_no_table_library(
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0 and json.loads(result.stdout)["status"] == "unchanged", result.stderr
     modules = set(json.loads(record.read_text()))
-    assert "prefect" in modules and not modules & {"pandas", "bm25s", "torch", "onnxruntime", "matplotlib"}
+    assert "prefect" in modules and not modules & {"pandas", "bm25s", "torch", "onnxruntime"}
