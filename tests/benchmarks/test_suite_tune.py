@@ -12,17 +12,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import suite_tune  # noqa: E402
 from tests.benchmarks.test_suite import toy_set  # noqa: E402
 
-from ctxrag.tasks.evaluation.tune import CANDIDATES, MINIMUM_QUESTIONS  # noqa: E402
-
-
-BM25 = next(config for config in CANDIDATES if config.label == "bm25")
+from ctxrag.tasks.evaluation.tune import MINIMUM_QUESTIONS  # noqa: E402
 
 
 def bm25_answers(questions: int) -> object:
     """A chunk-level toy set whose golden chunk is BM25's first hit, scored by mrr@10, one document per question."""
     data = toy_set(3, "chunk", questions)
     data.metrics = ["mrr@10"]
-    data.golden = [np.array(data.rank(i, *suite_tune.suite_variant(BM25))[:1]) for i in range(questions)]
+    data.golden = [np.array(data.rank(i, "bm25")[:1]) for i in range(questions)]
     data.clusters = np.arange(questions)
     return data
 
