@@ -1,10 +1,11 @@
-"""The suite's strategies, their leave-one-corpus-out (LOCO) selection, and the cluster bootstrap.
+"""The suite's strategies, their leave-one-corpus-out (LOCO) selection, what ``ctxrag tune`` keeps, the bootstrap.
 
 The configurations are the product's strategies (``FIXED``) and ``ctxrag tune``'s candidates, each a
-``StrategyConfig`` label ranked by the product's fusion (suite_sets.SetData.rank). An entry is one fixed strategy
-or ``select``, every configuration: fitted on training sets, it is its configuration with the best mean over those
-sets of each set's mean primary metric (every set weighs the same), the first on ties. LOCO: the unit is the corpus;
-with each corpus out, every entry is fitted on the other corpora's sets and scored on that corpus's sets.
+``StrategyConfig`` label ranked by the product's fusion (suite_sets.SetData.rank). ``select`` chooses among them: on
+training sets, the configuration with the best mean over those sets of each set's mean primary metric (every set
+weighs the same), the first on ties. LOCO: the unit is the corpus; with each corpus out, ``select`` chooses on the
+other corpora's sets and is scored on that corpus's sets.
+``tuned``: the product's own decision (``ctxrag.tasks.evaluation.tune.decide``) over a set's own questions.
 """
 
 from __future__ import annotations
@@ -43,6 +44,18 @@ def matrix(home: Path, data, grid: list[str]) -> np.ndarray:
     return out
 
 
+def tuned(data) -> dict:
+    """``tune``'s outcome on one set (``suite_sets.SetData``): what it keeps, the cross-validated figure, the default's,
+    and the figure to expect (the cross-validated one if the choice is kept, else the default's)."""
+    from ctxrag.tasks.evaluation.tune import CANDIDATES, decide
+
+    values = np.array([[data.score(i, data.rank(i, config.label), [data.primary])[0] for i in range(len(data.texts))]
+                       for config in CANDIDATES])
+    outcome = decide(values, data.clusters.tolist(), data.primary)
+    return {"kept": outcome.choice.label if outcome.choice else None, "reason": outcome.reason, "cv": outcome.cv,
+            "default": outcome.default, "expected": outcome.cv if outcome.choice else outcome.default, "fold picks": outcome.fold_picks}
+
+
 def pick(means: np.ndarray, columns: Sequence[int] | None = None) -> int:
     """Row with the best mean over the columns (sets); the first on ties."""
     chosen = means if columns is None else means[:, list(columns)]
@@ -55,18 +68,17 @@ def corpus_splits(units: Sequence[str]) -> list[tuple[str, list[int], list[int]]
             for unit in dict.fromkeys(units)]
 
 
-def loco(sets: list, matrices: list[np.ndarray], grid: list[str]) -> dict[str, dict]:
-    """Per entry: per set its held-out per-question primary values, and what was chosen when its corpus was out."""
-    registry = {**{name: np.array([grid.index(name)]) for name in FIXED if name in grid}, "select": np.arange(len(grid))}
+def loco(sets: list, matrices: list[np.ndarray], grid: list[str]) -> tuple[list[np.ndarray], dict[str, str]]:
+    """``select`` held out: per set its per-question primary values, and per unit what was chosen with it out."""
     means = np.stack([m.mean(axis=1) for m in matrices], axis=1)  # configs x sets
-    out: dict[str, dict] = {name: {"held": [None] * len(sets), "chosen": {}} for name in registry}
+    held: list[np.ndarray] = [np.empty(0)] * len(sets)
+    chosen = {}
     for unit, train, test in corpus_splits([data.unit for data in sets]):
-        for name, members in registry.items():
-            model = int(members[pick(means[members][:, train])])
-            out[name]["chosen"][unit] = grid[model]
-            for s in test:
-                out[name]["held"][s] = matrices[s][model]
-    return out
+        config = pick(means, train)
+        chosen[unit] = grid[config]
+        for s in test:
+            held[s] = matrices[s][config]
+    return held, chosen
 
 
 def cluster_bootstrap(a: np.ndarray, b: np.ndarray, clusters: np.ndarray, resamples: int = RESAMPLES, seed: int = 0,

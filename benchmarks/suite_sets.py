@@ -2,10 +2,9 @@
 per-set metrics, and the cache of every question's BM25 and vector rankings (150 deep) in the scratch home.
 
 A set is asked of one corpus (suite_corpora). Golden answers are chunks (rows of the index) or documents. Metrics:
-``pass@k``, ``recall@k``, ``mrr@k``, ``hit@k`` over chunks (ctxrag.tasks.evaluation.metrics), and ``doc-mrr@k`` / ``doc-hit@k`` over
-documents: the rank of a question's answer is the rank, in the strategy's chunk ranking, of the first chunk of any
-golden document. Each set's first metric is its primary one (selection and the table). A strategy ranks a question
-(``SetData.rank``) as the product does: its cached rankings fused by ``ctxrag.tasks.retrieval.search.fuse_rankings``.
+``pass@k``, ``recall@k``, ``mrr@k``, ``hit@k`` over chunks (ctxrag.tasks.evaluation.metrics); ``doc-mrr@k`` and
+``doc-hit@k`` rank the first chunk of any golden document. A set's first metric is its primary one. A strategy ranks
+a question (``SetData.rank``) as the product does: the cached rankings fused by ``fuse_rankings``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -115,7 +113,7 @@ def docstring_set(name: str, base: Corpus) -> SetSpec:
 
 
 def readme_questions(home: Path, index: StoredIndex) -> list[Question]:
-    questions, _ = questions_.build_set(questions_.readmes(), corpora.readmes().prepare(home))
+    questions = questions_.build_set(questions_.readmes(), corpora.readmes().prepare(home))
     return [Question(q.text, rows) for q, rows in zip(questions, questions_.golden_rows(index, questions))]
 
 
@@ -207,12 +205,7 @@ class SetData:
 
         rankings = {side: [(int(row), float(score)) for row, score in zip(self.arrays[side[0] + "row"][i], self.arrays[side[0] + "score"][i]) if row >= 0]
                     for side in ("vector", "bm25")}  # arrays "vrow", "vscore", "brow", "bscore"
-        return [hit.row for hit in fuse_rankings(config_of(strategy), rankings, RANKED, evidence)]
-
-
-@lru_cache(maxsize=None)
-def config_of(strategy: str) -> StrategyConfig:
-    return StrategyConfig.from_str(strategy)
+        return [hit.row for hit in fuse_rankings(StrategyConfig.from_str(strategy), rankings, RANKED, evidence)]
 
 
 def metric_value(name: str, ranking, golden: np.ndarray, doc_of_row: np.ndarray) -> float:
@@ -287,12 +280,8 @@ def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: i
     ``ctxrag index --context-tokens`` makes it (``corpora.ensure_index``: indexed again if its embedder differs)."""
     corpora.ensure_index(home, spec.corpus, context_tokens)
     npz, meta_path = cache_paths(home, spec.name)
-    current = None
-    if meta_path.exists() and not rebuild:
-        current = json.loads(meta_path.read_text())
-        if current.get("key") != cache_key(spec, home):
-            current = None
-    if current is None:
+    current = json.loads(meta_path.read_text()) if meta_path.exists() and not rebuild else None
+    if current is None or current.get("key") != cache_key(spec, home):
         build_cache(home, spec)
         current = json.loads(meta_path.read_text())
     arrays = dict(np.load(npz))

@@ -52,9 +52,9 @@ def test_loco_scores_each_corpus_with_a_choice_made_without_it() -> None:
             self.unit = unit
 
     matrices = [np.array([[1.0, 1.0], [0.0, 0.0]]), np.array([[0.0], [1.0]]), np.array([[0.0, 0.0], [0.2, 0.2]])]
-    held = select.loco([Toy("a"), Toy("b"), Toy("b")], matrices, ["bm25", "vector"])["select"]
-    assert held["chosen"] == {"a": "vector", "b": "bm25"}  # with a out: b's two sets prefer vector; with b out: a's
-    assert held["held"][0].tolist() == [0.0, 0.0] and held["held"][1].tolist() == [0.0]
+    held, chosen = select.loco([Toy("a"), Toy("b"), Toy("b")], matrices, ["bm25", "vector"])
+    assert chosen == {"a": "vector", "b": "bm25"}  # with a out: b's two sets prefer vector; with b out: a's
+    assert held[0].tolist() == [0.0, 0.0] and held[1].tolist() == [0.0]
 
 
 def test_cluster_bootstrap_resamples_whole_documents() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import suite_tune  # noqa: E402
+import suite_select  # noqa: E402
 from tests.benchmarks.test_suite import toy_set  # noqa: E402
 
 from ctxrag.tasks.evaluation.tune import MINIMUM_QUESTIONS  # noqa: E402
@@ -25,13 +25,13 @@ def bm25_answers(questions: int) -> object:
 
 
 def test_tune_keeps_a_candidate_that_finds_every_answer_first() -> None:
-    outcome = suite_tune.tuned(bm25_answers(40))
+    outcome = suite_select.tuned(bm25_answers(40))
     assert outcome["default"] < 1.0  # the vector side moves some answers down
     assert outcome["kept"] is not None and outcome["cv"] == 1.0 and outcome["expected"] == 1.0
     assert len(outcome["fold picks"]) == 5
 
 
 def test_too_few_questions_keep_the_default_and_expect_its_figure() -> None:
-    outcome = suite_tune.tuned(bm25_answers(MINIMUM_QUESTIONS - 1))
+    outcome = suite_select.tuned(bm25_answers(MINIMUM_QUESTIONS - 1))
     assert outcome["kept"] is None and outcome["cv"] is None and outcome["expected"] == outcome["default"] < 1.0
     assert "too few" in outcome["reason"]
