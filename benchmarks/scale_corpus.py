@@ -110,11 +110,12 @@ def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
     import_measured_code()
     from ctxrag.storage.artifacts import embeddings_cache
     from ctxrag.tasks.embedding.embed import EmbedderSpec, vector_rows
+    from ctxrag.tasks.embedding.precision import with_index_precision
     from ctxrag.tasks.load import load_source
 
     started = time.perf_counter()
     corpus = load_source(str(source))
-    spec = EmbedderSpec.choose("local", None, 512, None)  # the CLI's default embedder
+    spec, _ = with_index_precision(EmbedderSpec.choose("local", None, 512, None), None)  # the CLI's default, a new index's precision
     keys = list(dict.fromkeys(spec.cache_key(spec.embedded_text("", chunk.content), "document") for chunk in corpus.chunks))
     cache = embeddings_cache(home)
     rng = np.random.default_rng(7)
