@@ -2,17 +2,14 @@
 
     .venv/bin/python benchmarks/commands.py --base REV [--rounds 3] [--shared-data PATH] [--out benchmarks/results]
 
-Both code trees run in this environment (REV is checked out in a temporary git worktree; each command's PYTHONPATH
-names its tree). Each round runs both trees one after the other, alternating which goes first, each from a new
-CTXRAG_HOME and PREFECT_HOME with no server running, so the first command starts the local server; the machine's
-caches (the ONNX query export, the migrated Prefect database, the embedding precision decision) are made before the
-first round, as on a machine that has indexed before. The commands, on the cookbook corpus (737 chunks, 248 queries):
-a bad input (a missing folder), `--help`, the cold index, the same 737 embedded texts embedded alone (a plain Python
-process: load the model, embed; the cold index less this is its overhead, split by the run report's own stage clock:
-outside the stages, the other stages, the embed stage less the texts alone), a no-op re-index, `server status`,
-evaluate (every strategy; first, and again), search (a query seen before, and a new one). Wall seconds per command,
-the median over rounds; the ratio is this checkout's over the base's. Writes commands.json and commands.md.
-Public tools only (subprocess, git, time, statistics).
+Both code trees run in this environment (REV in a temporary git worktree; each command's PYTHONPATH names its tree).
+Each round runs both trees, alternating which goes first, each from a new CTXRAG_HOME and PREFECT_HOME with no server
+running (the first command starts it); the machine's caches (ONNX query export, migrated Prefect database, embedding
+precision) are made before the first round. On the cookbook corpus (737 chunks, 248 queries): a bad input, `--help`,
+the cold index, the same texts embedded alone in a plain process (the cold index less this is its overhead, split by
+the run's own stage clock), a no-op re-index, `server status`, evaluate (first, again), search (a query seen before,
+a new one). Wall seconds, the median over rounds; ratio: this checkout's over the base's. Writes commands.json and
+commands.md.
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git
+from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git, stop_server, write_report
 
 EMBED_ALONE = """
 import sys, time
@@ -49,8 +46,7 @@ TARGETS = {  # the issue's targets, wall seconds
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0, command: list[str] | None = None) -> tuple[float, str]:
-    """Wall seconds and stdout of one command (``ctxrag ARGS`` unless ``command``); stops the benchmark if it exits
-    otherwise."""
+    """Wall seconds and stdout of ``ctxrag ARGS`` (or ``command``); the benchmark stops if it exits otherwise than ``expect``."""
     started = time.perf_counter()
     result = subprocess.run(command or CTXRAG + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=1800)
     seconds = time.perf_counter() - started
@@ -96,21 +92,21 @@ def one_round(code: Path, scratch: Path, machine: Path, shared: Path) -> dict[st
         rows["search, a new query"] = timed(["search", f"where is the config parsed {time.time_ns()}", "--name", "codebase"], env, code)
         rows["server status (running)"] = timed(["server", "status"], env, code)
     finally:
-        subprocess.run(CTXRAG + ["server", "stop"], env=env, cwd=code, capture_output=True, timeout=120)
+        stop_server(env, code)
     return rows
 
 
-def warm_machine(code: Path, machine: Path, shared: Path) -> None:
+def warm_machine(code: Path, machine: Path) -> None:
     """What a machine keeps once (query export, migrated database, precision decision): one index of a small corpus."""
     with tempfile.TemporaryDirectory(prefix="ctxrag-warm-") as scratch:
         env = environment(code, Path(scratch), machine)
         try:
             timed(["index", str(REPO / "data" / "sample" / "corpus"), "--name", "warm"], env, code)
         finally:
-            subprocess.run(CTXRAG + ["server", "stop"], env=env, cwd=code, capture_output=True, timeout=120)
+            stop_server(env, code)
 
 
-def write(out: Path, results: dict[str, list[dict[str, float]]], meta: dict[str, object]) -> str:
+def write(out: Path, results: dict[str, list[dict[str, float]]], meta: dict[str, object]) -> None:
     medians = {tree: {row: statistics.median(run[row] for run in runs) for row in runs[0]} for tree, runs in results.items()}
     lines = [
         "# What each command costs, this checkout against the commit before",
@@ -128,11 +124,8 @@ def write(out: Path, results: dict[str, list[dict[str, float]]], meta: dict[str,
         target = TARGETS.get(row)
         lines.append(f"| {row} | {base:.2f} | {new:.2f} | {new / base if base else float('nan'):.2f} | "
                      f"{'' if target is None else f'{target:g}'} |")
-    text = "\n".join(lines) + "\n"
-    out.mkdir(parents=True, exist_ok=True)
+    write_report(out / "commands.md", "\n".join(lines) + "\n")
     (out / "commands.json").write_text(json.dumps({"meta": meta, "rounds": results, "medians": medians}, indent=2))
-    (out / "commands.md").write_text(text)
-    return text
 
 
 def main() -> None:
@@ -154,7 +147,7 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
     try:
         for name, code in trees.items():
-            warm_machine(code, scratch / f"machine-{name}", options.shared_data)
+            warm_machine(code, scratch / f"machine-{name}")
         for number in range(options.rounds):
             order = list(trees) if number % 2 == 0 else list(reversed(trees))
             for name in order:
@@ -166,7 +159,7 @@ def main() -> None:
         subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=REPO, capture_output=True)
         shutil.rmtree(scratch, ignore_errors=True)
     meta["load_after"] = os.getloadavg()[0]
-    print(write(options.out, results, meta))
+    write(options.out, results, meta)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 """What the benchmark scripts share: the project's place (importing this module puts it first on ``sys.path``), the
-machine a report ran on, paths named without the machine's own folders, and the ``ctxrag`` command as a benchmark
-runs it: a private CTXRAG_HOME with its own PREFECT_HOME, the local Prefect server those commands start stopped at the
-end (nothing a benchmark starts outlives it), and that server's CPU time, read from its pid, so a command's cost
-includes the server's work for it. Public tools only: /proc/cpuinfo, os, platform, subprocess, psutil."""
+machine a report ran on, paths named without the machine's own folders, query latency, and the ``ctxrag`` command as
+a benchmark runs it: a private CTXRAG_HOME with its own PREFECT_HOME, the local Prefect server those commands start
+stopped at the end (nothing a benchmark starts outlives it)."""
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -26,14 +26,10 @@ _SCRIPT = Path(sys.executable).with_name("ctxrag")  # the console script of the 
 CTXRAG = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-c", "from ctxrag.cli import main; main()"]
 
 
-# --------------------------------------------------------------------------------------- paths, without the machine
-
-
 def portable_path(path: str | Path, generated: bool = False) -> str:
-    """``path`` as a result file names it, free of the machine's own folders: a generated file by what it is
-    (``generated: synthetic-2000.json``), an installed package from its site-packages (``site-packages/torch/_inductor``),
-    the rest relative to the project (``data/sample/corpus``, ``../shared/data/codebase/codebase_chunks.json``), to
-    the temporary folder (``$TMPDIR/ctxrag-head``) or to the user's home (``~/corpus``); else only its name."""
+    """``path`` as a result file names it, free of the machine's own folders: ``generated: synthetic-2000.json``,
+    ``site-packages/torch/_inductor``, relative to the project (``data/sample/corpus``, ``../shared/data/...``), to the
+    temporary folder (``$TMPDIR/ctxrag-head``) or to the user's home (``~/corpus``); else only its name."""
     path = Path(os.path.abspath(path))
     if generated:
         return f"generated: {path.name}"
@@ -62,9 +58,6 @@ def portable_text(text: str) -> str:
     return _ABSOLUTE.sub(lambda match: portable_path(match.group()), text)
 
 
-# --------------------------------------------------------------------------------------------- the machine, a report
-
-
 def cpu_model() -> str:
     """The CPU's model name with its family and model numbers: a virtual machine may name only "Intel Xeon Processor"."""
     try:
@@ -89,7 +82,6 @@ def machine_meta() -> dict:
 
 
 def write_report(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` (its folder made if needed) and print it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(text)
@@ -106,7 +98,15 @@ def site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-# ------------------------------------------------------------------------------------------------ the ctxrag command
+def search_latency(searcher, strategy, queries: list[str]) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """p50 and p95 milliseconds of ``searcher.search`` (a ``ctxrag.tasks.retrieval.search.Searcher``) over ``queries``, top 10."""
+    times = []
+    for query in queries:
+        begun = time.perf_counter()
+        searcher.search(query, strategy, 10)
+        times.append((time.perf_counter() - begun) * 1000)
+    times.sort()
+    return round(statistics.median(times), 2), round(times[min(len(times) - 1, math.ceil(0.95 * len(times)) - 1)], 2)
 
 
 def private_env(home: Path, prefect_home: Path | None = None, **extra: str) -> dict[str, str]:
@@ -121,20 +121,15 @@ def private_env(home: Path, prefect_home: Path | None = None, **extra: str) -> d
     return env
 
 
-def failed(args: list[str], code: int | None, stderr: str) -> SystemExit:
-    """The error a benchmark stops with when ``ctxrag ARGS`` exits with ``code``: the end of its stderr."""
-    return SystemExit(f"ctxrag {' '.join(args)} failed ({code}):\n{stderr[-3000:]}")
-
-
-def run_ctxrag(args: list[str], env: dict[str, str], check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess:
-    """``ctxrag ARGS`` as a subprocess with ``env`` (see ``private_env``), its output captured as text; stops the
-    benchmark (``failed``) if it fails and ``check``."""
-    result = subprocess.run(CTXRAG + args, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
-    if check and result.returncode != 0:
-        raise failed(args, result.returncode, result.stderr)
+def run_ctxrag(args: list[str], env: dict[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """``ctxrag ARGS`` as a subprocess with ``env`` (see ``private_env``), its output captured as text; the benchmark
+    stops with the end of its stderr if it fails."""
+    result = subprocess.run(CTXRAG + args, env=env, capture_output=True, text=True, cwd=cwd)
+    if result.returncode != 0:
+        raise SystemExit(f"ctxrag {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return result
 
 
-def stop_server(env: dict[str, str]) -> None:
+def stop_server(env: dict[str, str], cwd: Path = REPO) -> None:
     """``ctxrag server stop`` for the server the commands with ``env`` started (if any)."""
-    subprocess.run(CTXRAG + ["server", "stop"], env=env, capture_output=True, timeout=120, cwd=REPO)
+    subprocess.run(CTXRAG + ["server", "stop"], env=env, capture_output=True, timeout=120, cwd=cwd)

@@ -2,14 +2,11 @@
 
     .venv/bin/python benchmarks/dask_stress.py [--runs 10] [--documents 30] [--chunks 8] [--burst 100] [--out benchmarks/results]
 
-Each run is `ctxrag index CORPUS --contextualizer claude --task-runner dask --concurrency 4` as a user runs it (a
-subprocess in its own process group, one local Prefect server for all runs, stopped at the end, a LocalCluster of 2 worker processes) against the
-Anthropic SIMULATOR (test equipment; ``--latency`` seconds an answer, the first ``--burst`` requests answered 429),
-embedding with ``--embedder voyage`` against the Voyage simulator (so a run's time is contextualization's, not local
-inference's).
-A run that answers nothing new for ``--stall`` seconds before it ends, or is not done after ``--deadline`` seconds,
-is a hang: its processes' Python stacks are dumped (py-spy, when installed) to ``--dumps``, and its group is killed.
-Prints, per run, the outcome, the answers, the seconds and the most requests open at once (over both workers).
+Each run is `ctxrag index CORPUS --contextualizer claude --task-runner dask --concurrency 4 --embedder voyage` (a
+subprocess in its own process group; one local Prefect server for all runs; a LocalCluster of 2 worker processes)
+against the Anthropic SIMULATOR (test equipment; ``--latency`` seconds an answer, the first ``--burst`` requests
+answered 429) and the Voyage simulator. No new answer for ``--stall`` seconds before the end, or not done after
+``--deadline``, is a hang: the run's Python stacks are dumped (py-spy) to ``--dumps`` and its group is killed.
 """
 
 from __future__ import annotations
@@ -27,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import CTXRAG, REPO, RESULTS, git, private_env, stop_server, write_report  # benchmarks/common.py
-from tests.equipment.anthropic_simulator import AnthropicSimulator  # noqa: E402  (test equipment)
-from tests.equipment.voyage_simulator import VoyageSimulator  # noqa: E402  (test equipment)
+from scale_size import label, tree
+from tests.equipment.anthropic_simulator import AnthropicSimulator  # test equipment
+from tests.equipment.voyage_simulator import VoyageSimulator
 
 FAKE_KEY = "sk-ant-simulator-only-0000000000"
 FAKE_VOYAGE_KEY = "pa-simulator-only-0123456789abcdefghij"
@@ -36,9 +34,7 @@ FAKE_VOYAGE_KEY = "pa-simulator-only-0123456789abcdefghij"
 
 @dataclass
 class Outcome:
-    """One run: ``done``, ``hang`` (no answer for the stall time, or past the deadline) or ``failed`` (an exit code)."""
-
-    outcome: str
+    outcome: str  # done, hang (no answer for the stall time, or past the deadline) or failed (an exit code)
     answers: int
     seconds: float
     peak_in_flight: int
@@ -62,61 +58,18 @@ def answers(simulator: AnthropicSimulator) -> int:
     return sum(1 for request in list(simulator.requests) if request.path == "/v1/messages" and request.status == 200)
 
 
-def group_pids(leader: int) -> list[int]:
-    """The processes of the run's process group (the command, its Dask nanny and workers, its Prefect server)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) == leader:
-                    pids.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                pass
-    return sorted(pids)
-
-
 def dump_stacks(leader: int, path: Path, simulator: AnthropicSimulator, native: bool = False) -> None:
-    """Every process of the hung run: its command line, its file locks and, with py-spy, its threads' Python stacks;
-    and what the simulator is answering now, with the TCP connections to it; each process's open descriptors, and
-    its threads' locals (``native``: their C frames too)."""
+    """Each process of the hung run (the command and its Dask nanny and workers): its command line and, with py-spy,
+    its threads' Python stacks and locals (``native``: their C frames too); and what the simulator is answering."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    port = simulator.url.rsplit(":", 1)[1]
-    sockets = subprocess.run(["ss", "-tnp"], capture_output=True, text=True).stdout if shutil.which("ss") else ""
-    lines = [f"simulator: {simulator.in_flight} requests being answered, {len(simulator.requests)} received",
-             *(line for line in sockets.splitlines() if f":{port}" in line), Path("/proc/locks").read_text()]
-    for pid in group_pids(leader):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
-        except OSError:
-            continue
-        lines.append(f"=== pid {pid}: {command}")
-        try:
-            descriptors = sorted((int(fd.name), os.readlink(fd)) for fd in Path(f"/proc/{pid}/fd").iterdir())
-            lines.append("descriptors: " + ", ".join(f"{fd}={target}" for fd, target in descriptors))
-        except OSError:
-            pass
+    lines = [f"simulator: {simulator.in_flight} requests being answered, {len(simulator.requests)} received"]
+    for process in tree(leader):
+        lines.append(f"=== pid {process.pid}: {label(process)}")
         if Path(spy).is_file():
             flags = ["--native"] if native else []
-            result = subprocess.run([spy, "dump", *flags, "--locals", "--pid", str(pid)], capture_output=True, text=True, timeout=120)
+            result = subprocess.run([spy, "dump", *flags, "--locals", "--pid", str(process.pid)], capture_output=True, text=True, timeout=120)
             lines.append(result.stdout + result.stderr)
     path.write_text("\n".join(lines))
-
-
-def stop_group(process: subprocess.Popen) -> None:
-    """End the run's whole process group (nothing it started outlives it)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
-
-
-def run_env(home: Path, prefect_home: Path, simulator: AnthropicSimulator, voyage: VoyageSimulator) -> dict[str, str]:
-    """The command's environment: its own CTXRAG_HOME, the stress run's one local Prefect server (a temporary one would
-    leave each Dask worker without an API: each would start its own), the SDKs pointed at the simulators."""
-    return private_env(home, prefect_home, ANTHROPIC_BASE_URL=simulator.url, ANTHROPIC_API_KEY=FAKE_KEY,
-                       VOYAGE_BASE_URL=voyage.url, VOYAGE_API_KEY=FAKE_VOYAGE_KEY,
-                       CTXRAG_PREFECT_SERVER="background", CTXRAG_TASK_RUNNER="dask")
 
 
 def one_run(corpus: Path, chunks: int, args: argparse.Namespace, number: int, prefect_home: Path) -> Outcome:
@@ -124,7 +77,10 @@ def one_run(corpus: Path, chunks: int, args: argparse.Namespace, number: int, pr
             tempfile.TemporaryDirectory() as folder:
         if args.burst:
             simulator.fail_next(429, count=args.burst, retry_after=args.retry_after)
-        env = run_env(Path(folder), prefect_home, simulator, voyage)
+        # The stress run's one local Prefect server (with a temporary one each Dask worker would start its own).
+        env = private_env(Path(folder), prefect_home, ANTHROPIC_BASE_URL=simulator.url, ANTHROPIC_API_KEY=FAKE_KEY,
+                          VOYAGE_BASE_URL=voyage.url, VOYAGE_API_KEY=FAKE_VOYAGE_KEY,
+                          CTXRAG_PREFECT_SERVER="background", CTXRAG_TASK_RUNNER="dask")
         command = [*CTXRAG, "index", str(corpus), "--name", "stress", "--contextualizer", "claude", "--task-runner", "dask",
                    "--concurrency", str(args.concurrency), "--embedder", "voyage"]
         log = open(Path(folder) / "stderr.log", "w+")
@@ -145,7 +101,11 @@ def one_run(corpus: Path, chunks: int, args: argparse.Namespace, number: int, pr
                     dump_stacks(process.pid, args.dumps / f"hang-{number}.txt", simulator, args.native)
                     break
         finally:
-            stop_group(process)
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # the run's whole process group: nothing it started outlives it
+            except ProcessLookupError:
+                pass
+            process.wait()
         if not outcome:
             outcome = "done" if process.returncode == 0 else f"failed ({process.returncode})"
             if process.returncode != 0:
@@ -187,8 +147,7 @@ def main() -> None:
         prefect_home = Path(folder) / "prefect"
         try:
             for number in range(1, args.runs + 1):
-                result = one_run(corpus, chunks, args, number, prefect_home)
-                rows.append(result)
+                rows.append(result := one_run(corpus, chunks, args, number, prefect_home))
                 print(f"run {number}: {result.outcome}, {result.answers} answers, {result.rate_limited} 429s, {result.seconds} s, "
                       f"at most {result.peak_in_flight} in flight, longest wait for an answer {result.longest_gap} s", flush=True)
         finally:
@@ -202,10 +161,8 @@ def main() -> None:
         f"the Anthropic simulator answers after {args.latency} s, the first {args.burst} requests with 429 (`retry-after: {args.retry_after:g}`); the Voyage simulator embeds.",
         f"A hang: no new answer for {args.stall:g} s before every chunk is answered, or not done after {args.deadline:g} s. 2-core machine.",
         "",
-        f"**{hangs} of {len(rows)} runs hung.** \"in flight\": the most requests the simulator had open at once, both workers together",
-        "(the limiter is per process, so up to 2 x `--concurrency`; the cross-worker budget is a separate item).",
-        "",
-        "\"longest wait\": the longest time without a new answer before the last chunk's (a request lost and retried shows here).",
+        f"**{hangs} of {len(rows)} runs hung.** \"in flight\": the most requests open at once, both workers together (up to 2 x "
+        "`--concurrency`: the limiter is per process). \"longest wait\": the longest time without a new answer before the last chunk's.",
         "",
         "| run | outcome | answers | 429s | seconds | max in flight | longest wait (s) |",
         "|---|---|---|---|---|---|---|",

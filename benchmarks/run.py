@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import RESULTS, SHARED_DATA, machine_meta, portable_path, private_env, run_ctxrag, stop_server, write_report  # benchmarks/common.py
+from common import RESULTS, SHARED_DATA, machine_meta, portable_path, private_env, run_ctxrag, search_latency, stop_server, write_report
 
 PUBLISHED_CODEBASE = {  # Pass@5 / @10 / @20, cookbook (paid APIs: voyage-2, Claude, Cohere)
     "voyage-2 baseline": (80.92, 87.15, 90.06),
@@ -46,38 +45,23 @@ def query_latency(home: Path, name: str, queries: list[str]) -> dict[str, float]
 
     searcher = Searcher(IndexStore(home).open(name))
     searcher.search("warm up", Strategy.HYBRID, 10)
-    p50 = {}
-    for strategy in Strategy:
-        times = []
-        for query in queries:
-            started = time.perf_counter()
-            searcher.search(query, strategy, 10)
-            times.append((time.perf_counter() - started) * 1000)
-        p50[strategy.value] = round(statistics.median(times), 2)
-    return p50
+    return {strategy.value: search_latency(searcher, strategy, queries)[0] for strategy in Strategy}
 
 
-def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str], extra: tuple[str, ...] = ()) -> tuple[dict, Path]:
+def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str]) -> tuple[dict, Path]:
     """The run's figures, and the fresh CTXRAG_HOME it indexed into."""
     home = Path(tempfile.mkdtemp(prefix=f"ctxrag-bench-{label}-"))
     os.environ["CTXRAG_HOME"] = str(home)
-    cold, cold_seconds = ctxrag(home, "index", str(corpus), "--name", label, *extra)
-    warm, warm_seconds = ctxrag(home, "index", str(corpus), "--name", label, *extra)
+    cold, cold_seconds = ctxrag(home, "index", str(corpus), "--name", label)
+    warm, warm_seconds = ctxrag(home, "index", str(corpus), "--name", label)
     assert warm["chunks_embedded"] == 0 and warm["status"] == "unchanged", warm
     metrics, eval_seconds = ctxrag(home, "evaluate", str(evalset), "--name", label)
     embed_seconds = cold["seconds"]["embed"]
     return {
-        "corpus": str(corpus.name),
-        "evalset": str(evalset.name),
-        "options": list(extra),
-        "chunks": cold["chunks"],
-        "cold_index_seconds": round(cold_seconds, 1),
-        "cold_stage_seconds": cold["seconds"],
-        "warm_index_seconds": round(warm_seconds, 1),
+        "corpus": corpus.name, "evalset": evalset.name, "chunks": cold["chunks"], "cold_index_seconds": round(cold_seconds, 1),
+        "cold_stage_seconds": cold["seconds"], "warm_index_seconds": round(warm_seconds, 1),
         "embedding_chunks_per_second": round(cold["chunks_embedded"] / embed_seconds, 1) if embed_seconds else None,
-        "evaluate_seconds": round(eval_seconds, 1),
-        "query_p50_ms": query_latency(home, label, queries),
-        "metrics": metrics,
+        "evaluate_seconds": round(eval_seconds, 1), "query_p50_ms": query_latency(home, label, queries), "metrics": metrics,
         "home": portable_path(home),
     }, home
 
@@ -185,20 +169,17 @@ def main() -> None:
     codebase_queries = [json.loads(line)["query"] for line in (data / "codebase" / "evaluation_set.jsonl").read_text().splitlines() if line.strip()]
     docs_queries = [item["question"] for item in json.loads((data / "anthropic_docs" / "docs_evaluation_sample.json").read_text())]
     runs, homes = [], []
-    for label, corpus, evalset, queries in [
-        ("codebase", data / "codebase" / "codebase_chunks.json", data / "codebase" / "evaluation_set.jsonl", codebase_queries),
-        ("docs-summaries", data / "anthropic_docs" / "anthropic_summary_indexed_docs.json", data / "anthropic_docs" / "docs_evaluation_sample.json", docs_queries),
-        ("docs-plain", data / "anthropic_docs" / "anthropic_docs.json", data / "anthropic_docs" / "docs_evaluation_sample.json", docs_queries),
-    ]:
+    docs = data / "anthropic_docs"
+    runs_of = [("codebase", data / "codebase" / "codebase_chunks.json", data / "codebase" / "evaluation_set.jsonl", codebase_queries),
+               ("docs-summaries", docs / "anthropic_summary_indexed_docs.json", docs / "docs_evaluation_sample.json", docs_queries),
+               ("docs-plain", docs / "anthropic_docs.json", docs / "docs_evaluation_sample.json", docs_queries)]
+    for label, corpus, evalset, queries in runs_of:
         print(f"benchmarking {label} ...", file=sys.stderr, flush=True)
         record, home = bench_corpus(label, corpus, evalset, queries)
         runs.append({"label": label, **record})
         homes.append(home)
     print("benchmarking codebase on the Elasticsearch backend (noida-db emulator) ...", file=sys.stderr, flush=True)
-    emulator = bench_elasticsearch_emulator(
-        homes[0], "codebase-es", data / "codebase" / "codebase_chunks.json",
-        data / "codebase" / "evaluation_set.jsonl", codebase_queries,
-    )
+    emulator = bench_elasticsearch_emulator(homes[0], "codebase-es", *runs_of[0][1:])
     for home in homes:  # each fresh CTXRAG_HOME (with its own PREFECT_HOME) started a local Prefect server: stop it
         stop_server(private_env(home))
     load = f"{started_load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"

@@ -6,15 +6,13 @@
                                          [--seed-contexts] [--merge]
 
 For each size, `ctxrag index SOURCE --name N --json` runs as a subprocess in a fresh CTXRAG_HOME (PREFECT_HOME inside
-it, so the run starts the local Prefect server, as a user's first run does; `ctxrag server stop` ends it after the
-size). Every ~0.2 s the benchmark
-samples the process tree (the ctxrag process and its children: Prefect's server subprocess) with psutil (or /proc without it): resident
-memory (the sum over the tree and the largest single process) and threads (the sum of num_threads over the tree),
-and each process's CPU seconds. The run's own report gives per-stage seconds ("seconds") and counts. Task runs are
-counted from the run's log (Prefect's "Task run 'NAME' - Finished in state S" lines on stderr), and as recorded in the
-run's Prefect database (sqlite, `$PREFECT_HOME/prefect.db`, table task_run), which can miss some. Then
-`ctxrag search QUERY --json` is timed as a process (3 runs, median), and a helper process loads the index
-(`IndexStore(...).open`, `Searcher`) and times 50 hybrid queries (p50, p95), plus vector and BM25 alone.
+it, so the run starts the local Prefect server as a user's first run does; `ctxrag server stop` ends it after the
+size). Every ~0.2 s the process tree (the command and its children: Prefect's server subprocess) is sampled with
+psutil: resident memory (summed, and of the largest process), threads (summed) and each process's CPU seconds. The
+run's own report gives per-stage seconds and counts. Task runs are counted from the run's log (Prefect's "Task run
+'NAME' - Finished in state S" lines) and in the run's Prefect database (table task_run, which can miss some). Then
+`ctxrag search QUERY --json` is timed as a process (3 runs, median), and a helper process loads the index and times
+50 queries (p50, p95) of hybrid, the default strategy, vector and BM25.
 
 Sizes, in this order:
   sample     data/sample/corpus (README sample), structural contexts, local MiniLM embeddings
@@ -22,21 +20,13 @@ Sizes, in this order:
   tree       a real code tree (default: torch/_inductor from this venv, ~8,500 chunks), same settings
   synthetic  generated cookbook-format JSON, 20 chunks per document, `--contextualizer none`, with a FAST PATH:
              the embeddings cache is pre-seeded with random unit vectors for exactly the keys the run asks for, so
-             the embed stage reads stored vectors and never loads or runs the model. A small check size runs first
-             and must report chunks_embedded == 0, else the larger synthetic sizes are skipped.
+             the embed stage never loads or runs the model. A small check size runs first and must report
+             chunks_embedded == 0, else the larger synthetic sizes are skipped.
 
-`--seed-contexts` (synthetic sizes) also pre-seeds the empty contexts, so the contextualize stage runs no
-per-document task: the other stages at the same size, without it. `--merge` adds the sizes to --out's scale.json.
-
-`--code DIR` runs ctxrag from another copy of the source (e.g. `git archive HEAD | tar -x -C DIR`), put first on
-PYTHONPATH, ahead of the editable install: a fixed version to measure while the working tree is being edited.
-
-A run that exceeds its timeout is killed (each process of its tree, by pid) and recorded as a timeout, with what
-was measured until then. Writes scale.json and scale.md under --out. Figures from a 2-core machine shared with
-other work are noisy: wall seconds especially; CPU seconds less so.
-
-This script is the driver; its parts: scale_corpus.py (the generated corpora and the fast path's seeding),
-scale_sampler.py (a command's process tree sampled), scale_size.py (one size measured) and scale_report.py.
+`--seed-contexts` (synthetic sizes) pre-seeds the empty contexts too, so the contextualize stage runs no task.
+`--merge` adds the sizes to --out's scale.json. `--code DIR` runs ctxrag from another copy of the source (e.g.
+`git archive HEAD | tar -x -C DIR`), first on PYTHONPATH. A run past its timeout is killed and recorded as a timeout.
+Writes scale.json and scale.md. Parts: scale_corpus.py (corpora, seeding), scale_size.py (one size), scale_report.py.
 """
 
 from __future__ import annotations
@@ -44,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -52,9 +41,9 @@ import time
 from pathlib import Path
 
 import scale_size
-from common import REPO, RESULTS, SHARED_DATA, cpu_model, git, portable_path, portable_text, site_packages  # benchmarks/common.py
+from common import REPO, RESULTS, SHARED_DATA, git, machine_meta, portable_path, portable_text, site_packages  # benchmarks/common.py
 from scale_corpus import CHUNKS_PER_DOCUMENT, seed_embeddings, write_synthetic
-from scale_report import plain_table, write_results
+from scale_report import markdown_table, write_results
 from scale_size import bench_size, measure_latency
 
 
@@ -85,10 +74,8 @@ def main() -> None:
     import prefect
 
     meta = {
+        **machine_meta(),
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "cpus": os.cpu_count(),
-        "cpu": cpu_model(),
-        "python": platform.python_version(),
         "prefect": prefect.__version__,
         "command": "benchmarks/scale.py " + portable_text(" ".join(sys.argv[1:])),
         "load_average_start": [round(value, 2) for value in os.getloadavg()],
@@ -98,36 +85,22 @@ def main() -> None:
         "working_tree_changes": git("status", "--short", "--untracked-files=no") or "none",
     }
     timeout = args.timeout_minutes * 60
-    records: list[dict] = []
+    records: dict[str, dict] = {}  # by size: a new size goes last, a size measured again keeps its place
     if args.merge and (args.out / "scale.json").is_file():
         previous = json.loads((args.out / "scale.json").read_text())
-        records = previous["sizes"]
+        records = {record["size"]: record for record in previous["sizes"]}
         meta = {**previous["meta"], "merged_runs": previous["meta"].get("merged_runs", []) + [meta]}
 
-    def finish() -> None:
-        (meta["merged_runs"][-1] if args.merge and meta.get("merged_runs") else meta)["load_average_end"] = [round(value, 2) for value in os.getloadavg()]
-        write_results(args.out, records, meta)
-
     def add(record: dict) -> None:
-        """A new size goes last; a size measured again keeps its place."""
-        sizes = [old["size"] for old in records]
-        if record["size"] in sizes:
-            records[sizes.index(record["size"])] = record
-        else:
-            records.append(record)
+        records[record["size"]] = record
+        (meta["merged_runs"][-1] if args.merge and meta.get("merged_runs") else meta)["load_average_end"] = [round(value, 2) for value in os.getloadavg()]
+        write_results(args.out, list(records.values()), meta)
 
-    if "sample" in sizes:
-        add(bench_size("sample", "real", REPO / "data" / "sample" / "corpus", [], 600, args.keep,
-                                  note="The README's sample corpus; structural contexts; local MiniLM embeddings."))
-        finish()
-    if "cookbook" in sizes:
-        add(bench_size("cookbook", "real", SHARED_DATA / "codebase" / "codebase_chunks.json", [], 1200, args.keep,
-                                  note="The cookbook's codebase corpus; structural contexts; local MiniLM embeddings."))
-        finish()
-    if "tree" in sizes:
-        add(bench_size("tree", "real", args.tree, [], timeout, args.keep,
-                                  note="A real code tree (a folder SOURCE); structural contexts; local MiniLM embeddings."))
-        finish()
+    for size, source, limit, what in (("sample", REPO / "data" / "sample" / "corpus", 600, "The README's sample corpus"),
+                                      ("cookbook", SHARED_DATA / "codebase" / "codebase_chunks.json", 1200, "The cookbook's codebase corpus"),
+                                      ("tree", args.tree, timeout, "A real code tree (a folder SOURCE)")):
+        if size in sizes:
+            add(bench_size(size, "real", source, [], limit, args.keep, note=f"{what}; structural contexts; local MiniLM embeddings."))
     if "synthetic" in sizes:
         steps = [args.synthetic_check] + [int(part) for part in args.synthetic_steps.split(",") if part.strip()] + [args.synthetic_chunks]
         steps = sorted(dict.fromkeys(step for step in steps if step > 0))
@@ -137,7 +110,8 @@ def main() -> None:
                 corpus = workdir / f"synthetic-{chunks}.json"
                 made = write_synthetic(corpus, chunks)
                 print(f"\nwrote {corpus} ({made['documents']} documents, {made['chunks']} chunks, {made['bytes'] / 2**20:.0f} MiB) in {made['seconds']} s", flush=True)
-                label = f"synthetic-{_short(chunks)}" + ("-seeded-contexts" if args.seed_contexts else "")
+                short = f"{chunks // 1000}k" if chunks % 1000 == 0 else str(chunks)
+                label = f"synthetic-{short}" + ("-seeded-contexts" if args.seed_contexts else "")
                 check = " The fast-path check (must embed 0 chunks)." if number == 0 and len(steps) > 1 else ""
                 if args.seed_contexts:
                     check += " Contexts pre-seeded too: no contextualize task runs (the stage only looks them up)."
@@ -149,23 +123,15 @@ def main() -> None:
                 )
                 record["expected_chunks"], record["expected_documents"] = made["chunks"], made["documents"]
                 add(record)
-                finish()
                 corpus.unlink(missing_ok=True)
-                if record.get("status") != "ok":
-                    print(f"{label} did not finish ({record.get('status')}): larger synthetic sizes skipped", flush=True)
-                    break
-                if record["report"]["chunks_embedded"] != 0:
-                    print(f"fast path check failed: {record['report']['chunks_embedded']} chunks embedded; larger synthetic sizes skipped", flush=True)
+                if record.get("status") != "ok" or record["report"]["chunks_embedded"] != 0:
+                    print(f"{label}: {record.get('status')}, {record.get('report', {}).get('chunks_embedded')} chunks embedded (the fast path "
+                          "embeds none): larger synthetic sizes skipped", flush=True)
                     break
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-    finish()
-    print("\n" + plain_table(records))
+    print("\n" + markdown_table(list(records.values())))
     print(f"\nwrote {args.out / 'scale.md'} and {args.out / 'scale.json'}")
-
-
-def _short(chunks: int) -> str:
-    return f"{chunks // 1000}k" if chunks % 1000 == 0 else str(chunks)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""The corpora `benchmarks/scale.py` generates, and its fast path: a synthetic cookbook-format corpus of code-like
-text from a seeded vocabulary (QUERIES find BM25 matches in it as in real code), and the embeddings (and empty
-contexts) such a run asks for, pre-seeded so that it never loads or runs the model. Seeding runs in a helper process
-of its own (scale.py's `_seed` mode), importing the measured source."""
+"""The corpora `benchmarks/scale.py` generates: cookbook-format JSON of code-like text from a seeded vocabulary (QUERIES
+find BM25 matches in it as in real code); and its fast path, the embeddings (and empty contexts) a run asks for,
+pre-seeded in a helper process (scale.py's `_seed` mode, importing the measured source) so it never runs the model."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -57,7 +57,7 @@ def write_synthetic(path: Path, chunks: int, seed: int = 20261130) -> dict[str, 
     vocabulary = PROGRAMMING_WORDS + identifiers
     rng.shuffle(vocabulary)
     weights = [1.0 / (rank + 1) for rank in range(len(vocabulary))]  # Zipf-like
-    cumulative = list(_accumulate(weights))
+    cumulative = list(itertools.accumulate(weights))
 
     def words(count: int) -> list[str]:
         return rng.choices(vocabulary, cum_weights=cumulative, k=count)
@@ -101,29 +101,21 @@ def write_synthetic(path: Path, chunks: int, seed: int = 20261130) -> dict[str, 
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def _accumulate(values: list[float]):  # type: ignore[no-untyped-def]
-    total = 0.0
-    for value in values:
-        total += value
-        yield total
-
-
 def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
-    """Store random unit vectors for exactly the embedding keys `ctxrag index SOURCE --contextualizer none` asks
-    for: the project's loader, indexed text (empty context) and cache key; parts of SEED_PART_ROWS rows.
-    ``contexts``: also store the empty contexts the `none` contextualizer would write (its context keys), so the
-    run's contextualize stage finds nothing pending and submits no per-document task."""
+    """Store random unit vectors for exactly the embedding keys `ctxrag index SOURCE --contextualizer none` asks for
+    (and, ``contexts``, the empty contexts it would write, so its contextualize stage submits no task)."""
     import numpy as np
     import pyarrow as pa
 
     import_measured_code()
     from ctxrag.storage.artifacts import embeddings_cache
     from ctxrag.tasks.embedding.embed import EmbedderSpec, vector_rows
+    from ctxrag.tasks.embedding.precision import with_index_precision
     from ctxrag.tasks.load import load_source
 
     started = time.perf_counter()
     corpus = load_source(str(source))
-    spec = EmbedderSpec.choose("local", None, 512, None)  # the CLI's default embedder
+    spec, _ = with_index_precision(EmbedderSpec.choose("local", None, 512, None), None)  # the CLI's default, a new index's precision
     keys = list(dict.fromkeys(spec.cache_key(spec.embedded_text("", chunk.content), "document") for chunk in corpus.chunks))
     cache = embeddings_cache(home)
     rng = np.random.default_rng(7)

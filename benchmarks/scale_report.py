@@ -1,5 +1,5 @@
-"""`benchmarks/scale.py`'s report: the sizes' table (markdown and plain), the growth exponents between sizes of a
-family, and scale.json and scale.md written from the records."""
+"""`benchmarks/scale.py`'s report: the sizes' table, the growth exponents between sizes of a family, and scale.json
+and scale.md written from the records."""
 
 from __future__ import annotations
 
@@ -70,12 +70,6 @@ def markdown_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plain_table(records: list[dict]) -> str:
-    rows = [HEADER] + table_rows(records)
-    widths = [max(len(row[column]) for row in rows) for column in range(len(HEADER))]
-    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows)
-
-
 def growth(records: list[dict]) -> list[dict[str, object]]:
     """Between consecutive sizes of the same family: exponent e in cost ~ chunks^e for each stage (1 = linear)."""
     out = []
@@ -122,17 +116,12 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
         f"the end), so wall seconds can be off by a factor of 2 or more; CPU seconds (the tree's user + system) are "
         f"steadier. Python {meta['python']}, Prefect {meta['prefect']}. Produced by `{meta['command']}`.{merged} Code measured: {code}.",
         "",
-        "Each size: `ctxrag index SOURCE --name N --json` as a subprocess in a fresh CTXRAG_HOME (PREFECT_HOME inside it, "
-        "so the run starts its own local Prefect server subprocess, stopped after the size; a new database starts from the machine's migrated copy once one exists). The process tree is sampled every ~0.2 s with "
-        "psutil: peak RSS summed over the tree (shared pages counted in each process) and of the largest single "
-        "process, peak threads (sum of num_threads). Stage seconds and counts are the run's own report; `other s` is "
-        "wall minus the stages (Python and Prefect start-up, the flow run's set-up and shut-down). Task runs are counted "
-        "from the run's log (Prefect's `Task run '...' - Finished in state` lines); the run's Prefect database, which "
-        "the server fills from events, is read too (per run, below). `search proc s`: `ctxrag search QUERY --json` as a process, median "
-        "of 3. `hybrid p50 ms`: a helper process loads the index (`IndexStore.open`, `Searcher`), warms the model, then "
-        f"times {len(QUERIES)} distinct queries (each embeds its query once); `ranking p50 ms`: the same hybrid queries "
-        "with their vectors already made (BM25 + exact cosine + fusion: the part that depends on the index's size); "
-        "`default ...`: the same for the default strategy (`hybrid-score` now; `-` where a run did not time it).",
+        "Method: `benchmarks/scale.py`'s docstring. `other s`: wall minus the stages (Python and Prefect start-up, the "
+        "flow run's set-up and shut-down). `task runs`: from the run's log (Prefect's `Task run '...' - Finished in state` "
+        "lines; the Prefect database's count is under each run). `search proc s`: `ctxrag search QUERY --json` as a "
+        f"process, median of 3. `hybrid p50 ms`: {len(QUERIES)} distinct queries in a process with the index loaded and the "
+        "model warm, each embedding its query; `ranking p50 ms`: the same with the query vectors made (BM25 + exact "
+        "cosine + fusion: the part that depends on the index's size); `default ...`: the same for the default strategy.",
         "",
         markdown_table(records),
         "",
@@ -145,25 +134,13 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
     if fast:
         lines += [
             "",
-            "**Fast path (synthetic sizes)**: embedding 100k chunks with the local model would take most of an hour on "
-            "these cores, so before each synthetic run the embeddings cache was pre-seeded with random unit vectors "
-            "(dim 384, float32) for exactly the keys the run asks for (`ctxrag.tasks.common.models.indexed_text` with the empty "
-            "contexts of `--contextualizer none`, `EmbedderSpec.choose(\"local\", ...).cache_key(text, \"document\")`, written "
-            "with `ctxrag.tasks.embedding.embed.vector_rows` to `ctxrag.storage.artifacts.embeddings_cache(home)` in parts of 10,000 rows). "
-            "The embed stage therefore **skipped loading the model and all inference**: it only computed the keys, "
-            "read the stored vectors and stacked them (the runs report `chunks_embedded` = "
-            + ", ".join(f"{record['size']}: {record.get('report', {}).get('chunks_embedded', '-')}" for record in fast)
-            + "). Contexts were not skipped (the `none` contextualizer still runs one task per document and stores "
-            "an empty context per chunk). The vectors are random, so the synthetic sizes' search results mean nothing; "
-            "their timings do. Seeding time is not in the index wall time.",
+            "**Fast path (synthetic sizes)**: the embeddings cache was pre-seeded with random unit vectors for exactly the "
+            "keys each run asks for (`scale_corpus.seed_embeddings`), so the embed stage loaded no model and ran no inference "
+            "(`chunks_embedded` = " + ", ".join(f"{record['size']}: {record.get('report', {}).get('chunks_embedded', '-')}" for record in fast)
+            + "); the `-seeded-contexts` sizes had the empty contexts of `--contextualizer none` pre-seeded too, so their "
+            "contextualize stage ran no per-document task. The vectors are random: the synthetic sizes' search results mean "
+            "nothing, their timings do. Seeding time is not in the index wall time.",
         ]
-        if any((record.get("seeded") or {}).get("contexts") for record in fast):
-            lines[-1] += (
-                " The `-seeded-contexts` sizes also had the empty contexts of `--contextualizer none` pre-seeded "
-                "(`ctxrag.tasks.context.offline.context_key` with `NoContext`, rows from `ctxrag.tasks.stages.contextualize.context_row`, "
-                "in `ctxrag.storage.artifacts.contexts_cache(home)`): their contextualize stage only looked the contexts up and ran "
-                "no per-document task, which isolates the other stages at the same size."
-            )
     if slopes:
         lines += [
             "",

@@ -1,11 +1,12 @@
-"""One size of `benchmarks/scale.py`: `ctxrag index` in a fresh CTXRAG_HOME, its process tree sampled
-(scale_sampler.py), its task runs counted, then `ctxrag search` timed as a process and, in a helper process of its
-own (scale.py's `_latency` mode), the loaded index's query latency; the size's local Prefect server stopped at the end."""
+"""One size of `benchmarks/scale.py`: `ctxrag index` in a fresh CTXRAG_HOME, its process tree (the command and its
+children, such as Prefect's server subprocess) sampled every SAMPLE_PERIOD seconds with psutil (it comes with the
+[test] and [dask] extras) for resident memory, threads and CPU seconds, and killed by pid past its timeout; its task
+runs counted; then `ctxrag search` timed as a process and, in a helper process of its own (scale.py's `_latency`
+mode), the loaded index's query latency; the size's local Prefect server stopped at the end."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -15,11 +16,113 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
-from common import CTXRAG, REPO, portable_path, portable_text, private_env, stop_server  # benchmarks/common.py
+import psutil
+
+from common import CTXRAG, REPO, portable_path, portable_text, private_env, search_latency, stop_server  # benchmarks/common.py
 from scale_corpus import QUERIES, import_measured_code
-from scale_sampler import process_stats, run_measured
+
+SAMPLE_PERIOD = 0.2
+TIMELINE_PERIOD = 5.0  # seconds between two points of the memory/thread timeline kept in scale.json
+MB = 2**20
+
+
+def tree(root: int) -> list[psutil.Process]:
+    """``root`` and its descendants (empty once ``root`` is gone)."""
+    try:
+        process = psutil.Process(root)
+        return [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def label(process: psutil.Process) -> str:
+    try:
+        command = process.cmdline()
+    except psutil.Error:
+        return "?"
+    text = " ".join(Path(part).name if index == 0 or part.startswith("/") else part for index, part in enumerate(command))
+    if "uvicorn" in text or ("prefect" in text and "server" in text):
+        return "prefect server: " + text[:80]
+    return text[:100] or "?"
+
+
+class TreeSampler:
+    """Peaks of a process tree over its samples: resident memory and threads, summed and per process; CPU seconds."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.peak_rss_sum = self.peak_threads = self.peak_processes = self.samples = 0
+        self.peak_by_pid: dict[int, int] = {}
+        self.threads_by_pid: dict[int, int] = {}
+        self.label_by_pid: dict[int, str] = {}
+        self.cpu_by_pid: dict[int, float] = {}
+        self.timeline: list[dict[str, float]] = []
+
+    def sample(self, elapsed: float) -> None:
+        rss_sum = threads = alive = 0
+        for process in tree(self.root):
+            try:
+                with process.oneshot():
+                    rss, count, cpu = process.memory_info().rss, process.num_threads(), sum(process.cpu_times()[:2])
+            except psutil.Error:
+                continue
+            pid = process.pid
+            self.label_by_pid.setdefault(pid, label(process))
+            alive, rss_sum, threads = alive + 1, rss_sum + rss, threads + count
+            self.peak_by_pid[pid] = max(self.peak_by_pid.get(pid, 0), rss)
+            self.threads_by_pid[pid] = max(self.threads_by_pid.get(pid, 0), count)
+            self.cpu_by_pid[pid] = cpu
+        if alive:
+            self.samples += 1
+            self.peak_rss_sum, self.peak_threads = max(self.peak_rss_sum, rss_sum), max(self.peak_threads, threads)
+            self.peak_processes = max(self.peak_processes, alive)
+            if elapsed >= TIMELINE_PERIOD * len(self.timeline):
+                self.timeline.append({"t": round(elapsed, 1), "rss_mb": round(rss_sum / MB, 1), "threads": threads})
+
+    def summary(self) -> dict[str, object]:
+        largest = max(self.peak_by_pid, key=self.peak_by_pid.__getitem__) if self.peak_by_pid else None
+        processes = sorted(
+            ({"pid": pid, "what": self.label_by_pid.get(pid, "?"), "peak_rss_mb": round(rss / MB, 1),
+              "peak_threads": self.threads_by_pid.get(pid, 0), "cpu_seconds": round(self.cpu_by_pid.get(pid, 0.0), 1)}
+             for pid, rss in self.peak_by_pid.items()),
+            key=lambda row: -row["peak_rss_mb"],
+        )
+        return {
+            "peak_rss_sum_mb": round(self.peak_rss_sum / MB, 1),
+            "peak_rss_largest_mb": round(self.peak_by_pid[largest] / MB, 1) if largest else None,
+            "largest_process": self.label_by_pid.get(largest, "?") if largest else None,
+            "peak_threads": self.peak_threads, "peak_threads_largest": self.threads_by_pid.get(largest, 0) if largest else None,
+            "peak_processes": self.peak_processes, "cpu_seconds": round(sum(self.cpu_by_pid.values()), 1),
+            "samples": self.samples, "processes": processes, "timeline": self.timeline,
+        }
+
+
+def run_measured(command: list[str], env: dict[str, str], timeout: float, stdout_path: Path, stderr_path: Path, cwd: Path) -> dict[str, object]:
+    """Run ``command`` in ``cwd``, sampling its process tree; returns wall seconds, exit code, timeout flag and the
+    samples. Past the timeout, the processes of its tree (the ones this benchmark started, by pid) are killed."""
+    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, cwd=cwd)
+        sampler, code, timed_out = TreeSampler(process.pid), None, False
+        while code is None:
+            sampler.sample(time.perf_counter() - started)
+            try:
+                code = process.wait(timeout=SAMPLE_PERIOD)
+            except subprocess.TimeoutExpired:
+                if time.perf_counter() - started > timeout:
+                    timed_out = True
+                    for child in reversed(tree(process.pid)):  # children first
+                        try:
+                            child.kill()
+                        except psutil.Error:
+                            pass
+                    code = process.wait()
+        wall = time.perf_counter() - started
+    return {"wall_seconds": round(wall, 2), "exit_code": code, "timed_out": timed_out, **sampler.summary()}
+
 
 SCRIPT = Path(__file__).resolve().with_name("scale.py")  # the driver, whose helper modes run seeding and latency
 SEARCH_QUERY = "how are failed tasks retried with a delay"
@@ -33,14 +136,6 @@ def run_env(home: Path) -> dict[str, str]:
 FINISHED = re.compile(r"Task run '([^']+)' - Finished in state (\w+)")
 
 
-def _by_task(names: list[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for name in names:
-        base = re.sub(r"-[0-9a-f]+$", "", name)  # Prefect's run name: "load_corpus-1a2"
-        counts[base] = counts.get(base, 0) + 1
-    return dict(sorted(counts.items(), key=lambda item: -item[1]))
-
-
 def count_task_runs(home: Path) -> dict[str, object]:
     """Task runs that finished, from the run's own log (Prefect logs "Task run 'NAME' - Finished in state S" to
     stderr: exact, and available for a killed run too), and the task runs the run's Prefect database recorded
@@ -48,10 +143,8 @@ def count_task_runs(home: Path) -> dict[str, object]:
     runs: dict[str, object] = {}
     try:
         found = FINISHED.findall((home / "index.err").read_text(errors="replace"))
-        states: dict[str, int] = {}
-        for _, state in found:
-            states[state] = states.get(state, 0) + 1
-        runs.update({"total": len(found), "states": states, "by_task": _by_task([name for name, _ in found])})
+        by_task = Counter(re.sub(r"-[0-9a-f]+$", "", name) for name, _ in found)  # Prefect's run name: "load_corpus-1a2"
+        runs.update({"total": len(found), "states": dict(Counter(state for _, state in found)), "by_task": dict(by_task.most_common())})
     except OSError as error:
         runs.update({"total": None, "note": f"no run log: {error}"})
     database = home / "prefect" / "prefect.db"
@@ -79,14 +172,13 @@ def time_search(home: Path, name: str, runs: int = 3) -> dict[str, object]:
     return {"wall_seconds": round(statistics.median(walls), 2), "walls": walls, "peak_rss_mb": first["peak_rss_sum_mb"]}
 
 
-def time_queries(home: Path, name: str) -> dict[str, object]:
-    """In-process query latency, measured in a helper process (this script's `_latency` mode)."""
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "_latency", str(home), name],
-        env=run_env(home), capture_output=True, text=True, cwd=CODE or REPO, timeout=1800,
-    )
-    if result.returncode:
-        return {"error": result.stderr[-2000:]}
+def helper(mode: str, *args: str) -> subprocess.CompletedProcess:
+    """scale.py's helper ``mode`` (``_seed``, ``_latency``) in a process of its own, importing the measured source."""
+    return subprocess.run([sys.executable, str(SCRIPT), mode, *args], env=run_env(Path(args[0])), capture_output=True, text=True,
+                          cwd=CODE or REPO, timeout=3600)
+
+
+def last_json(result: subprocess.CompletedProcess) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -102,13 +194,10 @@ def bench_size(label: str, family: str, source: Path, options: list[str], timeou
     try:
         if seed:
             print("   pre-seeding the embeddings cache (fast path) ...", flush=True)
-            seeded = subprocess.run(
-                [sys.executable, str(SCRIPT), "_seed", str(home), str(source), *(["contexts"] if seed_contexts else [])],
-                env=run_env(home), capture_output=True, text=True, cwd=CODE or REPO,
-            )
+            seeded = helper("_seed", str(home), str(source), *(["contexts"] if seed_contexts else []))
             if seeded.returncode:
                 raise RuntimeError(f"seeding failed:\n{seeded.stderr[-3000:]}")
-            record["seeded"] = json.loads(seeded.stdout.strip().splitlines()[-1])
+            record["seeded"] = last_json(seeded)
             print(f"   seeded {record['seeded']['rows']} vectors in {record['seeded']['seconds']} s", flush=True)
         command = CTXRAG + ["index", str(source), "--name", name, *options, "--json"]
         print(f"   ctxrag index (timeout {timeout / 60:.0f} min) ...", flush=True)
@@ -116,15 +205,10 @@ def bench_size(label: str, family: str, source: Path, options: list[str], timeou
         record["index"] = measured
         record["load_average_after"] = [round(value, 2) for value in os.getloadavg()]
         record["task_runs"] = count_task_runs(home)
-        if measured["timed_out"]:
-            record["status"] = "timeout"
-            record["stderr_tail"] = portable_text(_tail(home / "index.err"))
-            print(f"   TIMEOUT after {measured['wall_seconds']} s", flush=True)
-            return record
-        if measured["exit_code"] != 0:
-            record["status"] = "failed"
-            record["stderr_tail"] = portable_text(_tail(home / "index.err"))
-            print(f"   FAILED (exit {measured['exit_code']}):\n{record['stderr_tail']}", flush=True)
+        if measured["timed_out"] or measured["exit_code"] != 0:
+            record["status"] = "timeout" if measured["timed_out"] else "failed"
+            record["stderr_tail"] = portable_text("\n".join((home / "index.err").read_text(errors="replace").splitlines()[-30:]))
+            print(f"   {record['status'].upper()} after {measured['wall_seconds']} s (exit {measured['exit_code']}):\n{record['stderr_tail']}", flush=True)
             return record
         report = json.loads((home / "index.out").read_text().strip().splitlines()[-1])
         record["report"] = {key: value for key, value in report.items() if key != "warnings"}
@@ -134,7 +218,8 @@ def bench_size(label: str, family: str, source: Path, options: list[str], timeou
               f"embedded {report['chunks_embedded']}; peak RSS {measured['peak_rss_sum_mb']} MB; "
               f"threads {measured['peak_threads']}; task runs {record['task_runs'].get('total')}", flush=True)
         record["search"] = time_search(home, name)
-        record["queries"] = time_queries(home, name)
+        latency = helper("_latency", str(home), name)
+        record["queries"] = {"error": latency.stderr[-2000:]} if latency.returncode else last_json(latency)
         print(f"   search process {record['search'].get('wall_seconds')} s; "
               f"hybrid p50 {record['queries'].get('hybrid_p50_ms')} ms", flush=True)
         return record
@@ -142,13 +227,6 @@ def bench_size(label: str, family: str, source: Path, options: list[str], timeou
         stop_server(run_env(home))  # the local Prefect server the size's first command started in its fresh home
         if not keep:
             shutil.rmtree(home, ignore_errors=True)
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def measure_latency(home: Path, name: str) -> None:
@@ -166,25 +244,14 @@ def measure_latency(home: Path, name: str) -> None:
     searcher = Searcher(index)
     searcher.search("warm up the model", Strategy.HYBRID, 10)
     result: dict[str, object] = {"open_seconds": round(open_seconds, 3), "queries": len(QUERIES), "default": DEFAULT_STRATEGY,
-                                 "rss_mb": round((process_stats(os.getpid()) or (0, 0, 0.0))[0] / 2**20, 1)}
+                                 "rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1)}
     fused = list(dict.fromkeys([Strategy.HYBRID, Strategy(DEFAULT_STRATEGY)]))
     for number, strategy in enumerate([*fused, Strategy.VECTOR, Strategy.BM25]):
         if number:
             searcher._query_vectors.clear()  # each strategy pays the query embedding, as a fresh query does
         key = strategy.value.replace("-", "_")
-        result[f"{key}_p50_ms"], result[f"{key}_p95_ms"] = _timed(searcher, strategy)
+        result[f"{key}_p50_ms"], result[f"{key}_p95_ms"] = search_latency(searcher, strategy, QUERIES)
     searcher.prefetch(QUERIES)
     for strategy in fused:
-        result[f"{strategy.value.replace('-', '_')}_ranking_p50_ms"] = _timed(searcher, strategy)[0]
+        result[f"{strategy.value.replace('-', '_')}_ranking_p50_ms"] = search_latency(searcher, strategy, QUERIES)[0]
     print(json.dumps(result))
-
-
-def _timed(searcher, strategy) -> tuple[float, float]:  # type: ignore[no-untyped-def]
-    """p50 and p95 milliseconds of ``searcher.search`` over QUERIES, top 10."""
-    times = []
-    for query in QUERIES:
-        begun = time.perf_counter()
-        searcher.search(query, strategy, 10)
-        times.append((time.perf_counter() - begun) * 1000)
-    times.sort()
-    return round(statistics.median(times), 2), round(times[min(len(times) - 1, math.ceil(0.95 * len(times)) - 1)], 2)

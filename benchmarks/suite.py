@@ -5,24 +5,18 @@
 
 Sets (suite_sets): the cookbook's codebase and docs-sample sets, docstring-derived sets (suite_questions' miner on
 docstring-free copies of rich, httpx and a stdlib subset), README headings and the docs summaries (suite_questions),
-and the hand-written sets found in ``--sets`` (``<name>/set.json`` + ``questions.jsonl``); a set whose corpus this
-machine cannot give (another package version, another Python) is skipped with the reason. Each corpus is indexed
-once with the ``ctxrag index`` CLI on offline defaults into ``--home`` (reused there; ``--context-tokens`` is passed
-on, and an index whose embedder differs from what the options choose is indexed again), and every question's BM25
-and vector rankings (150 deep) are cached there too, as is each set's score of every configuration; a re-run only
-selects and reports.
+and the hand-written sets of ``--sets`` (``<name>/set.json`` + ``questions.jsonl``); a set whose corpus this machine
+cannot give (another package version, another Python) is skipped with the reason. Each corpus is indexed once with
+``ctxrag index`` on offline defaults into ``--home`` (again if its embedder differs from what ``--context-tokens``
+chooses); every question's BM25 and vector rankings (150 deep) and each set's scores are cached there too.
 
-Strategies (suite_fusion): the product's own (bm25 ... hybrid-score and ``ctxrag tune``'s candidates) ranked by the
-product's fusion code, ``ctxrag.tasks.retrieval.search.fuse_rankings``; the tuned families over their grids.
-
-Selection (suite_select): leave one corpus out. With a corpus out, each tuned family's constants and the default
-(family and constants: ``select``) are chosen on the other corpora's sets, by the mean over sets of each set's
-primary metric (so a big set weighs no more than a small one), then scored on the left-out sets. Significance: the
-LOCO default minus ``hybrid`` (RRF k=60), paired, resampling golden documents with all their questions (10,000
-resamples, 95% percentile interval); the mean over sets resamples each set on its own.
-
-Per index (suite_tune): what ``ctxrag tune`` keeps when a set's own questions are its evaluation set, with the
-product's candidates and decision, beside the set's best strategy held out.
+Strategies: the product's (bm25 ... hybrid-score) and ``ctxrag tune``'s candidates, each ranked by the product's
+fusion code, ``ctxrag.tasks.retrieval.search.fuse_rankings`` (suite_sets.SetData.rank). Selection (suite_select):
+leave one corpus out; with a corpus out, the default (``select``) is the configuration best on the other corpora's
+sets by the mean over sets of each set's primary metric (a big set weighs no more than a small one), then scored on
+the left-out sets. Significance: the LOCO default minus ``hybrid``, paired, resampling golden documents with all
+their questions (10,000 resamples, 95% percentile interval); the mean over sets resamples each set on its own. Per
+set (suite_select.tuned): what ``ctxrag tune`` keeps when the set's own questions are its evaluation set.
 """
 
 from __future__ import annotations
@@ -37,16 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+from common import REPO, machine_meta, write_report  # benchmarks/common.py: the project first on sys.path
+import suite_select as select
+import suite_sets as sets_
 
-import suite_select as select  # noqa: E402
-import suite_sets as sets_  # noqa: E402
-from common import machine_meta  # noqa: E402
-from suite_tune import suite_variant, tuned  # noqa: E402
-
-SHOWN = ("bm25", "vector", "hybrid", "hybrid-weighted", "hybrid-doc", "hybrid-score")
+SHOWN = select.FIXED
 CHOSEN_ON_ALL = ("hybrid-score",)  # the product's default: its constant was chosen with every set in, so never *best*
 MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|root|home|tmp|usr|opt|var)/")
 
@@ -62,20 +51,17 @@ def relative(text: str) -> str:
 
 
 def product_check(home: Path, specs: list[sets_.SetSpec], data: list[sets_.SetData]) -> dict[str, dict[str, str]]:
-    """Per set, for each fixed strategy and each of ``ctxrag tune``'s candidates: for how many questions
-    ``ctxrag.tasks.retrieval.search.Searcher`` returns the suite's top 20."""
-    from ctxrag.tasks.evaluation.tune import CANDIDATES
+    """Per set, for each configuration: for how many questions ``ctxrag.tasks.retrieval.search.Searcher`` returns the
+    suite's top 20."""
     from ctxrag.tasks.retrieval.search import Searcher, StrategyConfig
 
-    configs = {config.label: config for config in [StrategyConfig.from_str(name) for name in SHOWN] + CANDIDATES}
     found = {}
     for spec, d in zip(specs, data):
         searcher = Searcher(sets_.corpora.IndexStore(home).open(spec.corpus.index), home=home)
         searcher.prefetch(d.texts)
         found[d.name] = {}
-        for label, config in configs.items():
-            variant = suite_variant(config)
-            same = sum([hit.row for hit in searcher.search(text, config, sets_.RANKED)] == d.rank(i, *variant)
+        for label in select.configs():
+            same = sum([hit.row for hit in searcher.search(text, StrategyConfig.from_str(label), sets_.RANKED)] == d.rank(i, label)
                        for i, text in enumerate(d.texts))
             found[d.name][label] = f"{same}/{len(d.texts)}"
     return found
@@ -102,46 +88,40 @@ def evaluate(data: list[sets_.SetData], home: Path) -> dict:
     started = time.perf_counter()
     matrices = [select.matrix(home, d, grid) for d in data]
     scored = time.perf_counter() - started
-    registry = select.entries(grid)
     started = time.perf_counter()
-    held = select.loco(data, matrices, registry)
+    held, loco = select.loco(data, matrices, grid)
     means = np.stack([m.mean(axis=1) for m in matrices], axis=1)
-    overall = grid[select.pick(means)]
-    index = {name: c for c, name in enumerate(c.family for c in grid) if name in select.FIXED}
     rows = []
     for s, d in enumerate(data):
-        default = held["select"]["held"][s]
-        hybrid = matrices[s][index["hybrid"]]
-        entry_means = {name: float(np.mean(values["held"][s])) for name, values in held.items()}
+        default, hybrid, chosen = held[s], matrices[s][grid.index("hybrid")], loco[d.unit]
+        entry_means = {name: float(means[grid.index(name), s]) for name in SHOWN} | {"select": float(default.mean())}
         best = max((name for name in entry_means if name not in CHOSEN_ON_ALL), key=entry_means.get)
-        chosen = held["select"]["chosen"][d.unit]
-        config = next(c for c in grid if c.describe() == chosen)
         rows.append({
             "set": d.name, "corpus": d.label, "unit": d.unit, "level": d.level, "kind": d.kind, "style": d.style,
             "made": d.made, "questions": len(d.texts), "dropped": d.dropped, "chunks": d.chunks, "documents": int(d.doc_of_row.max() + 1),
             "golden documents": int(np.unique(d.clusters).size), "primary": d.primary,
-            "fixed": {name: all_metrics(d, *select.FIXED[name]) for name in SHOWN},
-            "default": {"chosen": chosen, "held out": float(default.mean()), "metrics": all_metrics(d, config.function, config.params)},
+            "fixed": {name: all_metrics(d, name) for name in SHOWN},
+            "default": {"chosen": chosen, "held out": float(default.mean()), "metrics": all_metrics(d, chosen)},
             "entries": entry_means, "best": best, "gap": float(default.mean()) - entry_means[best],
-            "in-set best": {"config": grid[int(np.argmax(means[:, s]))].describe(), "value": float(means[:, s].max())},
+            "in-set best": {"config": grid[int(np.argmax(means[:, s]))], "value": float(means[:, s].max())},
             "default - hybrid": list(select.cluster_bootstrap(default, hybrid, d.clusters)),
-            "tune": tuned(d),
+            "tune": select.tuned(d),
         })
-    groups = {base: [(held["select"]["held"][s], matrices[s][index[base]], d.clusters) for s, d in enumerate(data)] for base in ("hybrid", "hybrid-doc")}
+    groups = {base: [(held[s], matrices[s][grid.index(base)], d.clusters) for s, d in enumerate(data)] for base in ("hybrid", "hybrid-doc")}
     return {
         "sets": rows,
-        "loco": {unit: {name: values["chosen"][unit] for name, values in held.items()} for unit in dict.fromkeys(d.unit for d in data)},
-        "mean": {name: float(np.mean([np.mean(h) for h in values["held"]])) for name, values in held.items()},
+        "loco": loco,
+        "mean": {name: float(np.mean([row["entries"][name] for row in rows])) for name in rows[0]["entries"]},
         "default - hybrid (mean over sets)": list(select.stratified_bootstrap(groups["hybrid"])),
         "default - hybrid-doc (mean over sets)": list(select.stratified_bootstrap(groups["hybrid-doc"])),
-        "chosen on every set": overall.describe(),
+        "chosen on every set": grid[select.pick(means)],
         "configurations": len(grid),
         "seconds": {"scores": scored, "selection": time.perf_counter() - started},
     }
 
 
-def all_metrics(d: sets_.SetData, function, params: dict) -> dict[str, float]:
-    values = np.array([d.score(i, d.rank(i, function, params)) for i in range(len(d.texts))])
+def all_metrics(d: sets_.SetData, strategy: str) -> dict[str, float]:
+    values = np.array([d.score(i, d.rank(i, strategy)) for i in range(len(d.texts))])
     return dict(zip(d.metrics, values.mean(axis=0).tolist()))
 
 
@@ -158,6 +138,12 @@ def pct(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
+def interval(found: list[float]) -> str:
+    """A bootstrap's mean and interval in points; ``*`` when the interval excludes 0."""
+    mean, low, high = found
+    return f"{100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]" + ("*" if low > 0 or high < 0 else "")
+
+
 def render(result: dict, meta: dict) -> str:
     rows = result["sets"]
     lines = [
@@ -166,53 +152,34 @@ def render(result: dict, meta: dict) -> str:
         f"One run, {meta['cpus']}-core machine ({meta['cpu']}), Python {meta['python']}, {meta['date']}; produced by "
         f"`benchmarks/suite.py` (method in its docstring). Offline defaults (structural contexts, local MiniLM, "
         f"embedded BM25){embedder_note(meta.get('embedder'))}. {len(rows)} sets on {len(result['loco'])} corpora; {result['configurations']:,} "
-        "configurations (the product's strategies and the tuned families' grids).",
+        "configurations (the product's strategies and `ctxrag tune`'s candidates, each ranked by the product's fusion).",
         "",
         "Each set's primary metric, x100: `mrr@10` is the reciprocal rank of the first golden chunk within the top 10; "
         "`doc-mrr@10` the same for the first chunk of any golden document (document-level sets); `pass@10` (codebase) "
         "the share of golden chunks in the top 10; `recall@3` (docs-sample) the same in the top 3, the docs target's "
         "metric. **default (LOCO)**: the configuration chosen with the set's corpus left out (by the mean over the "
         "other sets of their primary metric, every set weighing the same), scored on the set; *chosen*: what that was. "
-        "*best*: the strategy with the best held-out figure on the set among the fixed ones, each tuned family (LOCO "
-        "too) and `select`; *gap*: default minus best. `hybrid-score` is the product's "
-        "default at the constant this selection chose with every set in (so it is not held out and is never *best*). "
-        "Last column: default minus "
-        "`hybrid`, paired bootstrap resampling golden documents with all their questions, 95%; `*`: excludes 0.",
+        "*best*: the strategy with the best held-out figure on the set among the product's and `select`; *gap*: default "
+        "minus best. `hybrid-score` is the product's default at the constant this selection chose with every set in (so "
+        "it is not held out and is never *best*). Last column: default minus `hybrid`, paired bootstrap resampling "
+        "golden documents with all their questions, 95%; `*`: excludes 0.",
         "",
         "| set | corpus | style | questions | metric | " + " | ".join(SHOWN) + " | default (LOCO) | chosen with the corpus out | best | gap | default - hybrid |",
         "|---|---|---|---:|---|" + "---:|" * len(SHOWN) + "---:|---|---|---:|---|",
     ]
     for row in rows:
         fixed = " | ".join(pct(row["fixed"][name][row["primary"]]) for name in SHOWN)
-        mean, low, high = row["default - hybrid"]
-        mark = "*" if low > 0 or high < 0 else ""
         lines.append(
             f"| {row['set']} | {row['unit']} | {row['kind']}/{row['style']} | {row['questions']} | {row['primary']} | {fixed} | "
             f"**{pct(row['default']['held out'])}** | `{row['default']['chosen']}` | {row['best']} ({pct(row['entries'][row['best']])}) | "
-            f"{100 * row['gap']:+.1f} | {100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]{mark} |"
+            f"{100 * row['gap']:+.1f} | {interval(row['default - hybrid'])} |"
         )
     means = result["mean"]
-    mean, low, high = result["default - hybrid (mean over sets)"]
     lines.append("| **mean over sets** | | | | | " + " | ".join(pct(means[name]) for name in SHOWN)
-                 + f" | **{pct(means['select'])}** | | | | {100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
-                 + ("*" if low > 0 or high < 0 else "") + " |")
-    mean, low, high = result["default - hybrid-doc (mean over sets)"]
-    lines += [
-        "",
-        f"Mean over sets, LOCO default minus `hybrid-doc` (the default before this suite): {100 * mean:+.1f} [{100 * low:+.1f}, "
-        f"{100 * high:+.1f}] points (same bootstrap). With every set in, the selection would choose "
-        f"`{result['chosen on every set']}`.",
-        "",
-        "## Every strategy, held out",
-        "",
-        "Each entry's primary metric (x100) on each set, its constants chosen with the set's corpus left out (fixed "
-        "strategies have none); `select` is the default above.",
-        "",
-        "| strategy | " + " | ".join(row["set"] for row in rows) + " | mean |",
-        "|---|" + "---:|" * (len(rows) + 1),
-    ]
-    for name in means:
-        lines.append(f"| {name} | " + " | ".join(pct(row["entries"][name]) for row in rows) + f" | {pct(means[name])} |")
+                 + f" | **{pct(means['select'])}** | | | | {interval(result['default - hybrid (mean over sets)'])} |")
+    lines += ["", f"Mean over sets, LOCO default minus `hybrid-doc` (the default before this suite): "
+              f"{interval(result['default - hybrid-doc (mean over sets)'])} points (same bootstrap). With every set in, the "
+              f"selection would choose `{result['chosen on every set']}`."]
     lines += ["", "## With `ctxrag tune` on the set's own questions", "",
               "What `ctxrag tune` keeps for an index when the set's questions are its evaluation set: the product's "
               "candidates and decision (`ctxrag.tasks.evaluation.tune.decide`: 5 folds grouped by golden document; the "
@@ -231,7 +198,7 @@ def render(result: dict, meta: dict) -> str:
                  f"{pct(best)} | {100 * (expected - best):+.1f} |")
     lines += ["", "## What was chosen with each corpus left out", "", "| left out | default (`select`) |", "|---|---|"]
     for unit, chosen in result["loco"].items():
-        lines.append(f"| {unit} | `{chosen['select']}` |")
+        lines.append(f"| {unit} | `{chosen}` |")
     lines += ["", "## Other metrics", "", "Every metric of each set (x100) for the fixed strategies and the LOCO default.", "",
               "| set | metric | " + " | ".join(SHOWN) + " | default (LOCO) |", "|---|---|" + "---:|" * (len(SHOWN) + 1)]
     for row in rows:
@@ -246,9 +213,8 @@ def render(result: dict, meta: dict) -> str:
     if result.get("product check"):
         checks = result["product check"]
         agree = all(value.split("/")[0] == value.split("/")[1] for row in checks.values() for value in row.values())
-        lines += ["", "Fixed strategies through `ctxrag.tasks.retrieval.search.Searcher` on the same indexes: the top 20 equals the suite's for "
-                  + ("every question of every set" if agree else "; ".join(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items()) for name, row in checks.items()))
-                  + " (" + ", ".join(SHOWN) + ", and `ctxrag tune`'s candidates)."]
+        lines += ["", "Every configuration through `ctxrag.tasks.retrieval.search.Searcher` on the same indexes: the top 20 equals the suite's for "
+                  + ("every question of every set." if agree else "; ".join(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items()) for name, row in checks.items()))]
     if meta["skipped"]:
         lines += ["", "Skipped: " + "; ".join(meta["skipped"]) + "."]
     seconds = meta["seconds"]
@@ -270,7 +236,7 @@ def main() -> None:
     parser.add_argument("--sets", type=Path, default=REPO / "benchmarks" / "suite" / "sets", help="hand-written sets")
     parser.add_argument("--only", default="", help="comma-separated set names")
     parser.add_argument("--rebuild", action="store_true", help="rank the questions again (indexes are kept)")
-    parser.add_argument("--check-product", action="store_true", help="compare the fixed strategies with ctxrag.tasks.retrieval.search.Searcher")
+    parser.add_argument("--check-product", action="store_true", help="compare every configuration with ctxrag.tasks.retrieval.search.Searcher")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--context-tokens", type=int, default=sets_.corpora.EmbeddingOptions().context_tokens,
                         help="ctxrag index --context-tokens for every corpus (default: the product's)")
@@ -288,9 +254,7 @@ def main() -> None:
             "embedder": sets_.corpora.embedder(args.context_tokens)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "suite.json").write_text(relative(json.dumps({**result, "meta": meta}, indent=1)) + "\n")
-    text = relative(render(result, meta))
-    (args.out / "suite.md").write_text(text)
-    print(text)
+    write_report(args.out / "suite.md", relative(render(result, meta)))
 
 
 if __name__ == "__main__":

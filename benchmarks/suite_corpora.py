@@ -1,9 +1,8 @@
 """The evaluation suite's corpora: where each comes from, how it is laid out in the scratch home, and its index.
 
 A corpus is the unit of leave-one-corpus-out selection (``Corpus.unit``): every set asked of the same text (a
-package's installed folder and its docstring-free copy, the docs JSON with and without summaries) shares a unit, so
-they are left out together. Corpora are named in results by ``Corpus.label``, relative to the project, to
-``../shared`` or to the Python installation, never by a path of this machine.
+package's folder and its docstring-free copy, the docs with and without summaries) shares a unit. Results name a
+corpus by ``Corpus.label``, relative to the project, ``../shared`` or the Python installation, never by a local path.
 """
 
 from __future__ import annotations
@@ -11,11 +10,9 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import sysconfig
 import time
@@ -23,15 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+from common import private_env, run_ctxrag, site_packages  # benchmarks/common.py: the project first on sys.path
+import suite_questions as questions_
+from ctxrag.tasks.options import EmbeddingOptions
+from ctxrag.storage.index_store import IndexStore
 
-import suite_questions as questions_  # noqa: E402
-from ctxrag.tasks.options import EmbeddingOptions  # noqa: E402
-from ctxrag.storage.index_store import IndexStore, StoredIndex  # noqa: E402
-
-SITE = Path(next(path for path in sys.path if path.endswith("site-packages")))
+SITE = site_packages()
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 LEFT_OUT_DIRS = ("__pycache__", "test", "tests", "idle_test")  # never copied from the stdlib
 
@@ -147,34 +141,22 @@ def embedder(context_tokens: int) -> dict:
 
 
 def ensure_index(home: Path, corpus: Corpus, context_tokens: int = EmbeddingOptions().context_tokens) -> None:
-    """Make the corpus's index in ``home`` with the ``ctxrag index`` CLI on offline defaults (``--context-tokens``
-    as asked) when it is not there, or when its live version was built with another embedder (the CLI then re-embeds
-    what changed and publishes a new version, so the rankings cached for the old one are made again)."""
+    """Make the corpus's index in ``home`` with ``ctxrag index`` on offline defaults (``--context-tokens`` as asked)
+    unless its live version was built with that embedder (a new version: the rankings cached for the old one are made again)."""
     store = IndexStore(home)
     live = store.manifest(corpus.index) if store.live_version(corpus.index) is not None else None
     if live is not None and live["config"]["embedder"] == embedder(context_tokens):
         return
     source = corpus.prepare(home)
-    env = {**os.environ, "CTXRAG_HOME": str(home), "CTXRAG_PREFECT_SERVER": "temporary"}
-    env.pop("PREFECT_HOME", None)
-    env.pop("PREFECT_API_URL", None)
     print(f"indexing {corpus.label} as {corpus.index!r} (context cut to {context_tokens or 'all'} word pieces) ...", file=sys.stderr, flush=True)
-    command = [sys.executable, "-c", "from ctxrag.cli import main; main()", "index", str(source), "--name", corpus.index,
-               "--context-tokens", str(context_tokens), "--json"]
     started = time.perf_counter()
-    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-    if result.returncode:
-        raise SystemExit(f"ctxrag index {corpus.label} failed:\n{result.stderr[-3000:]}")
-    record_seconds(home, corpus.index, time.perf_counter() - started)
-
-
-def record_seconds(home: Path, index: str, seconds: float) -> None:
-    """How long the ``ctxrag index`` command took (the report's cold-start cost; a reused index keeps its figure, a
-    re-embedded one gets the re-index's)."""
+    run_ctxrag(["index", str(source), "--name", corpus.index, "--context-tokens", str(context_tokens), "--json"],
+               private_env(home, CTXRAG_PREFECT_SERVER="temporary"))
+    # How long the command took (the report's cold-start cost; a re-embedded index gets the re-index's).
     path = home / "suite" / "indexing.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     found = json.loads(path.read_text()) if path.exists() else {}
-    path.write_text(json.dumps({**found, index: round(seconds, 1)}, indent=1))
+    path.write_text(json.dumps({**found, corpus.index: round(time.perf_counter() - started, 1)}, indent=1))
 
 
 def indexing_seconds(home: Path) -> dict[str, float]:

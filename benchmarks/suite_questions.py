@@ -10,7 +10,7 @@
 - Docstrings (``prepare_repository``), in the style of CodeSearchNet: a package copied with every docstring removed
   (module, class and function docstrings; comments stay); the first sentence (>= 6 words) of each public function's
   or class's docstring is a question, its golden chunk the chunk of the copy holding the definition's header line
-  (a header line that is not unique in its file, or a question asked twice, is dropped; at most 400, seeded sample).
+  (one whose header line is not unique in its file is dropped, a question asked twice kept once; at most 400, seeded).
 
 The scripts that first used them (quality_prose.py, quality_repos.py) are in git history (docs/decisions.md).
 """
@@ -23,6 +23,7 @@ import json
 import random
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,36 +94,26 @@ def headings(lines: list[str]) -> list[tuple[int, str, int]]:
     return [(number, text, len("".join(lines[number + 1 : end]).strip())) for (number, text), end in zip(found, ends)]
 
 
-def build_set(docs: list[tuple[str, str, str]], folder: Path) -> tuple[list[Question], dict[str, int]]:
-    """Write each README to ``folder`` with its question headings neutralized; return the questions and the counts
-    of the funnel (headings, long enough, unique, asked)."""
+def build_set(docs: list[tuple[str, str, str]], folder: Path) -> list[Question]:
+    """Write each README to ``folder`` with its question headings neutralized; return the questions."""
     parsed = {name: text.splitlines(keepends=True) for name, _, text in docs}
     found = {name: headings(lines) for name, lines in parsed.items()}
-    seen: dict[str, int] = {}
-    for entries in found.values():
-        for _, text, _ in entries:
-            seen[text.casefold()] = seen.get(text.casefold(), 0) + 1
-    counts = {"headings": sum(map(len, found.values())), "long enough": 0, "ambiguous": 0}
+    seen = Counter(text.casefold() for entries in found.values() for _, text, _ in entries)
     questions: list[Question] = []
     for name, lines in parsed.items():
         number = 0
         for line_number, text, body in found[name]:
-            if len([word for word in text.split() if re.search(r"\w", word)]) < MIN_WORDS or body < MIN_BODY:
-                continue
-            counts["long enough"] += 1
-            if seen[text.casefold()] > 1:
-                counts["ambiguous"] += 1
+            if len([word for word in text.split() if re.search(r"\w", word)]) < MIN_WORDS or body < MIN_BODY or seen[text.casefold()] > 1:
                 continue
             number += 1
             marks = re.match(r"\s*#+", lines[line_number]).group(0)  # type: ignore[union-attr]
             lines[line_number] = f"{marks} Section {number}\n"
             questions.append(Question(text, f"{name}.md", f"Section {number}"))
         (folder / f"{name}.md").write_text("".join(lines), encoding="utf-8")
-    counts["candidates"] = len(questions)
     if len(questions) > MAX_QUESTIONS:
         questions = random.Random(0).sample(questions, MAX_QUESTIONS)
     questions.sort(key=lambda q: (q.doc, int(q.section.split()[1])))
-    return questions, counts
+    return questions
 
 
 def golden_rows(index: StoredIndex, questions: list[Question]) -> list[list[int]]:
@@ -219,8 +210,6 @@ def write_evalset(copy: Path, mined: list[tuple[str, str, str]], out: Path, seed
             continue
         seen.add(question)
         records.append({"query": question, "golden_chunk_uuids": [[doc, holding[0]]]})
-    repeated = {record["query"] for record in records if sum(other["query"] == record["query"] for other in records) > 1}
-    records = [record for record in records if record["query"] not in repeated]
     if len(records) > MAX_QUESTIONS:
         records = random.Random(seed).sample(records, MAX_QUESTIONS)
     out.write_text("".join(json.dumps(record) + "\n" for record in records))

@@ -2,9 +2,9 @@
 per-set metrics, and the cache of every question's BM25 and vector rankings (150 deep) in the scratch home.
 
 A set is asked of one corpus (suite_corpora). Golden answers are chunks (rows of the index) or documents. Metrics:
-``pass@k``, ``recall@k``, ``mrr@k``, ``hit@k`` over chunks (ctxrag.tasks.evaluation.metrics), and ``doc-mrr@k`` / ``doc-hit@k`` over
-documents: the rank of a question's answer is the rank, in the strategy's chunk ranking, of the first chunk of any
-golden document. Each set's first metric is its primary one (selection and the table).
+``pass@k``, ``recall@k``, ``mrr@k``, ``hit@k`` over chunks (ctxrag.tasks.evaluation.metrics); ``doc-mrr@k`` and
+``doc-hit@k`` rank the first chunk of any golden document. A set's first metric is its primary one. A strategy ranks
+a question (``SetData.rank``) as the product does: the cached rankings fused by ``fuse_rankings``.
 """
 
 from __future__ import annotations
@@ -21,16 +21,15 @@ import numpy as np
 import suite_corpora as corpora
 from suite_corpora import Corpus, Unavailable
 
-import suite_questions as questions_  # noqa: E402
-from suite_fusion import ABSENT, DEPTH, TOP, Dataset, Query, document_ranks  # noqa: E402
-from ctxrag.storage.index_store import StoredIndex  # noqa: E402
-from ctxrag.tasks.evaluation.evalset import golden_ref, load_evalset  # noqa: E402
-from ctxrag.tasks.evaluation.metrics import hit_at_k, pass_at_k, recall_at_k, reciprocal_rank_at_k  # noqa: E402
-from ctxrag.tasks.retrieval.search import DEFINES, Searcher  # noqa: E402
-from ctxrag.tasks.context.structure import defined_names  # noqa: E402
+import suite_questions as questions_
+from ctxrag.storage.index_store import StoredIndex
+from ctxrag.tasks.context.structure import defined_names, mentioned_names
+from ctxrag.tasks.evaluation.evalset import golden_ref, load_evalset
+from ctxrag.tasks.evaluation.metrics import hit_at_k, pass_at_k, recall_at_k, reciprocal_rank_at_k
+from ctxrag.tasks.retrieval.search import DEFINES, Searcher, StrategyConfig, fuse_rankings
 
-
-RANKED = TOP  # each strategy's ranking, as scored
+DEPTH = 150  # each retriever's ranking, as the hybrid strategies read it (ctxrag.storage.fusion.FUSION_DEPTH)
+RANKED = 20  # each strategy's ranking, as scored
 STDLIB_PATHS = ["asyncio", "email", "http", "json", "logging", "urllib", "concurrent"]  # as stdlib-behaviour's corpus
 CODE_METRICS = ["mrr@10", "hit@10", "mrr@3", "hit@3"]
 DOCUMENT_METRICS = ["doc-mrr@10", "doc-hit@10", "doc-mrr@3", "doc-hit@3"]
@@ -114,7 +113,7 @@ def docstring_set(name: str, base: Corpus) -> SetSpec:
 
 
 def readme_questions(home: Path, index: StoredIndex) -> list[Question]:
-    questions, _ = questions_.build_set(questions_.readmes(), corpora.readmes().prepare(home))
+    questions = questions_.build_set(questions_.readmes(), corpora.readmes().prepare(home))
     return [Question(q.text, rows) for q, rows in zip(questions, questions_.golden_rows(index, questions))]
 
 
@@ -182,7 +181,8 @@ class SetData:
     golden: list[np.ndarray]  # per question: rows (chunk level) or document numbers
     clusters: np.ndarray  # per question: its (first) golden document's number
     doc_of_row: np.ndarray
-    views: list[tuple[Dataset, Query, np.ndarray]] = field(default_factory=list)  # per question, its candidates
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # rank_arrays: per question, BM25 and vector rankings
+    defines: dict[int, frozenset[str]] = field(default_factory=dict)  # row -> the names its chunk defines
     dropped: int = 0  # questions whose golden answer is not in the index
     chunks: int = 0
     rankings: str = ""  # the rankings' cache key (the set and the index version they were made on)
@@ -195,10 +195,17 @@ class SetData:
         """The question's metrics (default: all of the set's) for a ranking of rows."""
         return [metric_value(name, ranking, self.golden[i], self.doc_of_row) for name in (metrics or self.metrics)]
 
-    def rank(self, i: int, function: Callable[..., list[int]], params: dict) -> list[int]:
-        """Rows of the index, as a strategy of suite_fusion ranks them for question ``i``."""
-        data, query, rows = self.views[i]
-        return rows[function(data, query, **params)].tolist()
+    def rank(self, i: int, strategy: str) -> list[int]:
+        """Rows of the index, as the product's ``strategy`` (a ``StrategyConfig`` label) ranks question ``i``: the
+        cached rankings, in ``Searcher.rankings``' order, through ``fuse_rankings`` (the function ``Searcher.fuse`` runs)."""
+        names = mentioned_names(self.texts[i])
+
+        def evidence(rows: list[int]) -> tuple[dict[int, int], set[int]]:
+            return {row: int(self.doc_of_row[row]) for row in rows}, {row for row in rows if self.defines.get(row, frozenset()) & names}
+
+        rankings = {side: [(int(row), float(score)) for row, score in zip(self.arrays[side[0] + "row"][i], self.arrays[side[0] + "score"][i]) if row >= 0]
+                    for side in ("vector", "bm25")}  # arrays "vrow", "vscore", "brow", "bscore"
+        return [hit.row for hit in fuse_rankings(StrategyConfig.from_str(strategy), rankings, RANKED, evidence)]
 
 
 def metric_value(name: str, ranking, golden: np.ndarray, doc_of_row: np.ndarray) -> float:
@@ -273,40 +280,13 @@ def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: i
     ``ctxrag index --context-tokens`` makes it (``corpora.ensure_index``: indexed again if its embedder differs)."""
     corpora.ensure_index(home, spec.corpus, context_tokens)
     npz, meta_path = cache_paths(home, spec.name)
-    current = None
-    if meta_path.exists() and not rebuild:
-        current = json.loads(meta_path.read_text())
-        if current.get("key") != cache_key(spec, home):
-            current = None
-    if current is None:
+    current = json.loads(meta_path.read_text()) if meta_path.exists() and not rebuild else None
+    if current is None or current.get("key") != cache_key(spec, home):
         build_cache(home, spec)
         current = json.loads(meta_path.read_text())
-    arrays = np.load(npz)
+    arrays = dict(np.load(npz))
     defines = {int(row): frozenset(names) for row, names in current["defines"].items()}
-    data = SetData(current["name"], current["unit"], current["label"], current["level"], current["metrics"], current["kind"],
+    return SetData(current["name"], current["unit"], current["label"], current["level"], current["metrics"], current["kind"],
                    current["style"], current["made"], current["texts"], [np.array(g) for g in current["golden"]],
                    np.array(current["clusters"]), arrays["doc_of_row"], dropped=current["dropped"], chunks=len(arrays["doc_of_row"]),
-                   rankings=current["key"])
-    data.views = [view(data, i, arrays, defines) for i in range(len(data.texts))]
-    return data
-
-
-def view(data: SetData, i: int, arrays, defines: dict[int, frozenset]) -> tuple[Dataset, Query, np.ndarray]:
-    """Question ``i`` restricted to its candidates (the rows either retriever returned): the strategies rank only
-    those, and document ranks computed over them equal those over the whole index."""
-    brow, vrow = arrays["brow"][i], arrays["vrow"][i]
-    brow, bscore = brow[brow >= 0], arrays["bscore"][i][brow >= 0]
-    vrow, vscore = vrow[vrow >= 0], arrays["vscore"][i][vrow >= 0]
-    rows = np.union1d(brow, vrow)
-    local = {row: position for position, row in enumerate(rows.tolist())}
-    n = rows.size
-    rb, rv, sb, sv = np.full(n, ABSENT), np.full(n, ABSENT), np.zeros(n), np.full(n, np.nan)
-    for ranks, scores, found, values in ((rb, sb, brow, bscore), (rv, sv, vrow, vscore)):
-        positions = [local[row] for row in found.tolist()]
-        ranks[positions] = np.arange(1, len(positions) + 1)
-        scores[positions] = values
-    _, doc_local = np.unique(data.doc_of_row[rows], return_inverse=True)
-    empty: frozenset = frozenset()
-    dataset = Dataset(doc_local, [defines.get(row, empty) for row in rows.tolist()])
-    query = Query(data.texts[i], rb, rv, sb, sv, document_ranks(rb, doc_local), document_ranks(rv, doc_local))
-    return dataset, query, rows
+                   rankings=current["key"], arrays=arrays, defines=defines)

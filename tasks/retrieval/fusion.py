@@ -94,7 +94,7 @@ def _standardized(ranking: ScoredRanking, rows: list[int]) -> np.ndarray:
     present = np.array([row in given for row in rows])
     values = np.array([given.get(row, 0.0) for row in rows], dtype=np.float64)
     if present.sum() > 1:
-        scores = values[present]  # in row order, as the suite's combsum family does (benchmarks/suite_fusion.py)
+        scores = values[present]  # in row order, as the suite's combsum family that chose this fusion did
         values[present] = (scores - scores.mean()) / (scores.std() or 1.0)
         values[~present] = values[present].min()
     return values

@@ -258,7 +258,7 @@ Evidence = Callable[[list[int]], tuple[Mapping[int, Any], set[int]]]
 
 def fuse_rankings(strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int, evidence: Evidence | None = None) -> list[RankedRow]:
     """The top ``k`` of ``strategy`` over both retrievers' scored rankings: every fusion a search, ``ctxrag tune`` and
-    the evaluation suite (benchmarks/suite_fusion.py) run. ``evidence(rows)``: each ranked row's document and the rows
+    the evaluation suite (benchmarks/suite_sets.py) run. ``evidence(rows)``: each ranked row's document and the rows
     whose chunk defines a name the query mentions, read only by ``hybrid-doc``. Single-retriever strategies take their
     ranking's first ``k``."""
     config = StrategyConfig.of(strategy)

@@ -1,5 +1,5 @@
-"""The evaluation suite's logic on toy inputs: document-level metrics, the split by corpus, LOCO selection, the
-cluster bootstrap, and the fast scorer against the families' own functions."""
+"""The evaluation suite's logic on toy inputs: document-level metrics, the split by corpus, LOCO selection and the
+cluster bootstrap."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import suite_fast  # noqa: E402
 import suite_select as select  # noqa: E402
 import suite_sets as sets_  # noqa: E402
 
@@ -52,11 +51,10 @@ def test_loco_scores_each_corpus_with_a_choice_made_without_it() -> None:
         def __init__(self, unit: str) -> None:
             self.unit = unit
 
-    grid = [select.Config(name, select.FIXED[name][0], select.FIXED[name][1]) for name in ("bm25", "vector")]
     matrices = [np.array([[1.0, 1.0], [0.0, 0.0]]), np.array([[0.0], [1.0]]), np.array([[0.0, 0.0], [0.2, 0.2]])]
-    held = select.loco([Toy("a"), Toy("b"), Toy("b")], matrices, select.entries(grid))["select"]
-    assert held["chosen"] == {"a": "vector", "b": "bm25"}  # with a out: b's two sets prefer vector; with b out: a's
-    assert held["held"][0].tolist() == [0.0, 0.0] and held["held"][1].tolist() == [0.0]
+    held, chosen = select.loco([Toy("a"), Toy("b"), Toy("b")], matrices, ["bm25", "vector"])
+    assert chosen == {"a": "vector", "b": "bm25"}  # with a out: b's two sets prefer vector; with b out: a's
+    assert held[0].tolist() == [0.0, 0.0] and held[1].tolist() == [0.0]
 
 
 def test_cluster_bootstrap_resamples_whole_documents() -> None:
@@ -90,16 +88,23 @@ def toy_set(seed: int, level: str, questions: int = 12) -> sets_.SetData:
     golden = [rng.choice(rows, 2, replace=False) if level == "chunk" else np.unique(doc_of_row[rng.choice(rows, 1)]) for _ in range(questions)]
     texts = [f"how does parse_{i} handle it" for i in range(questions)]
     metrics = ["pass@10"] if level == "chunk" else ["doc-mrr@10"]
-    data = sets_.SetData("toy", "toy", "toy", level, metrics, "code", "toy", "", texts, golden, np.zeros(questions), doc_of_row)
     defines = {row: frozenset({f"parse_{row % questions}"}) for row in range(0, rows, 3)}
-    data.views = [sets_.view(data, i, arrays, defines) for i in range(questions)]
-    return data
+    return sets_.SetData("toy", "toy", "toy", level, metrics, "code", "toy", "", texts, golden, np.zeros(questions), doc_of_row,
+                         arrays=arrays, defines=defines)
 
 
-@pytest.mark.parametrize("level", ["chunk", "document"])
-def test_fast_scores_equal_the_families_functions(level: str) -> None:
-    data = toy_set(1, level)
-    grid = select.configs()[:8] + [c for c in select.configs() if c.family in ("gated", "doc-def", "doc-rank", "wrrf-depth")][::7]
-    scores, fast = suite_fast.fast_scores(data, grid)
-    assert fast.sum() == len(grid) - 6  # the product's six strategies go through the product's fusion
-    suite_fast.check(data, grid, scores, fast, samples=10_000)
+def test_the_suite_chooses_among_the_products_configurations_and_reports(tmp_path) -> None:
+    import suite
+
+    data = [toy_set(seed, level) for seed, level in ((1, "chunk"), (2, "document"), (4, "chunk"))]
+    for d, unit in zip(data, ("a", "b", "b")):
+        d.unit = unit
+    (tmp_path / "suite").mkdir()
+    result = suite.evaluate(data, tmp_path)
+    grid = select.configs()
+    assert result["configurations"] == len(grid) and result["chosen on every set"] in grid
+    assert {row["default"]["chosen"] for row in result["sets"]} <= set(grid)
+    meta = {"cpus": 2, "cpu": "toy", "python": "3", "date": "today", "skipped": [], "indexing": {},
+            "seconds": {"sets": {}, "scores": 0.0, "selection": 0.0, "total": 0.0}}
+    text = suite.render(result, meta)
+    assert "| **mean over sets** |" in text and "## With `ctxrag tune`" in text

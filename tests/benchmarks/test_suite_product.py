@@ -1,6 +1,7 @@
-"""The evaluation suite scores the shipped code: every product strategy and ``ctxrag tune`` candidate it ranks goes
-through the product's fusion (``ctxrag.tasks.retrieval.search.fuse_rankings``, the function ``Searcher.fuse`` runs),
-and on a hand-built index its ranking of every question is what a ``Searcher`` search returns."""
+"""The evaluation suite scores the shipped code: the strategies it ranks are exactly the product's strategies and
+``ctxrag tune``'s candidates, each through the product's fusion (``ctxrag.tasks.retrieval.search.fuse_rankings``, the
+function ``Searcher.fuse`` runs), and on a hand-built index its ranking of every question is what a ``Searcher``
+search returns."""
 
 from __future__ import annotations
 
@@ -8,14 +9,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import suite_fusion  # noqa: E402
 import suite_select as select  # noqa: E402
 import suite_sets as sets_  # noqa: E402
-import suite_tune  # noqa: E402
 
 from ctxrag.tasks.evaluation.tune import CANDIDATES  # noqa: E402
 from ctxrag.tasks.retrieval import search  # noqa: E402
@@ -25,7 +23,7 @@ from tests.equipment.fixed_searcher import make_searcher  # noqa: E402
 WORDS = ["lemon", "mango", "melon", "kiwi", "grape", "header", "parse", "request", "client", "stream"]
 QUERIES = ["where is parse_header", "lemon mango", "how does the client stream a request", "melon_kiwi grape", "parse header line",
            "what calls StreamClient", "kiwi", "nothing matches this", "lemon_grape or request_parse"]
-SUITE_STRATEGIES = {label: variant for label, variant in select.FIXED.items()} | {c.label: suite_tune.suite_variant(c) for c in CANDIDATES}
+SUITE_STRATEGIES = select.configs()
 
 
 def fixture() -> tuple[object, sets_.SetData]:
@@ -46,48 +44,34 @@ def fixture() -> tuple[object, sets_.SetData]:
     arrays = sets_.rank_arrays(searcher, QUERIES)
     numbering = {doc: number for number, doc in enumerate(dict.fromkeys(doc_ids))}
     doc_of_row = np.array([numbering[doc] for doc in doc_ids])
-    data = sets_.SetData("fixture", "fixture", "fixture", "chunk", ["mrr@10"], "code", "fixture", "", QUERIES,
-                         [np.array([0])] * len(QUERIES), np.zeros(len(QUERIES)), doc_of_row)
     defines = {row: frozenset(names) for row, names in enumerate(sets_.chunk_defines(searcher.index)) if names}
     assert defines  # the fixture exercises hybrid-doc's definition evidence
-    data.views = [sets_.view(data, i, arrays, defines) for i in range(len(QUERIES))]
+    data = sets_.SetData("fixture", "fixture", "fixture", "chunk", ["mrr@10"], "code", "fixture", "", QUERIES,
+                         [np.array([0])] * len(QUERIES), np.zeros(len(QUERIES)), doc_of_row, arrays=arrays, defines=defines)
     return searcher, data
 
 
-def test_every_strategy_the_suite_and_tune_score_is_the_products_fusion() -> None:
-    assert suite_fusion.fuse_rankings is search.fuse_rankings
-    assert set(select.FIXED) == {strategy.value for strategy in Strategy}
-    for label, (function, params) in SUITE_STRATEGIES.items():
-        assert function is suite_fusion.product, label
-        assert StrategyConfig.from_str(params["strategy"]).label == label
-    assert {StrategyConfig.from_str(variant[1]["strategy"]) for variant in SUITE_STRATEGIES.values()} >= set(CANDIDATES)
+def test_the_suite_scores_exactly_the_products_strategies_and_tunes_candidates() -> None:
+    assert sets_.fuse_rankings is search.fuse_rankings
+    assert select.FIXED == tuple(dict.fromkeys(select.FIXED)) and set(select.FIXED) == {strategy.value for strategy in Strategy}
+    assert set(SUITE_STRATEGIES) == set(select.FIXED) | {config.label for config in CANDIDATES}
+    for label in SUITE_STRATEGIES:
+        assert StrategyConfig.from_str(label).label == label
 
 
 def test_the_suite_ranks_each_product_strategy_as_a_search_does(monkeypatch) -> None:
     searcher, data = fixture()
     calls = []
-    monkeypatch.setattr(suite_fusion, "fuse_rankings", lambda *args, **kwargs: calls.append(args[0]) or search.fuse_rankings(*args, **kwargs))
-    for label, (function, params) in SUITE_STRATEGIES.items():
+    monkeypatch.setattr(sets_, "fuse_rankings", lambda *args, **kwargs: calls.append(args[0]) or search.fuse_rankings(*args, **kwargs))
+    for label in SUITE_STRATEGIES:
         config = StrategyConfig.from_str(label)
         for i, text in enumerate(QUERIES):
             expected = [hit.row for hit in searcher.search(text, config, sets_.RANKED)]
-            assert data.rank(i, function, params) == expected, (label, text)
+            assert data.rank(i, label) == expected, (label, text)
     assert len(calls) == len(SUITE_STRATEGIES) * len(QUERIES)  # every ranking came from the product's function
 
 
 def test_the_fixture_tells_the_strategies_apart() -> None:
     _, data = fixture()
-    rankings = {label: [data.rank(i, *variant) for i in range(len(QUERIES))] for label, variant in SUITE_STRATEGIES.items()}
+    rankings = {label: [data.rank(i, label) for i in range(len(QUERIES))] for label in SUITE_STRATEGIES}
     assert len({str(ranking) for ranking in rankings.values()}) >= 8  # a test every strategy could pass alike proves little
-
-
-@pytest.mark.parametrize("family", ["wrrf", "combsum"])
-def test_a_family_at_a_shipped_strategys_constants_ranks_as_the_product(family: str) -> None:
-    """The tuned families meet the shipped strategies: RRF at k=60 is ``hybrid``, z-scored CombSUM is ``hybrid-score``."""
-    _, data = fixture()
-    function, _ = suite_fusion.FAMILIES[family]
-    pairs = ([({"kb": k, "kv": k, "w": 1.0}, f"hybrid(rrf_k={k})") for k in (2, 10, 60)] if family == "wrrf"
-             else [({"norm": "z", "alpha": w}, f"hybrid-score(vector_weight={w})") for w in (0.2, 0.5, 0.8)])
-    for params, label in pairs:
-        for i in range(len(QUERIES)):
-            assert data.rank(i, function, params) == data.rank(i, suite_fusion.product, {"strategy": label}), (label, i)

@@ -9,32 +9,29 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import suite_tune  # noqa: E402
+import suite_select  # noqa: E402
 from tests.benchmarks.test_suite import toy_set  # noqa: E402
 
-from ctxrag.tasks.evaluation.tune import CANDIDATES, MINIMUM_QUESTIONS  # noqa: E402
-
-
-BM25 = next(config for config in CANDIDATES if config.label == "bm25")
+from ctxrag.tasks.evaluation.tune import MINIMUM_QUESTIONS  # noqa: E402
 
 
 def bm25_answers(questions: int) -> object:
     """A chunk-level toy set whose golden chunk is BM25's first hit, scored by mrr@10, one document per question."""
     data = toy_set(3, "chunk", questions)
     data.metrics = ["mrr@10"]
-    data.golden = [np.array(data.rank(i, *suite_tune.suite_variant(BM25))[:1]) for i in range(questions)]
+    data.golden = [np.array(data.rank(i, "bm25")[:1]) for i in range(questions)]
     data.clusters = np.arange(questions)
     return data
 
 
 def test_tune_keeps_a_candidate_that_finds_every_answer_first() -> None:
-    outcome = suite_tune.tuned(bm25_answers(40))
+    outcome = suite_select.tuned(bm25_answers(40))
     assert outcome["default"] < 1.0  # the vector side moves some answers down
     assert outcome["kept"] is not None and outcome["cv"] == 1.0 and outcome["expected"] == 1.0
     assert len(outcome["fold picks"]) == 5
 
 
 def test_too_few_questions_keep_the_default_and_expect_its_figure() -> None:
-    outcome = suite_tune.tuned(bm25_answers(MINIMUM_QUESTIONS - 1))
+    outcome = suite_select.tuned(bm25_answers(MINIMUM_QUESTIONS - 1))
     assert outcome["kept"] is None and outcome["cv"] is None and outcome["expected"] == outcome["default"] < 1.0
     assert "too few" in outcome["reason"]
