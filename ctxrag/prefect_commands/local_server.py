@@ -1,10 +1,11 @@
-"""The local Prefect server, the one every ctxrag command uses when none is configured: Prefect's own background server.
+"""The local Prefect server, the one every ctxrag command uses when none is configured: Prefect's own server.
 
 With no ``PREFECT_API_URL`` (environment, or the active profile), a command that needs a server runs
-``prefect server start --background`` in ``PREFECT_HOME`` (on 127.0.0.1:4200 when it is free). Prefect's pid file
-finds it later, and ``prefect server stop`` stops it. ctxrag adds only what Prefect lacks: a migrated empty database
-to start from (``server_template``), an environment with no secrets, an identity check (the pid runs a Prefect server,
-and the server that answers names this home), and a stop when the start fails or is interrupted. A configured server
+``prefect server start`` detached in ``PREFECT_HOME`` (on 127.0.0.1:4200 when it is free), its output in
+``server.log``. Prefect's pid file finds it later, and ``prefect server stop`` stops it. ctxrag adds only what Prefect
+lacks: a migrated empty database to start from (``server_template``), an environment with no secrets, a log, an
+identity check (the pid runs a Prefect server, and the server that answers names this home), and a stop when the
+start fails or is interrupted. A configured server
 always wins; under ``CI=true`` or ``CTXRAG_PREFECT_SERVER=temporary`` nothing outlives the command. Nothing here
 imports Prefect until a flow runs, so ``ctxrag server status`` answers at once.
 """
@@ -17,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 import urllib.request
@@ -34,9 +34,10 @@ from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
 
 MODE_VARIABLE = "CTXRAG_PREFECT_SERVER"
-PID_FILE = "server.pid"  # Prefect's own: `prefect server start --background` writes it, `prefect server stop` reads it
+PID_FILE = "server.pid"  # Prefect's own: `prefect server stop` reads it (as `prefect server start --background` writes it)
+LOG_FILE = "server.log"  # the server's output (Prefect's background mode keeps none)
 STARTUP_SECONDS = BUSY_SECONDS = 90.0  # a start, or a live server's answer, waited for this long (it is never replaced)
-SERVER_COMMAND = "prefect.server.api.server:create_app"  # what the background server runs (uvicorn's factory)
+SERVER_COMMAND = "prefect.server.api.server:create_app"  # what `prefect server start --background` runs (a user's own)
 SERVICES_OFF = ("TRIGGERS",)  # automations only; the scheduler and late runs serve deployments (docs/decisions.md)
 _KEPT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
 _SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "AUTH", "PASSWORD")
@@ -233,22 +234,6 @@ def why_it_died(home: Path, port: int, code: int | None, log: str) -> str:
     return f"{cause} (exit code {code}); the last lines of `prefect server start`:\n" + ("\n".join(log.splitlines()[-15:]) or "(no output)")
 
 
-def _diagnose(home: Path, env: dict[str, str]) -> str:
-    """Prefect's background server keeps no log: the same server is run once in the foreground, its output read."""
-    port = env["PREFECT_SERVER_API_PORT"]
-    with tempfile.TemporaryFile("w+") as output:
-        process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", port],
-                                   env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while process.poll() is None and not answers(f"http://127.0.0.1:{port}/api", 1.0) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if process.poll() is None:
-            terminate(process.pid)
-            return "it exited during start-up, and started when tried again in the foreground: run the command again"
-        output.seek(0)
-        return why_it_died(home, int(port), process.returncode, output.read())
-
-
 def _read_pid(home: Path) -> int | None:
     try:
         return int((home / PID_FILE).read_text().strip())
@@ -279,9 +264,11 @@ def check_writable(home: Path) -> None:
 
 
 def start_server(home: Path, meanwhile: Callable[[], object] = lambda: None) -> LocalServer:
-    """``prefect server start --background`` on a seeded database with a scrubbed environment, ``meanwhile`` run as it
-    starts; tried once more on a free port if another process takes the port first. A start that fails or is
-    interrupted (Ctrl-C, SIGTERM) stops the server again."""
+    """``prefect server start`` detached, on a seeded database with a scrubbed environment, its output in
+    PREFECT_HOME/server.log and its pid in Prefect's pid file; ``meanwhile`` runs as it starts. Not Prefect's
+    ``--background``: that leaves the server writing to pipes its starter closed on exit, and a loaded server that
+    logs there dies (docs/decisions.md). Tried once more on a free port if another process takes the port first. A
+    start that fails or is interrupted (Ctrl-C, SIGTERM) stops the server again."""
     try:
         return _start_on(home, choose_port(int(os.environ.get("PREFECT_SERVER_API_PORT") or 4200)), meanwhile)
     except PortTaken:
@@ -292,36 +279,32 @@ def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalSe
     env = server_environment(home, port=port)
     database = None if {"PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_API_DATABASE_CONNECTION_URL"} & set(os.environ) else home / "prefect.db"
     prepare_database(database, prefect_version(), env)
-    starting: subprocess.Popen[bytes] | None = None
+    process: subprocess.Popen[bytes] | None = None
     with sigterm_raises():
         try:
-            with tempfile.TemporaryFile("w+") as output:
-                starting = subprocess.Popen(
-                    [sys.executable, "-m", "prefect", "server", "start", "--background", "--host", "127.0.0.1", "--port", str(port)],
-                    env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-                meanwhile()
-                code = starting.wait(timeout=STARTUP_SECONDS)
-                output.seek(0)
-                said = " ".join(output.read().strip().splitlines()[-3:])
-            if code != 0 or (pid := _read_pid(home)) is None:
-                failure = PortTaken if f"Port {port} is already in use" in said else ServerDidNotStart
-                raise failure(f"`prefect server start --background` failed (exit code {code}): {said}")
-            server = LocalServer(pid, f"http://127.0.0.1:{port}/api")
+            with open(home / LOG_FILE, "wb") as log:
+                process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                           env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            (home / PID_FILE).write_text(str(process.pid))  # Prefect's own pid file: `prefect server stop` reads it
+            meanwhile()
+            server = LocalServer(process.pid, f"http://127.0.0.1:{port}/api")
             deadline = time.monotonic() + STARTUP_SECONDS
             while not answers(server.api_url, timeout=2.0):
-                if not alive(pid) or time.monotonic() > deadline:
-                    terminate(pid)
-                    raise ServerDidNotStart(f"the local Prefect server did not start: {_diagnose(home, env)}")
+                if process.poll() is not None:
+                    said = (home / LOG_FILE).read_text(errors="replace")
+                    words = " ".join(said.split())  # rich wraps Prefect's message at 80 columns
+                    taken = f"Port {port} is already in use" in words or f"already running on port {port}" in words
+                    failure = PortTaken if taken else ServerDidNotStart
+                    raise failure(f"the local Prefect server did not start: {why_it_died(home, port, process.returncode, said)}")
+                if time.monotonic() > deadline:
+                    raise ServerDidNotStart(f"the local Prefect server did not answer in {STARTUP_SECONDS:.0f} s; its log: {home / LOG_FILE}")
                 time.sleep(0.1)
             if (answering := server_home(server.api_url)) is not None and answering.resolve() != home.resolve():
                 raise PortTaken(f"port {port} is served by the Prefect server of {answering}")  # ours could not bind it
             return server
         except BaseException:
-            if starting is not None and starting.poll() is None:
-                starting.kill()  # before it spawns the server
-                starting.wait()
-            if (pid := _read_pid(home)) is not None:
-                terminate(pid)
+            if process is not None:
+                terminate(process.pid)
             (home / PID_FILE).unlink(missing_ok=True)
             raise
 

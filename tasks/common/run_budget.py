@@ -28,6 +28,7 @@ FIRST_POLL_S, LAST_POLL_S = 0.05, 1.0  # the wait between tries at a full limit,
 _clients: dict[str, SyncPrefectClient] = {}
 _ensured: set[tuple[str, int, float]] = set()
 _lock = threading.Lock()
+_ensuring = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -91,18 +92,17 @@ class RunBudget:
 
     def _ensure(self, client: SyncPrefectClient, limit: str, slots: int, decay: float) -> str:
         """The limit named for ``limit``, created or set to ``slots`` (once per process and setting)."""
+        from httpx import HTTPStatusError
         from prefect.exceptions import ObjectAlreadyExists
 
         name = self.name(limit)
-        with _lock:
-            if (name, slots, decay) in _ensured:
-                return name
-        try:
-            client.upsert_global_concurrency_limit_by_name(name, max(1, slots), slot_decay_per_second=decay)
-        except ObjectAlreadyExists:  # another worker created it first: set it
-            client.upsert_global_concurrency_limit_by_name(name, max(1, slots), slot_decay_per_second=decay)
-        with _lock:
-            _ensured.add((name, slots, decay))
+        with _ensuring:  # one thread of the process creates it; the others find it done
+            if (name, slots, decay) not in _ensured:
+                try:
+                    client.upsert_global_concurrency_limit_by_name(name, max(1, slots), slot_decay_per_second=decay)
+                except (ObjectAlreadyExists, HTTPStatusError):  # another process created it first (SQLite: a 500): set it
+                    client.upsert_global_concurrency_limit_by_name(name, max(1, slots), slot_decay_per_second=decay)
+                _ensured.add((name, slots, decay))
         return name
 
 
