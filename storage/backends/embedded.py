@@ -10,19 +10,10 @@ import pyarrow as pa
 
 from ctxrag.storage.backends.base import Ranking, State
 from ctxrag.storage.bm25 import Bm25Index
-from ctxrag.storage.vectors import VectorIndex
+from ctxrag.storage.vectors import VectorIndex, top_rows
 
 BM25_FOLDER = "bm25"
-
-
-def top_rows(scores: np.ndarray, k: int, matches_only: bool = False) -> list[int]:
-    """Rows of the ``k`` highest scores, ties broken by row order; ``matches_only`` drops rows scoring 0."""
-    if k <= 0 or scores.size == 0:
-        return []
-    order = np.argsort(-scores, kind="stable")[:k]
-    if matches_only:
-        order = order[scores[order] > 0]
-    return [int(row) for row in order]
+__all__ = ["EmbeddedBackend", "EmbeddedRanker", "top_rows"]
 
 
 @dataclass
@@ -36,8 +27,7 @@ class EmbeddedRanker:
         return [(row, float(scores[row])) for row in top_rows(scores, depth, matches_only=True)]
 
     def rank_vector(self, vector: np.ndarray, depth: int) -> Ranking:
-        scores = self.vectors.scores(vector)
-        return [(row, float(scores[row])) for row in top_rows(scores, depth)]
+        return self.vectors.rank(vector, depth)
 
     def fuse(self, query: str, vector: np.ndarray, k: int, depth: int) -> Ranking:
         raise NotImplementedError("the embedded backend fuses in ctxrag (ctxrag.tasks.retrieval.search), not on a server")
