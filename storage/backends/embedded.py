@@ -1,4 +1,5 @@
-"""The embedded backend: bm25s and exact cosine (numpy), as files in the version's folder."""
+"""The embedded backend: bm25s and cosine search (exact with numpy; from ``ANN_MIN_ROWS`` rows on, faiss's fast scan
+with exact scores, ``ctxrag.storage.ann``), as files in the version's folder."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ctxrag.storage.ann import AnnVectorIndex, build_ann, load_vectors, wants_ann
 from ctxrag.storage.backends.base import Ranking, State
 from ctxrag.storage.bm25 import Bm25Index
 from ctxrag.storage.vectors import VectorIndex, top_rows
@@ -19,7 +21,7 @@ __all__ = ["EmbeddedBackend", "EmbeddedRanker", "top_rows"]
 @dataclass
 class EmbeddedRanker:
     bm25: Bm25Index
-    vectors: VectorIndex
+    vectors: VectorIndex | AnnVectorIndex
     server_fusion: bool = False
 
     def rank_bm25(self, query: str, depth: int) -> Ranking:
@@ -38,8 +40,9 @@ class EmbeddedBackend:
 
     def build(self, index: str, folder: Path, rows: pa.Table, texts: list[str], vectors: np.ndarray, live: bool) -> State:
         Bm25Index.build(texts).save(folder / BM25_FOLDER)
-        VectorIndex(vectors).save(folder)
-        return None
+        exact = VectorIndex(vectors)
+        exact.save(folder)
+        return build_ann(exact.matrix, folder) if wants_ann(exact.size) else None  # staged with the version
 
     def promote(self, index: str, state: State) -> None:
         return None  # the folder is the version: IndexStore's pointer switch serves it
@@ -51,4 +54,4 @@ class EmbeddedBackend:
         return None
 
     def open(self, index: str, folder: Path, state: State, staged: bool) -> EmbeddedRanker:
-        return EmbeddedRanker(Bm25Index.load(folder / BM25_FOLDER), VectorIndex.load(folder))
+        return EmbeddedRanker(Bm25Index.load(folder / BM25_FOLDER), load_vectors(folder))
