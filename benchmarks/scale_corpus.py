@@ -123,7 +123,9 @@ def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
 
     started = time.perf_counter()
     corpus = load_source(str(source))
-    spec = EmbedderSpec.choose("local", None, 512, None)  # the CLI's default embedder
+    from ctxrag.tasks.embedding.precision import with_index_precision
+
+    spec = with_index_precision(EmbedderSpec.choose("local", None, 512, None), None)[0]  # the CLI's default, in the run's precision (bf16 keys differ)
     keys = list(dict.fromkeys(spec.cache_key(spec.embedded_text("", chunk.content), "document") for chunk in corpus.chunks))
     cache = embeddings_cache(home)
     rng = np.random.default_rng(7)
