@@ -183,7 +183,9 @@ def write_results(out: Path, records: list[dict], meta: dict) -> None:
                          f"query vectors made {q.get('hybrid_ranking_p50_ms')}"
                          + (f"; default {q['default']} {_default_query(record, 'p50_ms')}/{_default_query(record, 'p95_ms')}, with query "
                             f"vectors made {_default_query(record, 'ranking_p50_ms')}" if q.get("default") else "")
-                         + f"; RSS {q['rss_mb']} MB")
+                         + f"; RSS {q['rss_mb']} MB"
+                         + (f"; ANN {q['ann']}: recall@10 {q['ann_recall_at_10']}, @150 {q['ann_recall_at_150']} against exact "
+                            f"({q['ann_recall_queries']} queries)" if q.get("ann") else ""))
         if record.get("search") and "error" not in record["search"]:
             lines.append(f"- search process: {record['search']['walls']} s, peak RSS {record['search']['peak_rss_mb']} MB")
         if record.get("status") in {"timeout", "failed"}:

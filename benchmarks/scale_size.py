@@ -254,4 +254,25 @@ def measure_latency(home: Path, name: str) -> None:
     searcher.prefetch(QUERIES)
     for strategy in fused:
         result[f"{strategy.value.replace('-', '_')}_ranking_p50_ms"] = search_latency(searcher, strategy, QUERIES)[0]
+    result.update(ann_recall(index.ranker, [searcher.query_vector(query) for query in QUERIES]))
     print(json.dumps(result))
+
+
+def ann_recall(ranker, vectors: list) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """A large version's approximate vector ranking (FUSION_DEPTH deep, as the fusions read it) against exact cosine
+    over the same stored rows: recall@10 and @FUSION_DEPTH over ``vectors`` (none: the version searches exactly)."""
+    from ctxrag.storage.ann import AnnVectorIndex
+    from ctxrag.storage.fusion import FUSION_DEPTH
+    from ctxrag.storage.vectors import normalize_rows, top_rows
+
+    if not isinstance(getattr(ranker, "vectors", None), AnnVectorIndex):
+        return {"ann": None}
+    recalls: dict[int, list[float]] = {10: [], FUSION_DEPTH: []}
+    for vector in vectors:
+        found = [row for row, _ in ranker.rank_vector(vector, FUSION_DEPTH)]
+        exact = top_rows(ranker.vectors.matrix @ normalize_rows(vector.reshape(1, -1))[0], FUSION_DEPTH)
+        for depth, values in recalls.items():
+            values.append(len(set(found[:depth]) & set(exact[:depth])) / depth)
+    return {"ann": ranker.vectors.label, "ann_recall_queries": len(vectors),
+            **{f"ann_recall_at_{depth}": round(statistics.mean(values), 4) for depth, values in recalls.items()}}
+

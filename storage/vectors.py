@@ -14,6 +14,23 @@ def normalize_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms == 0, 1.0, norms)
 
 
+def top_rows(scores: np.ndarray, k: int, matches_only: bool = False) -> list[int]:
+    """Rows of the ``k`` highest scores, ties broken by row order; ``matches_only`` drops rows scoring 0 or less.
+
+    The order of a stable sort of all the scores, at the cost of a partition: only the rows scoring at least the
+    ``k``-th best (ties included, in row order) are sorted."""
+    if k <= 0 or scores.size == 0:
+        return []
+    rows = np.flatnonzero(scores > 0) if matches_only else np.arange(scores.size)
+    candidates = scores[rows] if matches_only else scores
+    if k < candidates.size and not np.isnan(candidates).any():  # (a NaN sorts last, but partitions as the largest)
+        kth = np.partition(candidates, candidates.size - k)[candidates.size - k]
+        kept = np.flatnonzero(candidates >= kth)
+        rows, candidates = rows[kept], candidates[kept]
+    order = np.argsort(-candidates, kind="stable")[:k]
+    return [int(row) for row in rows[order]]
+
+
 class VectorIndex:
     """Exact cosine search: one matrix product per query."""
 
@@ -31,6 +48,11 @@ class VectorIndex:
         if not self.size:
             return np.zeros(0, dtype=np.float32)
         return self.matrix @ normalize_rows(np.asarray(query_vector).reshape(1, -1))[0]
+
+    def rank(self, query_vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
+        """The ``depth`` most similar rows with their cosines, best first (ties by row)."""
+        scores = self.scores(query_vector)
+        return [(row, float(scores[row])) for row in top_rows(scores, depth)]
 
     def save(self, directory: Path) -> None:
         np.save(directory / self.FILE, self.matrix)

@@ -1,4 +1,5 @@
-"""The embedded backend: bm25s and exact cosine (numpy), as files in the version's folder."""
+"""The embedded backend: bm25s and cosine search (exact with numpy; from ``ANN_MIN_ROWS`` rows on, faiss's fast scan
+with exact scores, ``ctxrag.storage.ann``), as files in the version's folder."""
 
 from __future__ import annotations
 
@@ -8,27 +9,19 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ctxrag.storage.ann import AnnVectorIndex, build_ann, load_vectors, wants_ann
 from ctxrag.storage.backends.base import Ranking, State
 from ctxrag.storage.bm25 import Bm25Index
-from ctxrag.storage.vectors import VectorIndex
+from ctxrag.storage.vectors import VectorIndex, top_rows
 
 BM25_FOLDER = "bm25"
-
-
-def top_rows(scores: np.ndarray, k: int, matches_only: bool = False) -> list[int]:
-    """Rows of the ``k`` highest scores, ties broken by row order; ``matches_only`` drops rows scoring 0."""
-    if k <= 0 or scores.size == 0:
-        return []
-    order = np.argsort(-scores, kind="stable")[:k]
-    if matches_only:
-        order = order[scores[order] > 0]
-    return [int(row) for row in order]
+__all__ = ["EmbeddedBackend", "EmbeddedRanker", "top_rows"]
 
 
 @dataclass
 class EmbeddedRanker:
     bm25: Bm25Index
-    vectors: VectorIndex
+    vectors: VectorIndex | AnnVectorIndex
     server_fusion: bool = False
 
     def rank_bm25(self, query: str, depth: int) -> Ranking:
@@ -36,8 +29,7 @@ class EmbeddedRanker:
         return [(row, float(scores[row])) for row in top_rows(scores, depth, matches_only=True)]
 
     def rank_vector(self, vector: np.ndarray, depth: int) -> Ranking:
-        scores = self.vectors.scores(vector)
-        return [(row, float(scores[row])) for row in top_rows(scores, depth)]
+        return self.vectors.rank(vector, depth)
 
     def fuse(self, query: str, vector: np.ndarray, k: int, depth: int) -> Ranking:
         raise NotImplementedError("the embedded backend fuses in ctxrag (ctxrag.tasks.retrieval.search), not on a server")
@@ -48,8 +40,9 @@ class EmbeddedBackend:
 
     def build(self, index: str, folder: Path, rows: pa.Table, texts: list[str], vectors: np.ndarray, live: bool) -> State:
         Bm25Index.build(texts).save(folder / BM25_FOLDER)
-        VectorIndex(vectors).save(folder)
-        return None
+        exact = VectorIndex(vectors)
+        exact.save(folder)
+        return build_ann(exact.matrix, folder) if wants_ann(exact.size) else None  # staged with the version
 
     def promote(self, index: str, state: State) -> None:
         return None  # the folder is the version: IndexStore's pointer switch serves it
@@ -61,4 +54,4 @@ class EmbeddedBackend:
         return None
 
     def open(self, index: str, folder: Path, state: State, staged: bool) -> EmbeddedRanker:
-        return EmbeddedRanker(Bm25Index.load(folder / BM25_FOLDER), VectorIndex.load(folder))
+        return EmbeddedRanker(Bm25Index.load(folder / BM25_FOLDER), load_vectors(folder))

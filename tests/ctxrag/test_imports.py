@@ -28,7 +28,7 @@ RECORD = (
 # The pipeline's working parts and the libraries they stand on. ``--help`` reads the options' defaults from plain
 # settings modules (ClaudeSettings, EmbedderSpec, the loader's file-size limit), which import none of these.
 PIPELINE = ("prefect", "torch", "transformers", "sentence_transformers", "onnxruntime", "tokenizers", "numpy", "pyarrow",
-            "pandas", "scipy", "bm25s", "anthropic", "voyageai", "cohere", "elasticsearch",
+            "pandas", "scipy", "bm25s", "faiss", "anthropic", "voyageai", "cohere", "elasticsearch",
             "ctxrag.flows.index", "ctxrag.flows.evaluate", "ctxrag.tasks.stages", "ctxrag.tasks.embedding.embed",
             "ctxrag.tasks.retrieval", "ctxrag.storage.index_store", "ctxrag.storage.artifacts", "ctxrag.storage.backends",
             "ctxrag.runs", "ctxrag.api")

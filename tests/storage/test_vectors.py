@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxrag.storage.vectors import VectorIndex, normalize_rows
+from ctxrag.storage.vectors import VectorIndex, normalize_rows, top_rows
 
 
 def test_normalize_rows_unit_length_and_zero_rows_stay_zero() -> None:
@@ -79,3 +79,29 @@ def test_stored_matrix_is_float32_unit_rows() -> None:
     assert index.matrix.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(index.matrix, axis=1), [1.0, 1.0], rtol=1e-6)
     assert index.scores(np.array([1.0, 2.0, 2.0]))[1] == pytest.approx(1.0, abs=1e-6)
+
+
+def reference_top_rows(scores: np.ndarray, k: int, matches_only: bool = False) -> list[int]:
+    """top_rows as it was: a stable sort of every score."""
+    order = np.argsort(-scores, kind="stable")[: max(k, 0)]
+    return [int(row) for row in (order[scores[order] > 0] if matches_only else order)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_top_rows_is_the_full_stable_sort_to_the_last_row(seed: int) -> None:
+    """The partition keeps every tie of the k-th score, so the order is a full stable sort's: rounded scores (many
+    ties), zeros and negatives (matches_only), a NaN, and k below, at and above the number of rows."""
+    rng = np.random.default_rng(seed)
+    scores = np.round(rng.normal(size=2_000), 1).astype(np.float32)
+    if seed % 2:
+        scores[rng.choice(2_000, 3)] = np.nan
+    for k in (0, 1, 7, 150, 1_999, 2_000, 5_000):
+        for matches_only in (False, True):
+            assert top_rows(scores, k, matches_only) == reference_top_rows(scores, k, matches_only)
+
+
+def test_rank_is_top_rows_with_the_scores() -> None:
+    index = VectorIndex(np.random.default_rng(3).normal(size=(500, 8)))
+    query = np.ones(8)
+    scores = index.scores(query)
+    assert index.rank(query, 20) == [(row, float(scores[row])) for row in reference_top_rows(scores, 20)]
