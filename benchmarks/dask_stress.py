@@ -161,8 +161,8 @@ def main() -> None:
         f"the Anthropic simulator answers after {args.latency} s, the first {args.burst} requests with 429 (`retry-after: {args.retry_after:g}`); the Voyage simulator embeds.",
         f"A hang: no new answer for {args.stall:g} s before every chunk is answered, or not done after {args.deadline:g} s. 2-core machine.",
         "",
-        f"**{hangs} of {len(rows)} runs hung.** \"in flight\": the most requests open at once, both workers together (up to 2 x "
-        "`--concurrency`: the limiter is per process). \"longest wait\": the longest time without a new answer before the last chunk's.",
+        f"**{hangs} of {len(rows)} runs hung.** \"in flight\": the most requests open at once, both workers together (at most "
+        "`--concurrency`: one budget per run). \"longest wait\": the longest time without a new answer before the last chunk's.",
         "",
         "| run | outcome | answers | 429s | seconds | max in flight | longest wait (s) |",
         "|---|---|---|---|---|---|---|",
