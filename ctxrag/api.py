@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+from ctxrag.host_state import keeps_host_state
 from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, from_flat
 from ctxrag.runs import run_evaluate, run_index
 from ctxrag.storage.errors import UserError
@@ -52,6 +52,7 @@ class Index:
     vectors already computed stay loaded between searches. Paid calls (Voyage queries, reranks) are written to the
     ledger under one run id per open index."""
 
+    @keeps_host_state
     def __init__(self, name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> None:
         from ctxrag.storage.environment import ctxrag_home
         from ctxrag.storage.index_store import IndexStore
@@ -73,6 +74,7 @@ class Index:
         """The index version this object searches (a later ``index`` run does not change it)."""
         return str(self._searcher.index.manifest["version"])
 
+    @keeps_host_state
     def search(
         self,
         query: str,
@@ -131,11 +133,13 @@ def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
     return spec
 
 
+@keeps_host_state
 def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> Index:  # noqa: A001  (ctxrag.open)
     """Open index NAME for many searches (``server_rrf``: an Elasticsearch index's hybrid fused by the cluster)."""
     return Index(name, server_rrf=server_rrf)
 
 
+@keeps_host_state
 def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: str | None = None, **options: Any) -> list[Hit]:
     """One search of index NAME, as ``ctxrag search``; ``options``: ``rerank``, ``rerank_model``, ``server_rrf``.
     For many searches, ``open`` the index once."""
@@ -144,6 +148,7 @@ def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: s
     return Index(name, server_rrf=chosen.server_rrf).search(query, chosen.k, chosen.strategy, chosen.rerank, chosen.rerank_model)
 
 
+@keeps_host_state
 def index(source: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: Any) -> dict[str, Any]:
     """Load, contextualize, embed and index SOURCE (a JSON corpus or a folder) under NAME, as ``ctxrag index``; the
     new version goes live only when complete. ``options``: ``IndexOptions``' fields. Returns the run's report
@@ -151,14 +156,19 @@ def index(source: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: A
     return run_index(os.fspath(source), name, from_flat(IndexOptions, options, "ctxrag.index"))
 
 
+@keeps_host_state
 def evaluate(evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: Any) -> dict[str, Any]:
     """Score index NAME's strategies on EVALSET, as ``ctxrag evaluate``. ``options``: ``EvaluateOptions``' fields
     (``k`` and ``strategy`` take one value or a list). Returns ``metrics`` ({strategy: {metric: value}}), ``run_dir``,
     ``chart``, ``unavailable`` rows and the run's paid calls; the set's warnings are issued as ``UserWarning``s."""
     chosen = from_flat(EvaluateOptions, options, "ctxrag.evaluate")
-    return run_evaluate(os.fspath(evalset), name, chosen, lambda message: warnings.warn(message, UserWarning, stacklevel=3))
+    def warn(message: str) -> None:  # stacklevel: the caller's line (warn, check_evaluate_input, run_evaluate, evaluate, kept)
+        warnings.warn(message, UserWarning, stacklevel=6)
+
+    return run_evaluate(os.fspath(evalset), name, chosen, warn)
 
 
+@keeps_host_state
 def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, metric: str | None = None, reset: bool = False) -> dict[str, Any]:
     """Choose index NAME's search strategy on your questions in EVALSET, as ``ctxrag tune NAME EVALSET``: each
     strategy and parameter is scored by cross-validation grouped by document, the index keeps the choice (``search``,

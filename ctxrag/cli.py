@@ -6,7 +6,6 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -15,7 +14,7 @@ from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, Se
 from ctxrag.cli_options import with_options
 from ctxrag.prefect_commands import register as register_prefect_commands
 from ctxrag.errors import fail, user_message
-from ctxrag.storage.environment import ctxrag_home
+from ctxrag.storage.environment import apply_offline_defaults, ctxrag_home
 from ctxrag.tasks.common.display import console, figure
 
 app = typer.Typer(
@@ -295,6 +294,9 @@ def _size(count: int) -> str:
 
 
 def main() -> None:
+    """The ``ctxrag`` command: its process defaults (telemetry off, offline; ``apply_offline_defaults``) are set here,
+    for this process only, before Prefect or a model is imported."""
+    apply_offline_defaults()
     app()
 
 

@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 from ctxrag.tasks.options import EvaluateOptions, IndexOptions
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.errors import user_message
@@ -33,15 +32,19 @@ class _NoTracebackForUserErrors(logging.Filter):
 
 
 def quiet_tracebacks() -> None:
-    """Configure Prefect's logging now (later runs only update it) and filter its console handlers."""
+    """Configure Prefect's logging now (later runs only update it) and filter Prefect's handlers (the host program's
+    own handlers on the root logger are left alone)."""
     from prefect.logging.configuration import setup_logging
+    from prefect.logging.handlers import PrefectConsoleHandler
 
     setup_logging()
-    loggers = [logging.getLogger()] + [
+    loggers = [
         logger for name, logger in logging.Logger.manager.loggerDict.items()
         if name.startswith("prefect") and isinstance(logger, logging.Logger)
     ]
-    for handler in {handler for logger in loggers for handler in logger.handlers}:
+    handlers = {handler for logger in loggers for handler in logger.handlers}
+    handlers |= {handler for handler in logging.getLogger().handlers if isinstance(handler, PrefectConsoleHandler)}
+    for handler in handlers:
         if not any(isinstance(existing, _NoTracebackForUserErrors) for existing in handler.filters):
             handler.addFilter(_NoTracebackForUserErrors())
 

@@ -29,11 +29,11 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ctxrag.prefect_commands.server_mode import MODE_VARIABLE, server_mode, temporary_server_settings
 from ctxrag.prefect_commands.server_template import prepare_database
 from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
 
-MODE_VARIABLE = "CTXRAG_PREFECT_SERVER"
 PID_FILE = "server.pid"  # Prefect's own: `prefect server start --background` writes it, `prefect server stop` reads it
 STARTUP_SECONDS = BUSY_SECONDS = 90.0  # a start, or a live server's answer, waited for this long (it is never replaced)
 SERVER_COMMAND = "prefect.server.api.server:create_app"  # what the background server runs (uvicorn's factory)
@@ -68,15 +68,6 @@ class LocalServer:
     @property
     def ui_url(self) -> str:
         return self.api_url.removesuffix("/api")
-
-
-def server_mode() -> str:
-    """``background`` (the default) or ``temporary`` (the default under CI=true), from CTXRAG_PREFECT_SERVER."""
-    default = "temporary" if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes") else "background"
-    mode = os.environ.get(MODE_VARIABLE, "").strip().lower() or default
-    if mode not in ("background", "temporary"):
-        raise UserError(f"{MODE_VARIABLE}={mode!r}: expected one of background, temporary")
-    return mode
 
 
 def prefect_home() -> Path:
@@ -380,7 +371,8 @@ def local_prefect_server(meanwhile: Callable[[], object] = lambda: None, require
         if required:
             raise UserError(NO_SERVER)
         meanwhile()
-        yield None
+        with temporary_server_settings():
+            yield None
         return
     server, started = ensure_server(meanwhile=meanwhile)
     if started:
