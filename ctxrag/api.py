@@ -2,8 +2,11 @@
 
 Options and defaults are the command's (``ctxrag.tasks.options``): ``ctxrag.index("docs/", contextualizer="none")``
 is ``ctxrag index docs/ --contextualizer none``. ``index`` and ``evaluate`` run the same Prefect flows the command
-runs, against the same local Prefect server (or ``PREFECT_API_URL``); indexes live under ``$CTXRAG_HOME``. Errors
-are raised: one the user can fix is a ``UserError`` (``str(error)`` is the whole story), anything else is a bug.
+runs, in this process, reporting to ``PREFECT_API_URL`` when configured, else to a temporary Prefect server that ends
+with the program (``server="background"``: the command's local server, left running); indexes live under
+``$CTXRAG_HOME``. Errors are raised: one the user can fix is a ``UserError`` (``str(error)`` is the whole story),
+anything else is a bug. Every call leaves the program's environment, root logger, warnings filters and signal
+handlers as it found them (``ctxrag.host_state``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ctxrag.runs import run_evaluate, run_index
 from ctxrag.storage.errors import UserError
 
 if TYPE_CHECKING:
+    from ctxrag.prefect_commands.server_mode import ServerMode
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
 
 __all__ = ["Hit", "Index", "UserError", "evaluate", "index", "open", "search", "tune"]
@@ -149,23 +153,39 @@ def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: s
 
 
 @keeps_host_state
-def index(source: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: Any) -> dict[str, Any]:
+def index(source: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Any) -> dict[str, Any]:
     """Load, contextualize, embed and index SOURCE (a JSON corpus or a folder) under NAME, as ``ctxrag index``; the
     new version goes live only when complete. ``options``: ``IndexOptions``' fields. Returns the run's report
-    (``status``, ``version``, counts, costs, ``warnings``)."""
-    return run_index(os.fspath(source), name, from_flat(IndexOptions, options, "ctxrag.index"))
+    (``status``, ``version``, counts, costs, ``warnings``).
+
+    The flow runs in this process and reports to a Prefect server: ``PREFECT_API_URL`` (or the active profile's)
+    when set; else ``server``: ``"temporary"`` (Prefect's temporary server, started on first use and stopped when
+    the program exits) or ``"background"`` (ctxrag's local server, reused or started; it outlives the program until
+    ``ctxrag server stop``). ``server=None``: ``$CTXRAG_PREFECT_SERVER``, else temporary."""
+    chosen = from_flat(IndexOptions, options, "ctxrag.index")
+    return run_index(os.fspath(source), name, chosen, _server(server))
 
 
 @keeps_host_state
-def evaluate(evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: Any) -> dict[str, Any]:
+def evaluate(evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Any) -> dict[str, Any]:
     """Score index NAME's strategies on EVALSET, as ``ctxrag evaluate``. ``options``: ``EvaluateOptions``' fields
     (``k`` and ``strategy`` take one value or a list). Returns ``metrics`` ({strategy: {metric: value}}), ``run_dir``,
-    ``chart``, ``unavailable`` rows and the run's paid calls; the set's warnings are issued as ``UserWarning``s."""
+    ``chart``, ``unavailable`` rows and the run's paid calls; the set's warnings are issued as ``UserWarning``s.
+    ``server``: the Prefect server the flow reports to, as ``index``'s (default: a temporary one)."""
     chosen = from_flat(EvaluateOptions, options, "ctxrag.evaluate")
+
     def warn(message: str) -> None:  # stacklevel: the caller's line (warn, check_evaluate_input, run_evaluate, evaluate, kept)
         warnings.warn(message, UserWarning, stacklevel=6)
 
-    return run_evaluate(os.fspath(evalset), name, chosen, warn)
+    return run_evaluate(os.fspath(evalset), name, chosen, warn, _server(server))
+
+
+def _server(server: str | None) -> ServerMode:
+    """The server a flow of the API uses when none is configured: ``server``, else $CTXRAG_PREFECT_SERVER, else a
+    temporary one (a program leaves no Prefect process behind unless it asks)."""
+    from ctxrag.prefect_commands.server_mode import server_mode
+
+    return server_mode(server, default="temporary")
 
 
 @keeps_host_state

@@ -11,11 +11,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ctxrag.tasks.options import EvaluateOptions, IndexOptions
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.errors import user_message
+
+if TYPE_CHECKING:
+    from ctxrag.prefect_commands.server_mode import ServerMode
 
 
 HEARTBEAT_DEFAULT = 180  # Prefect's PREFECT_FLOWS_HEARTBEAT_FREQUENCY when not set
@@ -49,9 +52,10 @@ def quiet_tracebacks() -> None:
             handler.addFilter(_NoTracebackForUserErrors())
 
 
-def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> Any:
-    """Run the flow ``load_flow`` imports against the local Prefect server (or the configured one); its errors are
-    raised. The import, and Prefect's logging set-up, happen while the local server starts."""
+def run_flow(load_flow: Callable[[], Callable[..., Any]], *, server: ServerMode | None = None, **parameters: Any) -> Any:
+    """Run the flow ``load_flow`` imports against the configured Prefect server, else the local one ``server`` names
+    (None: ``server_mode()``, the command's choice); its errors are raised. The import, and Prefect's logging set-up,
+    happen while the local server starts."""
     from ctxrag.prefect_commands.local_server import local_prefect_server
 
     loaded: list[Callable[..., Any]] = []
@@ -60,7 +64,7 @@ def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> 
         loaded.append(load_flow())
         quiet_tracebacks()
 
-    with local_prefect_server(meanwhile=prepare), heartbeats_as_configured():
+    with local_prefect_server(meanwhile=prepare, mode=server), heartbeats_as_configured():
         return loaded[0](**parameters)
 
 
@@ -104,9 +108,10 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
         load_source(source)  # reads a JSON corpus in full; for a missing path, names what is missing, as the flow would
 
 
-def run_index(source: str, name: str, options: IndexOptions) -> dict[str, Any]:
-    """Check, then run the index flow; returns its report. A new index on the local model embeds every chunk, so the
-    model is loaded while the server starts (the embed task reuses it when its tasks run in this process)."""
+def run_index(source: str, name: str, options: IndexOptions, server: ServerMode | None = None) -> dict[str, Any]:
+    """Check, then run the index flow (``server``: as ``run_flow``); returns its report. A new index on the local
+    model embeds every chunk, so the model is loaded while the server starts (the embed task reuses it when its tasks
+    run in this process)."""
     check_index_input(source, name, options)
     from ctxrag.storage.index_store import IndexStore
 
@@ -127,7 +132,7 @@ def run_index(source: str, name: str, options: IndexOptions) -> dict[str, Any]:
             preload_local_model(options.embedding.spec())
         return index_corpus.with_options(task_runner=runner)
 
-    return run_flow(load_flow, source=source, name=name, options=options)
+    return run_flow(load_flow, server=server, source=source, name=name, options=options)
 
 
 def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> None:
@@ -150,8 +155,11 @@ def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn
         RerankSpec.from_str(options.rerank, options.rerank_model)
 
 
-def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> dict[str, Any]:
-    """Check, then run the evaluate flow; returns its result (metrics, where the run's files went, ...)."""
+def run_evaluate(
+    evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None], server: ServerMode | None = None
+) -> dict[str, Any]:
+    """Check, then run the evaluate flow (``server``: as ``run_flow``); returns its result (metrics, where the run's
+    files went, ...)."""
     check_evaluate_input(evalset, name, options, warn)
 
     def load_flow() -> Callable[..., Any]:
@@ -159,4 +167,4 @@ def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callab
 
         return evaluate_index
 
-    return run_flow(load_flow, evalset=evalset, name=name, options=options)
+    return run_flow(load_flow, server=server, evalset=evalset, name=name, options=options)

@@ -5,7 +5,8 @@ With no ``PREFECT_API_URL`` (environment, or the active profile), a command that
 finds it later, and ``prefect server stop`` stops it. ctxrag adds only what Prefect lacks: a migrated empty database
 to start from (``server_template``), an environment with no secrets, an identity check (the pid runs a Prefect server,
 and the server that answers names this home), and a stop when the start fails or is interrupted. A configured server
-always wins; under ``CI=true`` or ``CTXRAG_PREFECT_SERVER=temporary`` nothing outlives the command. Nothing here
+always wins; under ``CI=true`` or ``CTXRAG_PREFECT_SERVER=temporary`` nothing outlives the command, and the Python
+API starts none that outlives the program unless asked (``server="background"``, or that variable set to background). Nothing here
 imports Prefect until a flow runs, so ``ctxrag server status`` answers at once.
 """
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ctxrag.prefect_commands.server_mode import MODE_VARIABLE, server_mode, temporary_server_settings
+from ctxrag.prefect_commands.server_mode import MODE_VARIABLE, ServerMode, server_mode, temporary_server_settings
 from ctxrag.prefect_commands.server_template import prepare_database
 from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
@@ -359,15 +360,17 @@ def announce_started(server: LocalServer, home: Path) -> None:
 
 
 @contextmanager
-def local_prefect_server(meanwhile: Callable[[], object] = lambda: None, required: bool = False) -> Iterator[str | None]:
+def local_prefect_server(
+    meanwhile: Callable[[], object] = lambda: None, required: bool = False, mode: ServerMode | None = None
+) -> Iterator[str | None]:
     """Point Prefect at the server to use within the block: the configured one, else the local one (started, and
     announced, if it is not running; ``meanwhile`` runs as it starts). Yields its API URL; None in temporary mode,
-    where ``required`` refuses instead."""
+    where ``required`` refuses instead. ``mode``: the caller's choice (None: ``server_mode()``)."""
     if configured := configured_api_url():
         meanwhile()
         yield configured
         return
-    if server_mode() == "temporary":
+    if (mode or server_mode()) == "temporary":
         if required:
             raise UserError(NO_SERVER)
         meanwhile()

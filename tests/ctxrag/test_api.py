@@ -17,7 +17,8 @@ from ctxrag.storage.errors import InvalidInput, UnknownIndexError, UserError
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.secrets import MissingKey
 from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
-from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+from tests.equipment.local_server import leftover_servers, stopped_afterwards, user_env
+from tests.helpers import REPO, SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 QUERY = "retry backoff delay"
 
@@ -135,7 +136,7 @@ def test_index_runs_the_command_s_flow_with_its_parameters(home: Path, monkeypat
 
     runs: list[tuple[Any, dict[str, Any]]] = []
     monkeypatch.setattr("ctxrag.tasks.embedding.embed.preload_local_model", lambda spec: None)
-    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, **parameters: runs.append((load(), parameters)) or {"status": "ran"})
+    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: runs.append((load(), parameters)) or {"status": "ran"})
     assert ctxrag.index(str(SAMPLE_CORPUS), name="other", contextualizer="none", gate=str(SAMPLE_QUESTIONS)) == {"status": "ran"}
     assert ctxrag.index(SAMPLE_CORPUS, task_runner="threads") == {"status": "ran"}
     (flow, parameters), (with_runner, defaults) = runs
@@ -143,6 +144,63 @@ def test_index_runs_the_command_s_flow_with_its_parameters(home: Path, monkeypat
     assert parameters["source"] == str(SAMPLE_CORPUS) and parameters["name"] == "other"
     assert parameters["options"] == IndexOptions(contextualizer="none", gate=GateOptions(evalset=str(SAMPLE_QUESTIONS)))
     assert defaults == {"source": str(SAMPLE_CORPUS), "name": "default", "options": IndexOptions(task_runner="threads")}
+
+
+@pytest.mark.parametrize(
+    ("server", "variable", "expected"),
+    [(None, None, "temporary"), ("background", None, "background"), (None, "background", "background"), ("temporary", "background", "temporary")],
+    ids=["default", "asked", "variable", "asked-over-variable"],
+)
+def test_index_and_evaluate_use_a_temporary_server_unless_asked(
+    home: Path, monkeypatch: pytest.MonkeyPatch, server: str | None, variable: str | None, expected: str
+) -> None:
+    used: list[str] = []
+    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: used.append(server))
+    monkeypatch.delenv("CI", raising=False)
+    if variable:
+        monkeypatch.setenv("CTXRAG_PREFECT_SERVER", variable)
+    else:
+        monkeypatch.delenv("CTXRAG_PREFECT_SERVER", raising=False)
+    ctxrag.index(SAMPLE_CORPUS, name="sample", server=server)  # type: ignore[arg-type]
+    ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", server=server)  # type: ignore[arg-type]
+    assert used == [expected, expected]
+
+
+def test_an_unknown_server_is_a_user_error(home: Path) -> None:
+    with pytest.raises(UserError, match="server='forever': expected one of background, temporary"):
+        ctxrag.index(SAMPLE_CORPUS, name="sample", server="forever")  # type: ignore[arg-type]
+
+
+SCRIPT = """
+import sys, ctxrag
+report = ctxrag.index(sys.argv[1], name="sample"{server})
+print(report["status"], flush=True)
+if sys.argv[2] == "raise":
+    raise RuntimeError("the program fails after indexing")
+"""
+
+
+@pytest.fixture(scope="module")
+def script_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One CTXRAG_HOME for the scripts below: the first indexes, the next find the index unchanged."""
+    return tmp_path_factory.mktemp("scripts") / "home"
+
+
+@pytest.mark.slow  # a new process runs the index flow
+@pytest.mark.parametrize(("ending", "server", "left"), [("end", "", 0), ("raise", "", 0), ("end", ', server="background"', 1)],
+                         ids=["runs-to-its-end", "raises", "asked-for-background"])
+def test_a_script_leaves_no_prefect_server_unless_it_asked_for_one(
+    script_home: Path, tmp_path: Path, ending: str, server: str, left: int
+) -> None:
+    prefect_home = tmp_path / "prefect"
+    env = user_env(script_home, prefect_home, PYTHONPATH=str(REPO))
+    with stopped_afterwards(prefect_home):
+        result = subprocess.run([sys.executable, "-c", SCRIPT.format(server=server), str(SAMPLE_CORPUS), ending],
+                                capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert result.stdout.split()[:1] in (["published"], ["unchanged"]), result.stderr[-4000:]
+        assert result.returncode == (1 if ending == "raise" else 0), result.stderr[-4000:]
+        assert len(leftover_servers(tmp_path)) == left
+    assert not leftover_servers(tmp_path)
 
 
 def test_index_again_reuses_everything(home: Path) -> None:
