@@ -5,7 +5,7 @@ The Python API (``ctxrag.api``), the ``ctxrag`` command's work as functions::
     import ctxrag
 
     ctxrag.index("data/sample/corpus", name="sample")     # runs the index flow, as `ctxrag index`
-    hits = ctxrag.search("retry backoff", name="sample")   # [Hit(rank, chunk_id, doc_id, score, ranks, content, ...)]
+    hits = ctxrag.search("retry backoff", name="sample")   # [Hit(rank, source, location, score, found_by, content, ...)]
     sample = ctxrag.open("sample")                         # an Index: loaded once, for many sample.search(...)
     result = ctxrag.evaluate("data/sample/questions.jsonl", name="sample")  # {"metrics": ..., "run_dir": ...}
     ctxrag.tune("my-questions.jsonl", name="sample")       # your questions choose the index's strategy
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ctxrag.api import Hit, Index, UserError, evaluate, index, open, search, tune  # noqa: A004
+    from ctxrag.api import Hit, Index, Location, UserError, evaluate, index, open, search, tune  # noqa: A004
 
-_API = ("Hit", "Index", "UserError", "evaluate", "index", "open", "search", "tune")
+_API = ("Hit", "Index", "Location", "UserError", "evaluate", "index", "open", "search", "tune")
 __all__ = [name for name in _API if name != "open"]  # a star import must not shadow the builtin open
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import uuid
 import warnings
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxrag.hits import Hit, Location
 from ctxrag.host_state import keeps_host_state
 from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, from_flat
 from ctxrag.runs import run_evaluate, run_index
@@ -26,29 +26,9 @@ if TYPE_CHECKING:
     from ctxrag.prefect_commands.server_mode import ServerMode
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
 
-__all__ = ["Hit", "Index", "UserError", "evaluate", "index", "open", "search", "tune"]
+__all__ = ["Hit", "Index", "Location", "UserError", "evaluate", "index", "open", "search", "tune"]
 
 _SEARCH = SearchOptions()
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result: the chunk, its document, its score under the strategy, and the rank (1-based) each
-    retriever gave it (``vector``, ``bm25``; ``rerank`` when reranked; ``rrf-server`` when the cluster fused)."""
-
-    rank: int
-    chunk_id: str
-    doc_id: str
-    chunk_index: int
-    score: float
-    content: str
-    context: str
-    ranks: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def found_by(self) -> list[str]:
-        """The retrievers that found the chunk."""
-        return sorted(self.ranks)
 
 
 class Index:
@@ -61,6 +41,7 @@ class Index:
         from ctxrag.storage.environment import ctxrag_home
         from ctxrag.storage.index_store import IndexStore
         from ctxrag.storage.ledger import Ledger
+        from ctxrag.tasks.retrieval.locate import Locator
         from ctxrag.tasks.retrieval.search import Searcher, strategy_of
 
         home = ctxrag_home()
@@ -72,6 +53,7 @@ class Index:
         self.strategy = strategy_of(store, name).label
         """The strategy a search uses when none is named: what ``ctxrag.tune`` chose for the index, else the default."""
         self._rerankers: dict[tuple[str, str], Reranker] = {}
+        self._locator = Locator(self._searcher.index.chunks)
 
     @property
     def version(self) -> str:
@@ -90,27 +72,15 @@ class Index:
         """The top ``k`` chunks for ``query`` by ``strategy`` (None: the index's, ``self.strategy``; a name such as
         ``hybrid`` or one with parameters, ``hybrid-score(vector_weight=0.3)``), reordered by a reranker if one is
         named (cohere, claude, local:PATH)."""
+        from ctxrag.hits import hits_of
         from ctxrag.storage.errors import InvalidInput
         from ctxrag.tasks.retrieval.search import StrategyConfig
 
         if k < 1:
             raise InvalidInput(f"k must be at least 1, got {k}")
         chosen = StrategyConfig.from_str(strategy or self.strategy)
-        hits = self._searcher.search(query, chosen, k, self._reranker(rerank, rerank_model))
-        chunks = self._searcher.index.chunks
-        return [
-            Hit(
-                rank=rank,
-                chunk_id=chunks["chunk_id"][hit.row].as_py(),
-                doc_id=chunks["doc_id"][hit.row].as_py(),
-                chunk_index=chunks["chunk_index"][hit.row].as_py(),
-                score=hit.score,
-                content=chunks["content"][hit.row].as_py(),
-                context=chunks["context"][hit.row].as_py(),
-                ranks=dict(hit.ranks),
-            )
-            for rank, hit in enumerate(hits, start=1)
-        ]
+        ranked = self._searcher.search(query, chosen, k, self._reranker(rerank, rerank_model))
+        return hits_of(self._searcher.index.chunks, ranked, self._locator)
 
     def _reranker(self, rerank: str, model: str) -> Reranker | None:
         if (rerank, model) not in self._rerankers:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 import typer
 from rich.markup import escape
@@ -135,19 +135,14 @@ def search(
 
     with _user_errors():
         hits = search_index(query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf)
-    rows: list[dict[str, Any]] = [
-        {
-            "rank": hit.rank, "chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "chunk_index": hit.chunk_index,
-            "score": round(hit.score, 6), "found_by": hit.found_by, "context": hit.context, "content": hit.content,
-        }
-        for hit in hits
-    ]
     if as_json:
-        print(json.dumps(rows))
+        print(json.dumps([hit.to_dict() for hit in hits]))
         return
-    for row in rows:
-        out.print(f"[bold]{row['rank']}. {escape(str(row['chunk_id']))}[/]  score {figure(row['score'], 'score')}  found by {', '.join(row['found_by'])}", highlight=False)
-        snippet = " ".join(str(row["content"]).split())[:240]
+    for hit in hits:
+        where = f"  {escape(str(hit.location))}" if str(hit.location) else ""
+        out.print(f"[bold]{hit.rank}. {escape(hit.chunk_id)}[/]{where}  score {figure(round(hit.score, 6), 'score')}  "
+                  f"found by {', '.join(hit.found_by)}", highlight=False)
+        snippet = " ".join(hit.content.split())[:240]
         out.print(f"   {snippet}", highlight=False, markup=False)
 
 

@@ -68,6 +68,23 @@ def test_search_gives_what_the_command_prints(home: Path) -> None:
     assert [(row["chunk_id"], row["score"], row["found_by"], row["content"]) for row in printed] == [
         (hit.chunk_id, round(hit.score, 6), hit.found_by, hit.content) for hit in hits
     ]
+    assert printed == [hit.to_dict() for hit in hits]  # the same fields, source and location too
+    assert {"source", "location", "ranks", "doc_id", "chunk_index", "context"} <= set(printed[0])
+
+
+def test_each_hit_says_where_it_is_and_its_repr_is_short(home: Path) -> None:
+    hits = ctxrag.search(QUERY, name="sample", k=10)
+    for hit in hits:
+        assert hit.source == hit.doc_id and (SAMPLE_CORPUS / hit.source).is_file()
+        assert hit.location.lines is not None
+        first, last = hit.location.lines
+        lines = (SAMPLE_CORPUS / hit.source).read_text().splitlines()
+        assert hit.content.strip() == "\n".join(lines[first - 1 : last]).strip()
+        assert len(repr(hit)) < 200 and f"{hit.score:.4f}" in repr(hit) and hit.content not in repr(hit)
+    markdown = next(hit for hit in hits if hit.source.endswith(".md"))
+    code = next(hit for hit in hits if hit.source.endswith(".py"))
+    assert markdown.location.heading and not markdown.location.definitions
+    assert code.location.definitions and not code.location.heading
 
 
 def test_strategy_none_is_the_command_s_default(home: Path) -> None:
@@ -279,6 +296,6 @@ def test_import_ctxrag_loads_the_api_on_first_use() -> None:
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["before"] == {"ctxrag.api": False, "prefect": False} and seen["api"] and seen["same"]
-    assert seen["star"] == ["Hit", "Index", "UserError", "evaluate", "index", "search", "tune"]  # not open: the builtin stays
+    assert seen["star"] == ["Hit", "Index", "Location", "UserError", "evaluate", "index", "search", "tune"]  # not open: the builtin stays
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         ctxrag.nope  # noqa: B018
