@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import uuid
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxrag.hits import Hit, Location
@@ -72,15 +73,35 @@ class Index:
         """The top ``k`` chunks for ``query`` by ``strategy`` (None: the index's, ``self.strategy``; a name such as
         ``hybrid`` or one with parameters, ``hybrid-score(vector_weight=0.3)``), reordered by a reranker if one is
         named (cohere, claude, local:PATH)."""
+        return self._search_all([query], k, strategy, rerank, rerank_model)[0]
+
+    @keeps_host_state
+    def search_many(
+        self,
+        queries: Sequence[str],
+        k: int = _SEARCH.k,
+        strategy: str | None = None,
+        rerank: str = _SEARCH.rerank,
+        rerank_model: str = _SEARCH.rerank_model,
+    ) -> list[list[Hit]]:
+        """``search`` for each of ``queries``, with their vectors computed first in one batch (the local model's
+        batches, or few paid requests) and stored once: one list of hits per query, in order, each equal to what
+        ``search(query, ...)`` returns."""
+        return self._search_all(list(queries), k, strategy, rerank, rerank_model)
+
+    def _search_all(self, queries: list[str], k: int, strategy: str | None, rerank: str, rerank_model: str) -> list[list[Hit]]:
         from ctxrag.hits import hits_of
         from ctxrag.storage.errors import InvalidInput
-        from ctxrag.tasks.retrieval.search import StrategyConfig
+        from ctxrag.tasks.retrieval.search import Strategy, StrategyConfig
 
         if k < 1:
             raise InvalidInput(f"k must be at least 1, got {k}")
         chosen = StrategyConfig.from_str(strategy or self.strategy)
-        ranked = self._searcher.search(query, chosen, k, self._reranker(rerank, rerank_model))
-        return hits_of(self._searcher.index.chunks, ranked, self._locator)
+        reranker = self._reranker(rerank, rerank_model)
+        if chosen.strategy is not Strategy.BM25:  # BM25 alone reads no vector
+            self._searcher.prefetch(queries)
+        chunks = self._searcher.index.chunks
+        return [hits_of(chunks, self._searcher.search(query, chosen, k, reranker), self._locator) for query in queries]
 
     def _reranker(self, rerank: str, model: str) -> Reranker | None:
         if (rerank, model) not in self._rerankers:

@@ -52,19 +52,13 @@ class Hit:
                 f"score={self.score:.4f}, found_by={self.found_by})")
 
 
+COLUMNS = ["chunk_id", "doc_id", "chunk_index", "content", "context"]
+
+
 def hits_of(chunks: pa.Table, ranked: list[RankedRow], locator: Locator) -> list[Hit]:
-    """``ranked`` rows of an index's ``chunks`` as hits, ranked from 1."""
+    """``ranked`` rows of an index's ``chunks`` as hits, ranked from 1 (the rows read in one ``take``)."""
+    rows = chunks.select(COLUMNS).take([hit.row for hit in ranked]).to_pylist() if ranked else []
     return [
-        Hit(
-            rank=rank,
-            chunk_id=chunks["chunk_id"][hit.row].as_py(),
-            doc_id=chunks["doc_id"][hit.row].as_py(),
-            chunk_index=chunks["chunk_index"][hit.row].as_py(),
-            score=hit.score,
-            content=chunks["content"][hit.row].as_py(),
-            context=chunks["context"][hit.row].as_py(),
-            ranks=dict(hit.ranks),
-            location=locator.location(hit.row),
-        )
-        for rank, hit in enumerate(ranked, start=1)
+        Hit(rank=rank, score=hit.score, ranks=dict(hit.ranks), location=locator.location(hit.row), **row)
+        for rank, (hit, row) in enumerate(zip(ranked, rows), start=1)
     ]

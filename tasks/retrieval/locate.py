@@ -63,11 +63,14 @@ class Locator:
         self.chunks = chunks
         self._documents: dict[str, list[int]] | None = None
         self._lines: dict[str, dict[int, tuple[int, int]]] = {}
+        self._located: dict[int, Location] = {}
 
     def location(self, row: int) -> Location:
-        heading = self.chunks["heading"][row].as_py() if "heading" in self.chunks.column_names else ""
-        content = self.chunks["content"][row].as_py()
-        return Location(heading=heading or "", definitions=() if heading else definitions_in(content), lines=self.lines(row))
+        if row not in self._located:
+            heading = self.chunks["heading"][row].as_py() if "heading" in self.chunks.column_names else ""
+            content = self.chunks["content"][row].as_py()
+            self._located[row] = Location(heading=heading or "", definitions=() if heading else definitions_in(content), lines=self.lines(row))
+        return self._located[row]
 
     def lines(self, row: int) -> tuple[int, int] | None:
         document = self.chunks["doc_id"][row].as_py()

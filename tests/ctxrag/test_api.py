@@ -4,6 +4,7 @@ defaults, and raise errors instead of exiting. Flows run in-process against the 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +106,28 @@ def test_an_open_index_is_loaded_once_for_many_searches(home: Path, monkeypatch:
     assert opened == ["sample"] and all(len(hits) == 3 for hits in results)
     assert index.search(QUERY, k=3, strategy="hybrid") == ctxrag.search(QUERY, name="sample", k=3, strategy="hybrid")
     assert index.version == IndexStore(home).manifest("sample")["version"] and "sample" in repr(index)
+
+
+MANY = ["backoff between two attempts", "priority of a task", "how do I install tinyq", "backoff between two attempts", "queue full error"]
+
+
+def test_search_many_embeds_once_and_equals_single_searches_on_a_fresh_home(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for copy in ("single", "many"):  # no query vector stored yet in either: each computes its own
+        shutil.copytree(home, tmp_path / copy)
+    monkeypatch.setenv("CTXRAG_HOME", str(tmp_path / "single"))
+    singles = ctxrag.open("sample")
+    expected = [singles.search(query, k=4) for query in MANY]
+    monkeypatch.setenv("CTXRAG_HOME", str(tmp_path / "many"))
+    many = ctxrag.open("sample")
+    batches: list[list[str]] = []
+    real_embed = many._searcher.embedder.embed
+    monkeypatch.setattr(many._searcher.embedder, "embed", lambda texts, input_type="document": batches.append(texts) or real_embed(texts, input_type))
+    assert many.search_many(MANY, k=4) == expected
+    assert batches == [sorted(dict.fromkeys(MANY), key=len, reverse=True)]  # the new queries, once each, in one batch
+    assert many.search_many(MANY, k=4, strategy="bm25") == [singles.search(query, k=4, strategy="bm25") for query in MANY]
+    assert many.search_many([]) == [] and len(batches) == 1
+    with pytest.raises(InvalidInput, match="k must be at least 1"):
+        many.search_many(MANY, k=0)
 
 
 @pytest.mark.parametrize(
