@@ -15,10 +15,12 @@ import os
 import uuid
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from ctxrag.hits import Hit, Location
 from ctxrag.host_state import keeps_host_state
+from ctxrag.keywords import EvaluateKeywords, IndexKeywords, SearchKeywords
+from ctxrag.results import EvaluateResult, IndexReport, TuneResult
 from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, from_flat
 from ctxrag.runs import run_evaluate, run_index
 from ctxrag.storage.errors import UserError
@@ -27,7 +29,9 @@ if TYPE_CHECKING:
     from ctxrag.prefect_commands.server_mode import ServerMode
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
 
-__all__ = ["Hit", "Index", "Location", "UserError", "evaluate", "index", "open", "search", "tune"]
+__all__ = [
+    "EvaluateResult", "Hit", "Index", "IndexReport", "Location", "TuneResult", "UserError", "evaluate", "index", "open", "search", "tune",
+]
 
 _SEARCH = SearchOptions()
 
@@ -135,7 +139,7 @@ def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> 
 
 
 @keeps_host_state
-def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: str | None = None, **options: Any) -> list[Hit]:
+def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: str | None = None, **options: Unpack[SearchKeywords]) -> list[Hit]:
     """One search of index NAME, as ``ctxrag search``; ``options``: ``rerank``, ``rerank_model``, ``server_rrf``.
     For many searches, ``open`` the index once."""
     chosen = from_flat(SearchOptions, {"k": k, "strategy": strategy, **options}, "ctxrag.search")
@@ -144,21 +148,25 @@ def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: s
 
 
 @keeps_host_state
-def index(source: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Any) -> dict[str, Any]:
+def index(
+    source: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Unpack[IndexKeywords]
+) -> IndexReport:
     """Load, contextualize, embed and index SOURCE (a JSON corpus or a folder) under NAME, as ``ctxrag index``; the
-    new version goes live only when complete. ``options``: ``IndexOptions``' fields. Returns the run's report
-    (``status``, ``version``, counts, costs, ``warnings``).
+    new version goes live only when complete. ``options``: ``IndexOptions``' fields (``IndexKeywords``). Returns the
+    run's report (``status``, ``version``, counts, costs, ``warnings``).
 
     The flow runs in this process and reports to a Prefect server: ``PREFECT_API_URL`` (or the active profile's)
     when set; else ``server``: ``"temporary"`` (Prefect's temporary server, started on first use and stopped when
     the program exits) or ``"background"`` (ctxrag's local server, reused or started; it outlives the program until
     ``ctxrag server stop``). ``server=None``: ``$CTXRAG_PREFECT_SERVER``, else temporary."""
     chosen = from_flat(IndexOptions, options, "ctxrag.index")
-    return run_index(os.fspath(source), name, chosen, _server(server))
+    return IndexReport.from_dict(run_index(os.fspath(source), name, chosen, _server(server)))
 
 
 @keeps_host_state
-def evaluate(evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Any) -> dict[str, Any]:
+def evaluate(
+    evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Unpack[EvaluateKeywords]
+) -> EvaluateResult:
     """Score index NAME's strategies on EVALSET, as ``ctxrag evaluate``. ``options``: ``EvaluateOptions``' fields
     (``k`` and ``strategy`` take one value or a list). Returns ``metrics`` ({strategy: {metric: value}}), ``run_dir``,
     ``chart``, ``unavailable`` rows and the run's paid calls; the set's warnings are issued as ``UserWarning``s.
@@ -168,7 +176,7 @@ def evaluate(evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, *, serve
     def warn(message: str) -> None:  # stacklevel: the caller's line (warn, check_evaluate_input, run_evaluate, evaluate, kept)
         warnings.warn(message, UserWarning, stacklevel=6)
 
-    return run_evaluate(os.fspath(evalset), name, chosen, warn, _server(server))
+    return EvaluateResult.from_dict(run_evaluate(os.fspath(evalset), name, chosen, warn, _server(server)))
 
 
 def _server(server: str | None) -> ServerMode:
@@ -180,12 +188,13 @@ def _server(server: str | None) -> ServerMode:
 
 
 @keeps_host_state
-def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, metric: str | None = None, reset: bool = False) -> dict[str, Any]:
+def tune(name: str, evalset: str | os.PathLike[str] | None = None, *, metric: str | None = None, reset: bool = False) -> TuneResult | None:
     """Choose index NAME's search strategy on your questions in EVALSET, as ``ctxrag tune NAME EVALSET``: each
     strategy and parameter is scored by cross-validation grouped by document, the index keeps the choice (``search``,
     ``evaluate`` and the quality gate use it), and fewer than 30 questions keep the default (``reason`` says why).
-    ``metric``: e.g. pass@10 (default for Pass@k sets) or mrr@10 (docs sets). ``reset``: forget the index's choice.
-    Returns what the index keeps: ``strategy`` (None: the default), ``reason``, ``cv``, ``default``, ``scores``."""
+    ``metric``: e.g. pass@10 (default for Pass@k sets) or mrr@10 (docs sets). Returns what the index keeps:
+    ``strategy`` (None: the default), ``reason``, ``cv``, ``default``, ``scores``. ``reset=True`` (no EVALSET)
+    forgets the index's choice instead, and returns None."""
     from ctxrag.storage.environment import ctxrag_home
     from ctxrag.storage.errors import InvalidInput
     from ctxrag.storage.index_store import IndexStore
@@ -195,9 +204,8 @@ def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, me
 
     store = IndexStore(ctxrag_home())
     if reset:
-        if store.live_version(name) is None:
-            store.open(name)  # raises UnknownIndexError, naming the indexes there are
-        return {"forgot": store.forget_tuning(name)}
+        forget_tuning(name)
+        return None
     if evalset is None:
         raise InvalidInput("tune needs an evaluation set (or reset=True to forget the index's choice)")
     questions = load_evalset(os.fspath(evalset))
@@ -205,4 +213,16 @@ def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, me
     require_golden_chunks(index._searcher, questions, name)
     record = choose(index._searcher, questions, metric).record(os.fspath(evalset), index.version)
     store.save_tuning(name, record)
-    return record
+    return TuneResult.from_dict(record)
+
+
+def forget_tuning(name: str) -> bool:
+    """Forget index NAME's tuned strategy (``ctxrag tune NAME --reset``); True if it had one. An unknown index is a
+    ``UserError``."""
+    from ctxrag.storage.environment import ctxrag_home
+    from ctxrag.storage.index_store import IndexStore
+
+    store = IndexStore(ctxrag_home())
+    if store.live_version(name) is None:
+        store.open(name)  # raises UnknownIndexError, naming the indexes there are
+    return store.forget_tuning(name)

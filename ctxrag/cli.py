@@ -225,22 +225,27 @@ def tune(
     as_json: bool = typer.Option(False, "--json", help="Print what the index keeps as JSON."),
 ) -> None:
     """Choose the index's search strategy on your questions (cross-validated by document); search, evaluate and --gate use it."""
+    from ctxrag.api import forget_tuning
     from ctxrag.api import tune as tune_index
 
     with _user_errors():
-        record = tune_index(evalset, name, metric=metric, reset=reset)
-    if as_json or reset:
-        print(json.dumps(record))
+        if reset:
+            print(json.dumps({"forgot": forget_tuning(name)}))
+            return
+        kept = tune_index(name, evalset, metric=metric)
+    assert kept is not None
+    if as_json:
+        print(json.dumps(kept.to_dict()))
         return
-    table = Table(title=f"{record['questions']} questions on index {name!r}, {record['documents']} documents: {record['metric']} on all of them")
+    table = Table(title=f"{kept.questions} questions on index {name!r}, {kept.documents} documents: {kept.metric} on all of them")
     table.add_column("strategy")
-    table.add_column(record["metric"], justify="right")
-    for label, value in sorted(record["scores"].items(), key=lambda item: -item[1]):
-        table.add_row(label, figure(value, record["metric"]))
+    table.add_column(kept.metric, justify="right")
+    for label, value in sorted(kept.scores.items(), key=lambda item: -item[1]):
+        table.add_row(label, figure(value, kept.metric))
     out.print(table)
-    if record["cv"] is not None:
-        out.print(f"held out ({record['folds']} folds by document): {figure(record['cv'], record['metric'])}; picks: {', '.join(record['fold_picks'])}", highlight=False)
-    out.print(f"index {name!r} searches with {record['label'] or 'the default'}: {record['reason']}", highlight=False, markup=False)
+    if kept.cv is not None:
+        out.print(f"held out ({kept.folds} folds by document): {figure(kept.cv, kept.metric)}; picks: {', '.join(kept.fold_picks)}", highlight=False)
+    out.print(f"index {name!r} searches with {kept.label or 'the default'}: {kept.reason}", highlight=False, markup=False)
 
 
 @app.command()

@@ -3,6 +3,7 @@ defaults, and raise errors instead of exiting. Flows run in-process against the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -24,13 +25,18 @@ from tests.helpers import REPO, SAMPLE_CORPUS, SAMPLE_QUESTIONS
 QUERY = "retry backoff delay"
 
 
+def blank(kind: type) -> dict[str, object]:
+    """A report with every field of result ``kind`` (what a flow a test replaced would have returned)."""
+    return {item.name: "ran" for item in dataclasses.fields(kind)}
+
+
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
     home = tmp_path_factory.mktemp("api") / "home"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CTXRAG_HOME", str(home))
         report = ctxrag.index(SAMPLE_CORPUS, name="sample")  # a Path is fine
-    assert report["status"] == "published" and report["chunks"] > 0 and report["index"] == "sample"
+    assert report.status == "published" and report.chunks > 0 and report.index == "sample"
     return home
 
 
@@ -176,9 +182,9 @@ def test_index_runs_the_command_s_flow_with_its_parameters(home: Path, monkeypat
 
     runs: list[tuple[Any, dict[str, Any]]] = []
     monkeypatch.setattr("ctxrag.tasks.embedding.embed.preload_local_model", lambda spec: None)
-    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: runs.append((load(), parameters)) or {"status": "ran"})
-    assert ctxrag.index(str(SAMPLE_CORPUS), name="other", contextualizer="none", gate=str(SAMPLE_QUESTIONS)) == {"status": "ran"}
-    assert ctxrag.index(SAMPLE_CORPUS, task_runner="threads") == {"status": "ran"}
+    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: runs.append((load(), parameters)) or blank(ctxrag.IndexReport))
+    assert ctxrag.index(str(SAMPLE_CORPUS), name="other", contextualizer="none", gate=str(SAMPLE_QUESTIONS)).status == "ran"
+    assert ctxrag.index(SAMPLE_CORPUS, task_runner="threads").status == "ran"
     (flow, parameters), (with_runner, defaults) = runs
     assert flow.name == with_runner.name == index_corpus.name
     assert parameters["source"] == str(SAMPLE_CORPUS) and parameters["name"] == "other"
@@ -195,7 +201,7 @@ def test_index_and_evaluate_use_a_temporary_server_unless_asked(
     home: Path, monkeypatch: pytest.MonkeyPatch, server: str | None, variable: str | None, expected: str
 ) -> None:
     used: list[str] = []
-    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: used.append(server))
+    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: used.append(server) or blank(ctxrag.IndexReport) | blank(ctxrag.EvaluateResult))
     monkeypatch.delenv("CI", raising=False)
     if variable:
         monkeypatch.setenv("CTXRAG_PREFECT_SERVER", variable)
@@ -214,7 +220,7 @@ def test_an_unknown_server_is_a_user_error(home: Path) -> None:
 SCRIPT = """
 import sys, ctxrag
 report = ctxrag.index(sys.argv[1], name="sample"{server})
-print(report["status"], flush=True)
+print(report.status, flush=True)
 if sys.argv[2] == "raise":
     raise RuntimeError("the program fails after indexing")
 """
@@ -243,16 +249,27 @@ def test_a_script_leaves_no_prefect_server_unless_it_asked_for_one(
     assert not leftover_servers(tmp_path)
 
 
+def test_the_results_hold_every_key_of_the_command_s_reports(home: Path) -> None:
+    from ctxrag.runs import run_evaluate, run_index
+    from ctxrag.tasks.options import EvaluateOptions
+
+    report = run_index(str(SAMPLE_CORPUS), "sample", IndexOptions(), "temporary")
+    result = run_evaluate(str(SAMPLE_QUESTIONS), "sample", EvaluateOptions(k=5, strategy="bm25"), lambda message: None, "temporary")
+    assert ctxrag.IndexReport.from_dict(report).to_dict() == report
+    assert ctxrag.EvaluateResult.from_dict(result).to_dict() == result
+    assert isinstance(ctxrag.EvaluateResult.from_dict(result).run_dir, Path)
+
+
 def test_index_again_reuses_everything(home: Path) -> None:
     report = ctxrag.index(SAMPLE_CORPUS, name="sample")
-    assert report["status"] == "unchanged" and report["chunks_embedded"] == 0
+    assert report.status == "unchanged" and report.chunks_embedded == 0
 
 
 def test_evaluate_scores_the_chosen_strategies_at_the_chosen_cut_offs(home: Path) -> None:
     result = ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", k=5, strategy=["bm25", "hybrid"])
-    assert set(result["metrics"]) == {"bm25", "hybrid"}
-    assert set(result["metrics"]["bm25"]) == {"pass@5", "hit@5", "ndcg@5"}
-    assert 0 < result["metrics"]["hybrid"]["pass@5"] <= 1 and Path(result["run_dir"]).is_dir() and Path(result["chart"]).is_file()
+    assert set(result.metrics) == {"bm25", "hybrid"}
+    assert set(result.metrics["bm25"]) == {"pass@5", "hit@5", "ndcg@5"}
+    assert 0 < result.metrics["hybrid"]["pass@5"] <= 1 and result.run_dir.is_dir() and result.chart.is_file()
 
 
 def test_evaluate_issues_the_set_s_warnings(home: Path, tmp_path: Path) -> None:
@@ -263,18 +280,19 @@ def test_evaluate_issues_the_set_s_warnings(home: Path, tmp_path: Path) -> None:
     ]))
     with pytest.warns(UserWarning, match="'correct_chunks' is empty; question skipped"):
         result = ctxrag.evaluate(questions, name="sample", strategy="bm25")
-    assert result["queries"] == 1
+    assert result.queries == 1
 
 
 def test_tune_with_too_few_questions_keeps_the_default_and_says_why(home: Path) -> None:
-    record = ctxrag.tune(SAMPLE_QUESTIONS, name="sample")
+    record = ctxrag.tune("sample", SAMPLE_QUESTIONS)
+    assert record is not None
     try:
-        assert record["strategy"] is None and record["questions"] == 16 and record["cv"] is None
-        assert record["reason"] == "16 questions are too few to choose on (30 or more needed): the default stays"
-        assert IndexStore(home).tuning("sample") == record
+        assert record.strategy is None and record.questions == 16 and record.cv is None
+        assert record.reason == "16 questions are too few to choose on (30 or more needed): the default stays"
+        assert IndexStore(home).tuning("sample") == record.to_dict()  # every key the index keeps is a field
         assert ctxrag.open("sample").strategy == DEFAULT_STRATEGY
     finally:
-        assert ctxrag.tune(None, name="sample", reset=True) == {"forgot": True}
+        assert ctxrag.tune("sample", reset=True) is None and IndexStore(home).tuning("sample") is None
 
 
 def test_a_tuned_strategy_is_what_search_evaluate_and_open_use(home: Path) -> None:
@@ -284,7 +302,7 @@ def test_a_tuned_strategy_is_what_search_evaluate_and_open_use(home: Path) -> No
         assert ctxrag.search(QUERY, name="sample") == ctxrag.search(QUERY, name="sample", strategy="hybrid-score(vector_weight=0.3)")
         assert ctxrag.search(QUERY, name="sample") != ctxrag.search(QUERY, name="sample", strategy=DEFAULT_STRATEGY)
         result = ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", k=5)
-        assert list(result["metrics"])[-2:] == ["hybrid-score", "hybrid-score(vector_weight=0.3)"]  # every strategy, then the index's
+        assert list(result.metrics)[-2:] == ["hybrid-score", "hybrid-score(vector_weight=0.3)"]  # every strategy, then the index's
     finally:
         IndexStore(home).forget_tuning("sample")
     assert ctxrag.open("sample").strategy == DEFAULT_STRATEGY
@@ -293,9 +311,9 @@ def test_a_tuned_strategy_is_what_search_evaluate_and_open_use(home: Path) -> No
 @pytest.mark.parametrize(
     ("call", "kind", "message"),
     [
-        (lambda: ctxrag.tune(SAMPLE_QUESTIONS, name="missing"), UnknownIndexError, "no index named 'missing'"),
-        (lambda: ctxrag.tune(None, name="sample"), InvalidInput, "tune needs an evaluation set"),
-        (lambda: ctxrag.tune(SAMPLE_QUESTIONS, name="sample", metric="recall@3"), InvalidInput, "cannot tune on metric 'recall@3'"),
+        (lambda: ctxrag.tune("missing", SAMPLE_QUESTIONS), UnknownIndexError, "no index named 'missing'"),
+        (lambda: ctxrag.tune("sample"), InvalidInput, "tune needs an evaluation set"),
+        (lambda: ctxrag.tune("sample", SAMPLE_QUESTIONS, metric="recall@3"), InvalidInput, "cannot tune on metric 'recall@3'"),
         (lambda: ctxrag.search(QUERY, name="sample", strategy="hybrid(vector_weight=1)"), InvalidInput, "has no parameter 'vector_weight'"),
     ],
     ids=["missing", "no-set", "metric", "parameter"],
@@ -304,6 +322,24 @@ def test_tune_errors_are_user_errors(home: Path, call: Any, kind: type[Exception
     with pytest.raises(kind, match=message):
         call()
     assert IndexStore(home).tuning("sample") is None
+
+
+def test_no_public_signature_or_result_field_says_any() -> None:
+    import inspect
+
+    from ctxrag import api
+
+    calls = [getattr(api, name) for name in ("evaluate", "index", "open", "search", "tune")]
+    calls += [api.Index.__init__, api.Index.search, api.Index.search_many]
+    for call in calls:
+        signature = inspect.signature(call)  # through keeps_host_state's wrapper
+        written = [str(parameter.annotation) for parameter in signature.parameters.values()] + [str(signature.return_annotation)]
+        assert not [text for text in written if "Any" in text], call.__qualname__
+    for kind in (ctxrag.Hit, ctxrag.Location, ctxrag.IndexReport, ctxrag.EvaluateResult, ctxrag.TuneResult):
+        assert dataclasses.fields(kind) and not [item.name for item in dataclasses.fields(kind) if "Any" in str(item.type)]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(kind.__new__(kind), dataclasses.fields(kind)[0].name, None)
+    assert (Path(api.__file__).parent / "py.typed").is_file()
 
 
 @pytest.mark.slow  # a new process
@@ -319,6 +355,6 @@ def test_import_ctxrag_loads_the_api_on_first_use() -> None:
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["before"] == {"ctxrag.api": False, "prefect": False} and seen["api"] and seen["same"]
-    assert seen["star"] == ["Hit", "Index", "Location", "UserError", "evaluate", "index", "search", "tune"]  # not open: the builtin stays
+    assert seen["star"] == ["EvaluateResult", "Hit", "Index", "IndexReport", "Location", "TuneResult", "UserError", "evaluate", "index", "search", "tune"]  # not open: the builtin stays
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         ctxrag.nope  # noqa: B018
