@@ -4,27 +4,29 @@ The Python API (``ctxrag.api``), the ``ctxrag`` command's work as functions::
 
     import ctxrag
 
-    ctxrag.index("data/sample/corpus", name="sample")     # runs the index flow, as `ctxrag index`
-    hits = ctxrag.search("retry backoff", name="sample")   # [Hit(rank, chunk_id, doc_id, score, ranks, content, ...)]
+    ctxrag.index("data/sample/corpus", name="sample")     # runs the index flow, as `ctxrag index`: an IndexReport
+    hits = ctxrag.search("retry backoff", name="sample")   # [Hit(rank, source, location, score, found_by, content, ...)]
     sample = ctxrag.open("sample")                         # an Index: loaded once, for many sample.search(...)
-    result = ctxrag.evaluate("data/sample/questions.jsonl", name="sample")  # {"metrics": ..., "run_dir": ...}
-    ctxrag.tune("my-questions.jsonl", name="sample")       # your questions choose the index's strategy
+    result = ctxrag.evaluate("data/sample/questions.jsonl", name="sample")  # result.metrics, result.run_dir, ...
+    ctxrag.tune("sample", "my-questions.jsonl")            # your questions choose the index's strategy
 
 Everything else (``ctxrag.flows``, ``ctxrag.tasks``, ``ctxrag.storage``, ``ctxrag.cli``) is internal.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ctxrag.api import Hit, Index, UserError, evaluate, index, open, search, tune  # noqa: A004
+    from ctxrag.api import (  # noqa: A004
+        EvaluateResult, Hit, Index, IndexReport, Location, TuneResult, UserError, evaluate, index, open, search, tune,
+    )
 
-_API = ("Hit", "Index", "UserError", "evaluate", "index", "open", "search", "tune")
+_API = ("EvaluateResult", "Hit", "Index", "IndexReport", "Location", "TuneResult", "UserError", "evaluate", "index", "open", "search", "tune")
 __all__ = [name for name in _API if name != "open"]  # a star import must not shadow the builtin open
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """The API's names, imported on first use: ``import ctxrag`` stays cheap for the command and for workers."""
     if name in _API:
         from ctxrag import api

@@ -2,8 +2,11 @@
 
 Options and defaults are the command's (``ctxrag.tasks.options``): ``ctxrag.index("docs/", contextualizer="none")``
 is ``ctxrag index docs/ --contextualizer none``. ``index`` and ``evaluate`` run the same Prefect flows the command
-runs, against the same local Prefect server (or ``PREFECT_API_URL``); indexes live under ``$CTXRAG_HOME``. Errors
-are raised: one the user can fix is a ``UserError`` (``str(error)`` is the whole story), anything else is a bug.
+runs, in this process, reporting to ``PREFECT_API_URL`` when configured, else to a temporary Prefect server that ends
+with the program (``server="background"``: the command's local server, left running); indexes live under
+``$CTXRAG_HOME``. Errors are raised: one the user can fix is a ``UserError`` (``str(error)`` is the whole story),
+anything else is a bug. Every call leaves the program's environment, root logger, warnings filters and signal
+handlers as it found them (``ctxrag.host_state``).
 """
 
 from __future__ import annotations
@@ -11,40 +14,26 @@ from __future__ import annotations
 import os
 import uuid
 import warnings
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Unpack
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
+from ctxrag.hits import Hit, Location
+from ctxrag.host_state import keeps_host_state
+from ctxrag.keywords import EvaluateKeywords, IndexKeywords, SearchKeywords
+from ctxrag.results import EvaluateResult, IndexReport, TuneResult
 from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, from_flat
 from ctxrag.runs import run_evaluate, run_index
 from ctxrag.storage.errors import UserError
 
 if TYPE_CHECKING:
+    from ctxrag.prefect_commands.server_mode import ServerMode
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
 
-__all__ = ["Hit", "Index", "UserError", "evaluate", "index", "open", "search", "tune"]
+__all__ = [
+    "EvaluateResult", "Hit", "Index", "IndexReport", "Location", "TuneResult", "UserError", "evaluate", "index", "open", "search", "tune",
+]
 
 _SEARCH = SearchOptions()
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result: the chunk, its document, its score under the strategy, and the rank (1-based) each
-    retriever gave it (``vector``, ``bm25``; ``rerank`` when reranked; ``rrf-server`` when the cluster fused)."""
-
-    rank: int
-    chunk_id: str
-    doc_id: str
-    chunk_index: int
-    score: float
-    content: str
-    context: str
-    ranks: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def found_by(self) -> list[str]:
-        """The retrievers that found the chunk."""
-        return sorted(self.ranks)
 
 
 class Index:
@@ -52,10 +41,12 @@ class Index:
     vectors already computed stay loaded between searches. Paid calls (Voyage queries, reranks) are written to the
     ledger under one run id per open index."""
 
+    @keeps_host_state
     def __init__(self, name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> None:
         from ctxrag.storage.environment import ctxrag_home
         from ctxrag.storage.index_store import IndexStore
         from ctxrag.storage.ledger import Ledger
+        from ctxrag.tasks.retrieval.locate import Locator
         from ctxrag.tasks.retrieval.search import Searcher, strategy_of
 
         home = ctxrag_home()
@@ -67,12 +58,14 @@ class Index:
         self.strategy = strategy_of(store, name).label
         """The strategy a search uses when none is named: what ``ctxrag.tune`` chose for the index, else the default."""
         self._rerankers: dict[tuple[str, str], Reranker] = {}
+        self._locator = Locator(self._searcher.index.chunks)
 
     @property
     def version(self) -> str:
         """The index version this object searches (a later ``index`` run does not change it)."""
         return str(self._searcher.index.manifest["version"])
 
+    @keeps_host_state
     def search(
         self,
         query: str,
@@ -84,27 +77,35 @@ class Index:
         """The top ``k`` chunks for ``query`` by ``strategy`` (None: the index's, ``self.strategy``; a name such as
         ``hybrid`` or one with parameters, ``hybrid-score(vector_weight=0.3)``), reordered by a reranker if one is
         named (cohere, claude, local:PATH)."""
+        return self._search_all([query], k, strategy, rerank, rerank_model)[0]
+
+    @keeps_host_state
+    def search_many(
+        self,
+        queries: Sequence[str],
+        k: int = _SEARCH.k,
+        strategy: str | None = None,
+        rerank: str = _SEARCH.rerank,
+        rerank_model: str = _SEARCH.rerank_model,
+    ) -> list[list[Hit]]:
+        """``search`` for each of ``queries``, with their vectors computed first in one batch (the local model's
+        batches, or few paid requests) and stored once: one list of hits per query, in order, each equal to what
+        ``search(query, ...)`` returns."""
+        return self._search_all(list(queries), k, strategy, rerank, rerank_model)
+
+    def _search_all(self, queries: list[str], k: int, strategy: str | None, rerank: str, rerank_model: str) -> list[list[Hit]]:
+        from ctxrag.hits import hits_of
         from ctxrag.storage.errors import InvalidInput
-        from ctxrag.tasks.retrieval.search import StrategyConfig
+        from ctxrag.tasks.retrieval.search import Strategy, StrategyConfig
 
         if k < 1:
             raise InvalidInput(f"k must be at least 1, got {k}")
         chosen = StrategyConfig.from_str(strategy or self.strategy)
-        hits = self._searcher.search(query, chosen, k, self._reranker(rerank, rerank_model))
+        reranker = self._reranker(rerank, rerank_model)
+        if chosen.strategy is not Strategy.BM25:  # BM25 alone reads no vector
+            self._searcher.prefetch(queries)
         chunks = self._searcher.index.chunks
-        return [
-            Hit(
-                rank=rank,
-                chunk_id=chunks["chunk_id"][hit.row].as_py(),
-                doc_id=chunks["doc_id"][hit.row].as_py(),
-                chunk_index=chunks["chunk_index"][hit.row].as_py(),
-                score=hit.score,
-                content=chunks["content"][hit.row].as_py(),
-                context=chunks["context"][hit.row].as_py(),
-                ranks=dict(hit.ranks),
-            )
-            for rank, hit in enumerate(hits, start=1)
-        ]
+        return [hits_of(chunks, self._searcher.search(query, chosen, k, reranker), self._locator) for query in queries]
 
     def _reranker(self, rerank: str, model: str) -> Reranker | None:
         if (rerank, model) not in self._rerankers:
@@ -131,12 +132,14 @@ def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
     return spec
 
 
+@keeps_host_state
 def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> Index:  # noqa: A001  (ctxrag.open)
     """Open index NAME for many searches (``server_rrf``: an Elasticsearch index's hybrid fused by the cluster)."""
     return Index(name, server_rrf=server_rrf)
 
 
-def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: str | None = None, **options: Any) -> list[Hit]:
+@keeps_host_state
+def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: str | None = None, **options: Unpack[SearchKeywords]) -> list[Hit]:
     """One search of index NAME, as ``ctxrag search``; ``options``: ``rerank``, ``rerank_model``, ``server_rrf``.
     For many searches, ``open`` the index once."""
     chosen = from_flat(SearchOptions, {"k": k, "strategy": strategy, **options}, "ctxrag.search")
@@ -144,27 +147,54 @@ def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: s
     return Index(name, server_rrf=chosen.server_rrf).search(query, chosen.k, chosen.strategy, chosen.rerank, chosen.rerank_model)
 
 
-def index(source: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: Any) -> dict[str, Any]:
+@keeps_host_state
+def index(
+    source: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Unpack[IndexKeywords]
+) -> IndexReport:
     """Load, contextualize, embed and index SOURCE (a JSON corpus or a folder) under NAME, as ``ctxrag index``; the
-    new version goes live only when complete. ``options``: ``IndexOptions``' fields. Returns the run's report
-    (``status``, ``version``, counts, costs, ``warnings``)."""
-    return run_index(os.fspath(source), name, from_flat(IndexOptions, options, "ctxrag.index"))
+    new version goes live only when complete. ``options``: ``IndexOptions``' fields (``IndexKeywords``). Returns the
+    run's report (``status``, ``version``, counts, costs, ``warnings``).
+
+    The flow runs in this process and reports to a Prefect server: ``PREFECT_API_URL`` (or the active profile's)
+    when set; else ``server``: ``"temporary"`` (Prefect's temporary server, started on first use and stopped when
+    the program exits) or ``"background"`` (ctxrag's local server, reused or started; it outlives the program until
+    ``ctxrag server stop``). ``server=None``: ``$CTXRAG_PREFECT_SERVER``, else temporary."""
+    chosen = from_flat(IndexOptions, options, "ctxrag.index")
+    return IndexReport.from_dict(run_index(os.fspath(source), name, chosen, _server(server)))
 
 
-def evaluate(evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, **options: Any) -> dict[str, Any]:
+@keeps_host_state
+def evaluate(
+    evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Unpack[EvaluateKeywords]
+) -> EvaluateResult:
     """Score index NAME's strategies on EVALSET, as ``ctxrag evaluate``. ``options``: ``EvaluateOptions``' fields
     (``k`` and ``strategy`` take one value or a list). Returns ``metrics`` ({strategy: {metric: value}}), ``run_dir``,
-    ``chart``, ``unavailable`` rows and the run's paid calls; the set's warnings are issued as ``UserWarning``s."""
+    ``chart``, ``unavailable`` rows and the run's paid calls; the set's warnings are issued as ``UserWarning``s.
+    ``server``: the Prefect server the flow reports to, as ``index``'s (default: a temporary one)."""
     chosen = from_flat(EvaluateOptions, options, "ctxrag.evaluate")
-    return run_evaluate(os.fspath(evalset), name, chosen, lambda message: warnings.warn(message, UserWarning, stacklevel=3))
+
+    def warn(message: str) -> None:  # stacklevel: the caller's line (warn, check_evaluate_input, run_evaluate, evaluate, kept)
+        warnings.warn(message, UserWarning, stacklevel=6)
+
+    return EvaluateResult.from_dict(run_evaluate(os.fspath(evalset), name, chosen, warn, _server(server)))
 
 
-def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, metric: str | None = None, reset: bool = False) -> dict[str, Any]:
+def _server(server: str | None) -> ServerMode:
+    """The server a flow of the API uses when none is configured: ``server``, else $CTXRAG_PREFECT_SERVER, else a
+    temporary one (a program leaves no Prefect process behind unless it asks)."""
+    from ctxrag.prefect_commands.server_mode import server_mode
+
+    return server_mode(server, default="temporary")
+
+
+@keeps_host_state
+def tune(name: str, evalset: str | os.PathLike[str] | None = None, *, metric: str | None = None, reset: bool = False) -> TuneResult | None:
     """Choose index NAME's search strategy on your questions in EVALSET, as ``ctxrag tune NAME EVALSET``: each
     strategy and parameter is scored by cross-validation grouped by document, the index keeps the choice (``search``,
     ``evaluate`` and the quality gate use it), and fewer than 30 questions keep the default (``reason`` says why).
-    ``metric``: e.g. pass@10 (default for Pass@k sets) or mrr@10 (docs sets). ``reset``: forget the index's choice.
-    Returns what the index keeps: ``strategy`` (None: the default), ``reason``, ``cv``, ``default``, ``scores``."""
+    ``metric``: e.g. pass@10 (default for Pass@k sets) or mrr@10 (docs sets). Returns what the index keeps:
+    ``strategy`` (None: the default), ``reason``, ``cv``, ``default``, ``scores``. ``reset=True`` (no EVALSET)
+    forgets the index's choice instead, and returns None."""
     from ctxrag.storage.environment import ctxrag_home
     from ctxrag.storage.errors import InvalidInput
     from ctxrag.storage.index_store import IndexStore
@@ -174,9 +204,8 @@ def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, me
 
     store = IndexStore(ctxrag_home())
     if reset:
-        if store.live_version(name) is None:
-            store.open(name)  # raises UnknownIndexError, naming the indexes there are
-        return {"forgot": store.forget_tuning(name)}
+        forget_tuning(name)
+        return None
     if evalset is None:
         raise InvalidInput("tune needs an evaluation set (or reset=True to forget the index's choice)")
     questions = load_evalset(os.fspath(evalset))
@@ -184,4 +213,16 @@ def tune(evalset: str | os.PathLike[str] | None, name: str = DEFAULT_NAME, *, me
     require_golden_chunks(index._searcher, questions, name)
     record = choose(index._searcher, questions, metric).record(os.fspath(evalset), index.version)
     store.save_tuning(name, record)
-    return record
+    return TuneResult.from_dict(record)
+
+
+def forget_tuning(name: str) -> bool:
+    """Forget index NAME's tuned strategy (``ctxrag tune NAME --reset``); True if it had one. An unknown index is a
+    ``UserError``."""
+    from ctxrag.storage.environment import ctxrag_home
+    from ctxrag.storage.index_store import IndexStore
+
+    store = IndexStore(ctxrag_home())
+    if store.live_version(name) is None:
+        store.open(name)  # raises UnknownIndexError, naming the indexes there are
+    return store.forget_tuning(name)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Optional
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -15,7 +14,7 @@ from ctxrag.cli_options import with_options
 from ctxrag.inspect_command import inspect
 from ctxrag.prefect_commands import register as register_prefect_commands
 from ctxrag.errors import fail, user_errors
-from ctxrag.storage.environment import ctxrag_home
+from ctxrag.storage.environment import apply_offline_defaults, ctxrag_home
 from ctxrag.tasks.common.display import console, figure
 
 app = typer.Typer(
@@ -123,19 +122,14 @@ def search(
 
     with user_errors():
         hits = search_index(query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf)
-    rows: list[dict[str, Any]] = [
-        {
-            "rank": hit.rank, "chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "chunk_index": hit.chunk_index,
-            "score": round(hit.score, 6), "found_by": hit.found_by, "context": hit.context, "content": hit.content,
-        }
-        for hit in hits
-    ]
     if as_json:
-        print(json.dumps(rows))
+        print(json.dumps([hit.to_dict() for hit in hits]))
         return
-    for row in rows:
-        out.print(f"[bold]{row['rank']}. {escape(str(row['chunk_id']))}[/]  score {figure(row['score'], 'score')}  found by {', '.join(row['found_by'])}", highlight=False)
-        snippet = " ".join(str(row["content"]).split())[:240]
+    for hit in hits:
+        where = f"  {escape(str(hit.location))}" if str(hit.location) else ""
+        out.print(f"[bold]{hit.rank}. {escape(hit.chunk_id)}[/]{where}  score {figure(round(hit.score, 6), 'score')}  "
+                  f"found by {', '.join(hit.found_by)}", highlight=False)
+        snippet = " ".join(hit.content.split())[:240]
         out.print(f"   {snippet}", highlight=False, markup=False)
 
 
@@ -218,22 +212,27 @@ def tune(
     as_json: bool = typer.Option(False, "--json", help="Print what the index keeps as JSON."),
 ) -> None:
     """Choose the index's search strategy on your questions (cross-validated by document); search, evaluate and --gate use it."""
+    from ctxrag.api import forget_tuning
     from ctxrag.api import tune as tune_index
 
     with user_errors():
-        record = tune_index(evalset, name, metric=metric, reset=reset)
-    if as_json or reset:
-        print(json.dumps(record))
+        if reset:
+            print(json.dumps({"forgot": forget_tuning(name)}))
+            return
+        kept = tune_index(name, evalset, metric=metric)
+    assert kept is not None
+    if as_json:
+        print(json.dumps(kept.to_dict()))
         return
-    table = Table(title=f"{record['questions']} questions on index {name!r}, {record['documents']} documents: {record['metric']} on all of them")
+    table = Table(title=f"{kept.questions} questions on index {name!r}, {kept.documents} documents: {kept.metric} on all of them")
     table.add_column("strategy")
-    table.add_column(record["metric"], justify="right")
-    for label, value in sorted(record["scores"].items(), key=lambda item: -item[1]):
-        table.add_row(label, figure(value, record["metric"]))
+    table.add_column(kept.metric, justify="right")
+    for label, value in sorted(kept.scores.items(), key=lambda item: -item[1]):
+        table.add_row(label, figure(value, kept.metric))
     out.print(table)
-    if record["cv"] is not None:
-        out.print(f"held out ({record['folds']} folds by document): {figure(record['cv'], record['metric'])}; picks: {', '.join(record['fold_picks'])}", highlight=False)
-    out.print(f"index {name!r} searches with {record['label'] or 'the default'}: {record['reason']}", highlight=False, markup=False)
+    if kept.cv is not None:
+        out.print(f"held out ({kept.folds} folds by document): {figure(kept.cv, kept.metric)}; picks: {', '.join(kept.fold_picks)}", highlight=False)
+    out.print(f"index {name!r} searches with {kept.label or 'the default'}: {kept.reason}", highlight=False, markup=False)
 
 
 @app.command()
@@ -282,6 +281,9 @@ def _size(count: int) -> str:
 
 
 def main() -> None:
+    """The ``ctxrag`` command: its process defaults (telemetry off, offline; ``apply_offline_defaults``) are set here,
+    for this process only, before Prefect or a model is imported."""
+    apply_offline_defaults()
     app()
 
 

@@ -11,12 +11,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 from ctxrag.tasks.options import EvaluateOptions, IndexOptions
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.errors import user_message
+
+if TYPE_CHECKING:
+    from ctxrag.prefect_commands.server_mode import ServerMode
 
 
 HEARTBEAT_DEFAULT = 180  # Prefect's PREFECT_FLOWS_HEARTBEAT_FREQUENCY when not set
@@ -33,22 +35,27 @@ class _NoTracebackForUserErrors(logging.Filter):
 
 
 def quiet_tracebacks() -> None:
-    """Configure Prefect's logging now (later runs only update it) and filter its console handlers."""
+    """Configure Prefect's logging now (later runs only update it) and filter Prefect's handlers (the host program's
+    own handlers on the root logger are left alone)."""
     from prefect.logging.configuration import setup_logging
+    from prefect.logging.handlers import PrefectConsoleHandler
 
     setup_logging()
-    loggers = [logging.getLogger()] + [
+    loggers = [
         logger for name, logger in logging.Logger.manager.loggerDict.items()
         if name.startswith("prefect") and isinstance(logger, logging.Logger)
     ]
-    for handler in {handler for logger in loggers for handler in logger.handlers}:
+    handlers = {handler for logger in loggers for handler in logger.handlers}
+    handlers |= {handler for handler in logging.getLogger().handlers if isinstance(handler, PrefectConsoleHandler)}
+    for handler in handlers:
         if not any(isinstance(existing, _NoTracebackForUserErrors) for existing in handler.filters):
             handler.addFilter(_NoTracebackForUserErrors())
 
 
-def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> Any:
-    """Run the flow ``load_flow`` imports against the local Prefect server (or the configured one); its errors are
-    raised. The import, and Prefect's logging set-up, happen while the local server starts."""
+def run_flow(load_flow: Callable[[], Callable[..., Any]], *, server: ServerMode | None = None, **parameters: Any) -> Any:
+    """Run the flow ``load_flow`` imports against the configured Prefect server, else the local one ``server`` names
+    (None: ``server_mode()``, the command's choice); its errors are raised. The import, and Prefect's logging set-up,
+    happen while the local server starts."""
     from ctxrag.prefect_commands.local_server import local_prefect_server
 
     loaded: list[Callable[..., Any]] = []
@@ -57,7 +64,7 @@ def run_flow(load_flow: Callable[[], Callable[..., Any]], **parameters: Any) -> 
         loaded.append(load_flow())
         quiet_tracebacks()
 
-    with local_prefect_server(meanwhile=prepare), heartbeats_as_configured():
+    with local_prefect_server(meanwhile=prepare, mode=server), heartbeats_as_configured():
         return loaded[0](**parameters)
 
 
@@ -101,9 +108,10 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
         load_source(source)  # reads a JSON corpus in full; for a missing path, names what is missing, as the flow would
 
 
-def run_index(source: str, name: str, options: IndexOptions) -> dict[str, Any]:
-    """Check, then run the index flow; returns its report. A new index on the local model embeds every chunk, so the
-    model is loaded while the server starts (the embed task reuses it when its tasks run in this process)."""
+def run_index(source: str, name: str, options: IndexOptions, server: ServerMode | None = None) -> dict[str, Any]:
+    """Check, then run the index flow (``server``: as ``run_flow``); returns its report. A new index on the local
+    model embeds every chunk, so the model is loaded while the server starts (the embed task reuses it when its tasks
+    run in this process)."""
     check_index_input(source, name, options)
     from ctxrag.storage.index_store import IndexStore
 
@@ -124,7 +132,7 @@ def run_index(source: str, name: str, options: IndexOptions) -> dict[str, Any]:
             preload_local_model(options.embedding.spec())
         return index_corpus.with_options(task_runner=runner)
 
-    return run_flow(load_flow, source=source, name=name, options=options)
+    return run_flow(load_flow, server=server, source=source, name=name, options=options)
 
 
 def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> None:
@@ -147,8 +155,11 @@ def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn
         RerankSpec.from_str(options.rerank, options.rerank_model)
 
 
-def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> dict[str, Any]:
-    """Check, then run the evaluate flow; returns its result (metrics, where the run's files went, ...)."""
+def run_evaluate(
+    evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None], server: ServerMode | None = None
+) -> dict[str, Any]:
+    """Check, then run the evaluate flow (``server``: as ``run_flow``); returns its result (metrics, where the run's
+    files went, ...)."""
     check_evaluate_input(evalset, name, options, warn)
 
     def load_flow() -> Callable[..., Any]:
@@ -156,4 +167,4 @@ def run_evaluate(evalset: str, name: str, options: EvaluateOptions, warn: Callab
 
         return evaluate_index
 
-    return run_flow(load_flow, evalset=evalset, name=name, options=options)
+    return run_flow(load_flow, server=server, evalset=evalset, name=name, options=options)

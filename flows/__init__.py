@@ -2,7 +2,6 @@
 
 import os
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 
 # In a checkout ctxrag/flows links to flows/: the flows load from their real files, so Prefect names a flow's entrypoint
 # as prefect.yaml does (flows/index.py:index_corpus, not ctxrag/flows/index.py:...). A no-op in an installed package.

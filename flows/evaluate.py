@@ -3,7 +3,6 @@ composes: what is scored, the scoring and the report are in ``ctxrag.tasks.stage
 
 from __future__ import annotations
 
-import ctxrag.storage.environment  # noqa: F401  (before Prefect)
 from prefect import flow
 
 from ctxrag.storage.names import DEFAULT_NAME

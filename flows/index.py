@@ -4,7 +4,6 @@ only composes: each stage's work, and its policy (failed documents, task batches
 
 from __future__ import annotations
 
-import ctxrag.storage.environment  # noqa: F401  (before Prefect)
 from prefect import flow
 
 from ctxrag.storage.names import DEFAULT_NAME

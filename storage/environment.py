@@ -1,6 +1,9 @@
-"""Offline-first process defaults, applied before Prefect or Hugging Face libraries are imported.
+"""Where ctxrag keeps its files, and the ``ctxrag`` command's process defaults.
 
-Import this module first (``flows`` and the CLI do). A value the user has already set always wins.
+Importing this module changes nothing. The defaults (telemetry off, Hugging Face offline, tokenizers single-threaded)
+are set by the command's entry point only (``ctxrag.cli.main``), for its own process: a program that imports ctxrag
+keeps its environment. Offline loading does not depend on them: every model is loaded from an explicit path with
+``local_files_only=True``.
 """
 
 from __future__ import annotations
@@ -41,10 +44,8 @@ def models_dir() -> Path:
 
 
 def apply_offline_defaults() -> None:
-    """Set telemetry-off / offline variables; a value the user set wins. PREFECT_HOME is Prefect's own (``~/.prefect``
-    unless set), so every ctxrag home of a user shares one local Prefect server and its run history."""
+    """Set the command's telemetry-off / offline variables in this process; a value the user set wins. Called by the
+    ``ctxrag`` command's entry point, never on import. PREFECT_HOME is Prefect's own (``~/.prefect`` unless set), so
+    every ctxrag home of a user shares one local Prefect server and its run history."""
     for name, value in OFFLINE_DEFAULTS.items():
         os.environ.setdefault(name, value)
-
-
-apply_offline_defaults()

@@ -98,7 +98,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def prefect_harness():
     """One temporary Prefect API for every flow test (start-up allowed 60 s on slow machines)."""
-    import ctxrag.storage.environment  # noqa: F401
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=60):

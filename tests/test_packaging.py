@@ -43,6 +43,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_holds_only_ctxrag_at_its_top(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
+    assert "ctxrag/py.typed" in names  # PEP 561: type checkers read the API's annotations
     dist_info = next(name.split("/")[0] for name in names if name.endswith(".dist-info/METADATA"))
     assert {name.split("/")[0] for name in names} == {"ctxrag", dist_info}
     top_level = f"{dist_info}/top_level.txt"
@@ -96,7 +97,10 @@ def user_folder(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tu
     from prefect.settings import PREFECT_API_URL
 
     folder = shadowing_folder(tmp_path_factory.mktemp("user-project"))
-    env = {**os.environ, "PYTHONPATH": str(folder), "CTXRAG_HOME": str(folder / ".ctxrag-home"), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    # The user's folder first; then this checkout, whose ctxrag is the one tested (the virtualenv's editable install may
+    # name another checkout of the project).
+    python_path = os.pathsep.join([str(folder), str(REPO)])
+    env = {**os.environ, "PYTHONPATH": python_path, "CTXRAG_HOME": str(folder / ".ctxrag-home"), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
     for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
         env.pop(variable, None)
     return folder, env
@@ -129,7 +133,7 @@ def test_the_python_api_works_from_the_user_folder(user_folder: tuple[Path, dict
         "import json, ctxrag; report = ctxrag.index('data/sample/corpus', name='api'); "
         "hits = ctxrag.search('retry backoff delay', name='api', k=3); "
         "result = ctxrag.evaluate('data/sample/questions.jsonl', name='api', k=5, strategy='bm25'); "
-        "print(json.dumps({'status': report['status'], 'hits': [hit.chunk_id for hit in hits], 'metrics': result['metrics']}))"
+        "print(json.dumps({'status': report.status, 'hits': [hit.chunk_id for hit in hits], 'metrics': result.metrics}))"
     )
     result = python(user_folder, code)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -1,8 +1,11 @@
-"""The README as a newcomer runs it: every fenced code block, as written, in a fresh CTXRAG_HOME.
+"""The README as a newcomer runs it: every fenced code block, as written, in a fresh CTXRAG_HOME; then the examples of
+docs/python-api.md the same way, in the same home (each indexes what it searches; ```text blocks, the signatures, are
+not code).
 
 Shell blocks (```bash, ```sh, ```shell; in ```console only the ``$ `` lines) run through bash, one script per block,
 from a folder that stands for the checkout: the repository's top-level entries linked in, and ``.venv`` linked to
-this test's virtualenv. ```python blocks run with ``.venv/bin/python`` there. The environment is a new user's
+this test's virtualenv, with the folder first on PYTHONPATH (the checkout's code runs, as an editable install of it
+would). ```python blocks run with ``.venv/bin/python`` there. The environment is a new user's
 (``tests/equipment/local_server.py``: no PREFECT_API_URL, a private PREFECT_HOME, no API keys, no ``ctxrag`` on
 PATH until a block activates the virtualenv), so ``ctxrag index`` starts the local Prefect server as it would for
 them; it is stopped when the module ends.
@@ -33,9 +36,11 @@ from tests.equipment.local_server import stopped_afterwards, user_env
 from tests.helpers import REPO
 
 README = REPO / "README.md"
+PYTHON_API = REPO / "docs" / "python-api.md"
 MAX_LINES = 150
 SHELL = {"bash", "sh", "shell", "console"}
 RUNNABLE = SHELL | {"python"}
+NOT_CODE = {"text"}  # python-api.md's signatures
 FENCE = re.compile(r"^```(\S*)\s*$")
 NEEDS = re.compile(r"^<!--\s*needs:\s*(.+?)\s*-->$")
 NOT_RUN = re.compile(r"^(python3 -m venv\s|\S*pip install\s|\S*python -m pytest(\s|$))")
@@ -57,12 +62,14 @@ class Block:
     line: int  # of the opening fence, 1-based
     needs: str | None  # from <!-- needs: ... --> on the line before the fence
 
+    page: str = "README.md"
+
     @property
     def id(self) -> str:
         return f"{self.language}-line{self.line}"
 
 
-def readme_blocks(text: str) -> list[Block]:
+def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
     blocks, lines = [], text.splitlines()
     start, language = None, ""
     for number, line in enumerate(lines, start=1):
@@ -74,9 +81,9 @@ def readme_blocks(text: str) -> list[Block]:
             continue
         before = next((lines[i].strip() for i in range(start - 2, -1, -1) if lines[i].strip()), "")
         needs = NEEDS.match(before)
-        blocks.append(Block(language, "\n".join(lines[start:number - 1]), start, needs.group(1) if needs else None))
+        blocks.append(Block(language, "\n".join(lines[start:number - 1]), start, needs.group(1) if needs else None, page))
         start = None
-    assert start is None, f"README.md: the code block at line {start} is not closed"
+    assert start is None, f"{page}: the code block at line {start} is not closed"
     return blocks
 
 
@@ -104,6 +111,7 @@ def runnable_lines(block: Block) -> tuple[list[str], list[str]]:
 
 
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+API_BLOCKS = readme_blocks(PYTHON_API.read_text(encoding="utf-8"), "docs/python-api.md")
 
 # One xdist worker for every test that lets ctxrag start its server (port 4200 when free): tests/equipment/parallel.py.
 pytestmark = pytest.mark.xdist_group("local-server")
@@ -117,6 +125,13 @@ def test_the_readme_is_short_and_every_block_is_run_or_marked() -> None:
             f"README.md line {block.line}: a ```{block.language} block is neither run by this test "
             f"({', '.join(sorted(RUNNABLE))}) nor marked <!-- needs: ... -->"
         )
+
+
+def test_the_python_api_page_s_blocks_are_python_or_text() -> None:
+    assert [block for block in API_BLOCKS if block.language == "python"]
+    for block in API_BLOCKS:
+        assert block.language in {"python"} | NOT_CODE or block.needs, (
+            f"docs/python-api.md line {block.line}: a ```{block.language} block is neither run (python) nor ```text")
 
 
 def test_only_installs_and_the_test_suite_are_not_run() -> None:
@@ -149,6 +164,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, d
     for variable in PAID_VARIABLES:
         env.pop(variable, None)
     env.pop("VIRTUAL_ENV", None)
+    env["PYTHONPATH"] = str(folder)  # this checkout's ctxrag, whichever checkout the virtualenv's editable install names
     path = [entry for entry in env.get("PATH", os.defpath).split(os.pathsep) if entry and not Path(entry, "ctxrag").exists()]
     env["PATH"] = os.pathsep.join(path)
     assert shutil.which("ctxrag", path=env["PATH"]) is None
@@ -159,10 +175,21 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, d
 @pytest.mark.server  # the README's commands start ctxrag's local Prefect server
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
 def test_readme_block_runs_as_written(block: Block, checkout: tuple[Path, dict[str, str]]) -> None:
+    run_as_written(block, checkout)
+
+
+@pytest.mark.server  # index and evaluate run flows on a Prefect server (a temporary one, or the local one if asked)
+@pytest.mark.parametrize("block", [block for block in API_BLOCKS if block.language not in NOT_CODE],
+                         ids=[block.id for block in API_BLOCKS if block.language not in NOT_CODE])
+def test_python_api_block_runs_as_written(block: Block, checkout: tuple[Path, dict[str, str]]) -> None:
+    run_as_written(block, checkout)
+
+
+def run_as_written(block: Block, checkout: tuple[Path, dict[str, str]]) -> None:
     folder, env = checkout
     if block.needs:
-        pytest.skip(f"README.md line {block.line} needs {block.needs}")
-    script = folder.parent / f"{block.id}.{'py' if block.language == 'python' else 'sh'}"
+        pytest.skip(f"{block.page} line {block.line} needs {block.needs}")
+    script = folder.parent / f"{Path(block.page).stem}-{block.id}.{'py' if block.language == 'python' else 'sh'}"
     if block.language == "python":
         script.write_text(block.code + "\n")
         command = [".venv/bin/python", str(script)]
@@ -171,5 +198,5 @@ def test_readme_block_runs_as_written(block: Block, checkout: tuple[Path, dict[s
         command = ["bash", str(script)]
     result = subprocess.run(command, cwd=folder, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, (
-        f"README.md line {block.line} failed (exit {result.returncode}):\n{result.stderr[-4000:]}\n{result.stdout[-2000:]}"
+        f"{block.page} line {block.line} failed (exit {result.returncode}):\n{result.stderr[-4000:]}\n{result.stdout[-2000:]}"
     )

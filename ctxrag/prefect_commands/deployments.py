@@ -13,7 +13,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 from ctxrag.prefect_commands.errors import CommandError
 
 if TYPE_CHECKING:

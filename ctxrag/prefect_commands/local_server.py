@@ -5,8 +5,9 @@ With no ``PREFECT_API_URL`` (environment, or the active profile), a command that
 ``server.log``. Prefect's pid file finds it later, and ``prefect server stop`` stops it. ctxrag adds only what Prefect
 lacks: a migrated empty database to start from (``server_template``), an environment with no secrets, a log, an
 identity check (the pid runs a Prefect server, and the server that answers names this home), and a stop when the
-start fails or is interrupted. A configured server
-always wins; under ``CI=true`` or ``CTXRAG_PREFECT_SERVER=temporary`` nothing outlives the command. Nothing here
+start fails or is interrupted. A configured server always wins; under ``CI=true`` or
+``CTXRAG_PREFECT_SERVER=temporary`` nothing outlives the command, and the Python API starts none that outlives the
+program unless asked (``server="background"``, or that variable set to background). Nothing here
 imports Prefect until a flow runs, so ``ctxrag server status`` answers at once.
 """
 
@@ -29,11 +30,11 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ctxrag.prefect_commands.server_mode import MODE_VARIABLE, ServerMode, server_mode, temporary_server_settings
 from ctxrag.prefect_commands.server_template import prepare_database
 from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
 
-MODE_VARIABLE = "CTXRAG_PREFECT_SERVER"
 PID_FILE = "server.pid"  # Prefect's own: `prefect server stop` reads it (as `prefect server start --background` writes it)
 LOG_FILE = "server.log"  # the server's output (Prefect's background mode keeps none)
 STARTUP_SECONDS = BUSY_SECONDS = 90.0  # a start, or a live server's answer, waited for this long (it is never replaced)
@@ -69,15 +70,6 @@ class LocalServer:
     @property
     def ui_url(self) -> str:
         return self.api_url.removesuffix("/api")
-
-
-def server_mode() -> str:
-    """``background`` (the default) or ``temporary`` (the default under CI=true), from CTXRAG_PREFECT_SERVER."""
-    default = "temporary" if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes") else "background"
-    mode = os.environ.get(MODE_VARIABLE, "").strip().lower() or default
-    if mode not in ("background", "temporary"):
-        raise UserError(f"{MODE_VARIABLE}={mode!r}: expected one of background, temporary")
-    return mode
 
 
 def prefect_home() -> Path:
@@ -351,19 +343,22 @@ def announce_started(server: LocalServer, home: Path) -> None:
 
 
 @contextmanager
-def local_prefect_server(meanwhile: Callable[[], object] = lambda: None, required: bool = False) -> Iterator[str | None]:
+def local_prefect_server(
+    meanwhile: Callable[[], object] = lambda: None, required: bool = False, mode: ServerMode | None = None
+) -> Iterator[str | None]:
     """Point Prefect at the server to use within the block: the configured one, else the local one (started, and
     announced, if it is not running; ``meanwhile`` runs as it starts). Yields its API URL; None in temporary mode,
-    where ``required`` refuses instead."""
+    where ``required`` refuses instead. ``mode``: the caller's choice (None: ``server_mode()``)."""
     if configured := configured_api_url():
         meanwhile()
         yield configured
         return
-    if server_mode() == "temporary":
+    if (mode or server_mode()) == "temporary":
         if required:
             raise UserError(NO_SERVER)
         meanwhile()
-        yield None
+        with temporary_server_settings():
+            yield None
         return
     server, started = ensure_server(meanwhile=meanwhile)
     if started:

@@ -12,7 +12,6 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
 
 from ctxrag.prefect_commands.deployments import Deployment, project_dir, read_deployments

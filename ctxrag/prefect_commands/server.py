@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 from ctxrag.prefect_commands.errors import CommandError
 from ctxrag.prefect_commands.local_server import local_prefect_server
 

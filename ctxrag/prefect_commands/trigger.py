@@ -6,7 +6,6 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Optional, cast
 
-import ctxrag.storage.environment  # noqa: F401  (offline, telemetry-off defaults before Prefect is imported)
 import typer
 
 from ctxrag.prefect_commands.errors import CommandError, err, fail

@@ -15,8 +15,12 @@ import threading
 import warnings
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tokenizers import Encoding
 
 logger = logging.getLogger(__name__)
 
@@ -90,20 +94,37 @@ class OnnxQueryEncoder:
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = min(2, os.cpu_count() or 1)
+        # Idle threads sleep instead of spinning: on a shared 2-core machine (load ~4) 248 queries took 1.25 s, not 1.8 s,
+        # and one query 7.5 ms, not 15 (benchmarks/results/search_many.md); a host program keeps its CPU.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_seq_length)
-        self.tokenizer.enable_padding()
+        self.tokenizer.no_padding()  # padded here, per batch
+        self.pad_id = self.tokenizer.token_to_id("[PAD]") or 0
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        parts = []
-        for start in range(0, len(texts), BATCH):
-            encoded = self.tokenizer.encode_batch(texts[start : start + BATCH])
-            arrays = {
-                "input_ids": np.array([item.ids for item in encoded], dtype=np.int64),
-                "attention_mask": np.array([item.attention_mask for item in encoded], dtype=np.int64),
-                "token_type_ids": np.array([item.type_ids for item in encoded], dtype=np.int64),
-            }
-            hidden = self.session.run(None, arrays)[0]
-            parts.append(_pool(hidden, arrays["attention_mask"]))
-        return np.vstack(parts) if parts else np.zeros((0, 0), dtype=np.float32)
+        """Rows in the texts' order. Texts are batched by token count, so a batch pads little: a text's vector is the
+        same alone or among others (its padding is masked out), and many queries cost about their tokens."""
+        encoded = self.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda position: len(encoded[position].ids))
+        vectors = np.zeros((len(texts), 0), dtype=np.float32)
+        for start in range(0, len(order), BATCH):
+            batch = order[start : start + BATCH]
+            arrays = self._padded([encoded[position] for position in batch])
+            pooled = _pool(self.session.run(None, arrays)[0], arrays["attention_mask"])
+            if vectors.shape[1] == 0:
+                vectors = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
+            vectors[batch] = pooled
+        return vectors
+
+    def _padded(self, encoded: list[Encoding]) -> dict[str, np.ndarray]:
+        """The model's inputs for ``encoded``, padded to the longest."""
+        width = max(len(item.ids) for item in encoded)
+        arrays = {name: np.zeros((len(encoded), width), dtype=np.int64) for name in INPUTS}
+        arrays["input_ids"].fill(self.pad_id)
+        for row, item in enumerate(encoded):
+            arrays["input_ids"][row, : len(item.ids)] = item.ids
+            arrays["attention_mask"][row, : len(item.ids)] = item.attention_mask
+            arrays["token_type_ids"][row, : len(item.ids)] = item.type_ids
+        return arrays

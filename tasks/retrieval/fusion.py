@@ -85,14 +85,19 @@ def score_fusion(bm25: ScoredRanking, vector: ScoredRanking, k: int, vector_weig
         return []
     rows = sorted(ranks)
     fused = (1.0 - vector_weight) * _standardized(bm25, rows) + vector_weight * _standardized(vector, rows)
-    return _best([RankedRow(row, float(score), ranks[row]) for row, score in zip(rows, fused)], k)
+    best_rank = np.array([min(ranks[row].values()) for row in rows])
+    top = np.lexsort((np.array(rows), best_rank, -fused))[:k]  # by score, then best single rank, then row: _best's order
+    return [RankedRow(rows[position], float(fused[position]), ranks[rows[position]]) for position in top]
 
 
 def _standardized(ranking: ScoredRanking, rows: list[int]) -> np.ndarray:
     """The ranking's scores at ``rows`` (ascending), standardized over the ranking; absent rows get its lowest."""
-    given = dict(ranking)
-    present = np.array([row in given for row in rows])
-    values = np.array([given.get(row, 0.0) for row in rows], dtype=np.float64)
+    values = np.zeros(len(rows), dtype=np.float64)
+    present = np.zeros(len(rows), dtype=bool)
+    if ranking:
+        places = np.searchsorted(np.asarray(rows), [row for row, _ in ranking])
+        values[places] = [score for _, score in ranking]
+        present[places] = True
     if present.sum() > 1:
         scores = values[present]  # in row order, as the suite's combsum family that chose this fusion did
         values[present] = (scores - scores.mean()) / (scores.std() or 1.0)

@@ -3,7 +3,9 @@ defaults, and raise errors instead of exiting. Flows run in-process against the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +19,15 @@ from ctxrag.storage.errors import InvalidInput, UnknownIndexError, UserError
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.secrets import MissingKey
 from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
-from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+from tests.equipment.local_server import leftover_servers, stopped_afterwards, user_env
+from tests.helpers import REPO, SAMPLE_CORPUS, SAMPLE_QUESTIONS
 
 QUERY = "retry backoff delay"
+
+
+def blank(kind: type) -> dict[str, object]:
+    """A report with every field of result ``kind`` (what a flow a test replaced would have returned)."""
+    return {item.name: "ran" for item in dataclasses.fields(kind)}
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +36,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path: 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CTXRAG_HOME", str(home))
         report = ctxrag.index(SAMPLE_CORPUS, name="sample")  # a Path is fine
-    assert report["status"] == "published" and report["chunks"] > 0 and report["index"] == "sample"
+    assert report.status == "published" and report.chunks > 0 and report.index == "sample"
     return home
 
 
@@ -67,6 +75,23 @@ def test_search_gives_what_the_command_prints(home: Path) -> None:
     assert [(row["chunk_id"], row["score"], row["found_by"], row["content"]) for row in printed] == [
         (hit.chunk_id, round(hit.score, 6), hit.found_by, hit.content) for hit in hits
     ]
+    assert printed == [hit.to_dict() for hit in hits]  # the same fields, source and location too
+    assert {"source", "location", "ranks", "doc_id", "chunk_index", "context"} <= set(printed[0])
+
+
+def test_each_hit_says_where_it_is_and_its_repr_is_short(home: Path) -> None:
+    hits = ctxrag.search(QUERY, name="sample", k=10)
+    for hit in hits:
+        assert hit.source == hit.doc_id and (SAMPLE_CORPUS / hit.source).is_file()
+        assert hit.location.lines is not None
+        first, last = hit.location.lines
+        lines = (SAMPLE_CORPUS / hit.source).read_text().splitlines()
+        assert hit.content.strip() == "\n".join(lines[first - 1 : last]).strip()
+        assert len(repr(hit)) < 200 and f"{hit.score:.4f}" in repr(hit) and hit.content not in repr(hit)
+    markdown = next(hit for hit in hits if hit.source.endswith(".md"))
+    code = next(hit for hit in hits if hit.source.endswith(".py"))
+    assert markdown.location.heading and not markdown.location.definitions
+    assert code.location.definitions and not code.location.heading
 
 
 def test_strategy_none_is_the_command_s_default(home: Path) -> None:
@@ -87,6 +112,28 @@ def test_an_open_index_is_loaded_once_for_many_searches(home: Path, monkeypatch:
     assert opened == ["sample"] and all(len(hits) == 3 for hits in results)
     assert index.search(QUERY, k=3, strategy="hybrid") == ctxrag.search(QUERY, name="sample", k=3, strategy="hybrid")
     assert index.version == IndexStore(home).manifest("sample")["version"] and "sample" in repr(index)
+
+
+MANY = ["backoff between two attempts", "priority of a task", "how do I install tinyq", "backoff between two attempts", "queue full error"]
+
+
+def test_search_many_embeds_once_and_equals_single_searches_on_a_fresh_home(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for copy in ("single", "many"):  # no query vector stored yet in either: each computes its own
+        shutil.copytree(home, tmp_path / copy)
+    monkeypatch.setenv("CTXRAG_HOME", str(tmp_path / "single"))
+    singles = ctxrag.open("sample")
+    expected = [singles.search(query, k=4) for query in MANY]
+    monkeypatch.setenv("CTXRAG_HOME", str(tmp_path / "many"))
+    many = ctxrag.open("sample")
+    batches: list[list[str]] = []
+    real_embed = many._searcher.embedder.embed
+    monkeypatch.setattr(many._searcher.embedder, "embed", lambda texts, input_type="document": batches.append(texts) or real_embed(texts, input_type))
+    assert many.search_many(MANY, k=4) == expected
+    assert batches == [sorted(dict.fromkeys(MANY), key=len, reverse=True)]  # the new queries, once each, in one batch
+    assert many.search_many(MANY, k=4, strategy="bm25") == [singles.search(query, k=4, strategy="bm25") for query in MANY]
+    assert many.search_many([]) == [] and len(batches) == 1
+    with pytest.raises(InvalidInput, match="k must be at least 1"):
+        many.search_many(MANY, k=0)
 
 
 @pytest.mark.parametrize(
@@ -135,9 +182,9 @@ def test_index_runs_the_command_s_flow_with_its_parameters(home: Path, monkeypat
 
     runs: list[tuple[Any, dict[str, Any]]] = []
     monkeypatch.setattr("ctxrag.tasks.embedding.embed.preload_local_model", lambda spec: None)
-    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, **parameters: runs.append((load(), parameters)) or {"status": "ran"})
-    assert ctxrag.index(str(SAMPLE_CORPUS), name="other", contextualizer="none", gate=str(SAMPLE_QUESTIONS)) == {"status": "ran"}
-    assert ctxrag.index(SAMPLE_CORPUS, task_runner="threads") == {"status": "ran"}
+    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: runs.append((load(), parameters)) or blank(ctxrag.IndexReport))
+    assert ctxrag.index(str(SAMPLE_CORPUS), name="other", contextualizer="none", gate=str(SAMPLE_QUESTIONS)).status == "ran"
+    assert ctxrag.index(SAMPLE_CORPUS, task_runner="threads").status == "ran"
     (flow, parameters), (with_runner, defaults) = runs
     assert flow.name == with_runner.name == index_corpus.name
     assert parameters["source"] == str(SAMPLE_CORPUS) and parameters["name"] == "other"
@@ -145,16 +192,84 @@ def test_index_runs_the_command_s_flow_with_its_parameters(home: Path, monkeypat
     assert defaults == {"source": str(SAMPLE_CORPUS), "name": "default", "options": IndexOptions(task_runner="threads")}
 
 
+@pytest.mark.parametrize(
+    ("server", "variable", "expected"),
+    [(None, None, "temporary"), ("background", None, "background"), (None, "background", "background"), ("temporary", "background", "temporary")],
+    ids=["default", "asked", "variable", "asked-over-variable"],
+)
+def test_index_and_evaluate_use_a_temporary_server_unless_asked(
+    home: Path, monkeypatch: pytest.MonkeyPatch, server: str | None, variable: str | None, expected: str
+) -> None:
+    used: list[str] = []
+    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: used.append(server) or blank(ctxrag.IndexReport) | blank(ctxrag.EvaluateResult))
+    monkeypatch.delenv("CI", raising=False)
+    if variable:
+        monkeypatch.setenv("CTXRAG_PREFECT_SERVER", variable)
+    else:
+        monkeypatch.delenv("CTXRAG_PREFECT_SERVER", raising=False)
+    ctxrag.index(SAMPLE_CORPUS, name="sample", server=server)  # type: ignore[arg-type]
+    ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", server=server)  # type: ignore[arg-type]
+    assert used == [expected, expected]
+
+
+def test_an_unknown_server_is_a_user_error(home: Path) -> None:
+    with pytest.raises(UserError, match="server='forever': expected one of background, temporary"):
+        ctxrag.index(SAMPLE_CORPUS, name="sample", server="forever")  # type: ignore[arg-type]
+
+
+SCRIPT = """
+import sys, ctxrag
+report = ctxrag.index(sys.argv[1], name="sample"{server})
+print(report.status, flush=True)
+if sys.argv[2] == "raise":
+    raise RuntimeError("the program fails after indexing")
+"""
+
+
+@pytest.fixture(scope="module")
+def script_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One CTXRAG_HOME for the scripts below: the first indexes, the next find the index unchanged."""
+    return tmp_path_factory.mktemp("scripts") / "home"
+
+
+@pytest.mark.slow  # a new process runs the index flow
+@pytest.mark.parametrize(("ending", "server", "left"), [("end", "", 0), ("raise", "", 0), ("end", ', server="background"', 1)],
+                         ids=["runs-to-its-end", "raises", "asked-for-background"])
+def test_a_script_leaves_no_prefect_server_unless_it_asked_for_one(
+    script_home: Path, tmp_path: Path, ending: str, server: str, left: int
+) -> None:
+    prefect_home = tmp_path / "prefect"
+    env = user_env(script_home, prefect_home, PYTHONPATH=str(REPO))
+    with stopped_afterwards(prefect_home):
+        result = subprocess.run([sys.executable, "-c", SCRIPT.format(server=server), str(SAMPLE_CORPUS), ending],
+                                capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert result.stdout.split()[:1] in (["published"], ["unchanged"]), result.stderr[-4000:]
+        assert result.returncode == (1 if ending == "raise" else 0), result.stderr[-4000:]
+        assert len(leftover_servers(tmp_path)) == left
+    assert not leftover_servers(tmp_path)
+
+
+def test_the_results_hold_every_key_of_the_command_s_reports(home: Path) -> None:
+    from ctxrag.runs import run_evaluate, run_index
+    from ctxrag.tasks.options import EvaluateOptions
+
+    report = run_index(str(SAMPLE_CORPUS), "sample", IndexOptions(), "temporary")
+    result = run_evaluate(str(SAMPLE_QUESTIONS), "sample", EvaluateOptions(k=5, strategy="bm25"), lambda message: None, "temporary")
+    assert ctxrag.IndexReport.from_dict(report).to_dict() == report
+    assert ctxrag.EvaluateResult.from_dict(result).to_dict() == result
+    assert isinstance(ctxrag.EvaluateResult.from_dict(result).run_dir, Path)
+
+
 def test_index_again_reuses_everything(home: Path) -> None:
     report = ctxrag.index(SAMPLE_CORPUS, name="sample")
-    assert report["status"] == "unchanged" and report["chunks_embedded"] == 0
+    assert report.status == "unchanged" and report.chunks_embedded == 0
 
 
 def test_evaluate_scores_the_chosen_strategies_at_the_chosen_cut_offs(home: Path) -> None:
     result = ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", k=5, strategy=["bm25", "hybrid"])
-    assert set(result["metrics"]) == {"bm25", "hybrid"}
-    assert set(result["metrics"]["bm25"]) == {"pass@5", "hit@5", "ndcg@5"}
-    assert 0 < result["metrics"]["hybrid"]["pass@5"] <= 1 and Path(result["run_dir"]).is_dir() and Path(result["chart"]).is_file()
+    assert set(result.metrics) == {"bm25", "hybrid"}
+    assert set(result.metrics["bm25"]) == {"pass@5", "hit@5", "ndcg@5"}
+    assert 0 < result.metrics["hybrid"]["pass@5"] <= 1 and result.run_dir.is_dir() and result.chart.is_file()
 
 
 def test_evaluate_issues_the_set_s_warnings(home: Path, tmp_path: Path) -> None:
@@ -165,18 +280,19 @@ def test_evaluate_issues_the_set_s_warnings(home: Path, tmp_path: Path) -> None:
     ]))
     with pytest.warns(UserWarning, match="'correct_chunks' is empty; question skipped"):
         result = ctxrag.evaluate(questions, name="sample", strategy="bm25")
-    assert result["queries"] == 1
+    assert result.queries == 1
 
 
 def test_tune_with_too_few_questions_keeps_the_default_and_says_why(home: Path) -> None:
-    record = ctxrag.tune(SAMPLE_QUESTIONS, name="sample")
+    record = ctxrag.tune("sample", SAMPLE_QUESTIONS)
+    assert record is not None
     try:
-        assert record["strategy"] is None and record["questions"] == 16 and record["cv"] is None
-        assert record["reason"] == "16 questions are too few to choose on (30 or more needed): the default stays"
-        assert IndexStore(home).tuning("sample") == record
+        assert record.strategy is None and record.questions == 16 and record.cv is None
+        assert record.reason == "16 questions are too few to choose on (30 or more needed): the default stays"
+        assert IndexStore(home).tuning("sample") == record.to_dict()  # every key the index keeps is a field
         assert ctxrag.open("sample").strategy == DEFAULT_STRATEGY
     finally:
-        assert ctxrag.tune(None, name="sample", reset=True) == {"forgot": True}
+        assert ctxrag.tune("sample", reset=True) is None and IndexStore(home).tuning("sample") is None
 
 
 def test_a_tuned_strategy_is_what_search_evaluate_and_open_use(home: Path) -> None:
@@ -186,7 +302,7 @@ def test_a_tuned_strategy_is_what_search_evaluate_and_open_use(home: Path) -> No
         assert ctxrag.search(QUERY, name="sample") == ctxrag.search(QUERY, name="sample", strategy="hybrid-score(vector_weight=0.3)")
         assert ctxrag.search(QUERY, name="sample") != ctxrag.search(QUERY, name="sample", strategy=DEFAULT_STRATEGY)
         result = ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", k=5)
-        assert list(result["metrics"])[-2:] == ["hybrid-score", "hybrid-score(vector_weight=0.3)"]  # every strategy, then the index's
+        assert list(result.metrics)[-2:] == ["hybrid-score", "hybrid-score(vector_weight=0.3)"]  # every strategy, then the index's
     finally:
         IndexStore(home).forget_tuning("sample")
     assert ctxrag.open("sample").strategy == DEFAULT_STRATEGY
@@ -195,9 +311,9 @@ def test_a_tuned_strategy_is_what_search_evaluate_and_open_use(home: Path) -> No
 @pytest.mark.parametrize(
     ("call", "kind", "message"),
     [
-        (lambda: ctxrag.tune(SAMPLE_QUESTIONS, name="missing"), UnknownIndexError, "no index named 'missing'"),
-        (lambda: ctxrag.tune(None, name="sample"), InvalidInput, "tune needs an evaluation set"),
-        (lambda: ctxrag.tune(SAMPLE_QUESTIONS, name="sample", metric="recall@3"), InvalidInput, "cannot tune on metric 'recall@3'"),
+        (lambda: ctxrag.tune("missing", SAMPLE_QUESTIONS), UnknownIndexError, "no index named 'missing'"),
+        (lambda: ctxrag.tune("sample"), InvalidInput, "tune needs an evaluation set"),
+        (lambda: ctxrag.tune("sample", SAMPLE_QUESTIONS, metric="recall@3"), InvalidInput, "cannot tune on metric 'recall@3'"),
         (lambda: ctxrag.search(QUERY, name="sample", strategy="hybrid(vector_weight=1)"), InvalidInput, "has no parameter 'vector_weight'"),
     ],
     ids=["missing", "no-set", "metric", "parameter"],
@@ -206,6 +322,24 @@ def test_tune_errors_are_user_errors(home: Path, call: Any, kind: type[Exception
     with pytest.raises(kind, match=message):
         call()
     assert IndexStore(home).tuning("sample") is None
+
+
+def test_no_public_signature_or_result_field_says_any() -> None:
+    import inspect
+
+    from ctxrag import api
+
+    calls = [getattr(api, name) for name in ("evaluate", "index", "open", "search", "tune")]
+    calls += [api.Index.__init__, api.Index.search, api.Index.search_many]
+    for call in calls:
+        signature = inspect.signature(call)  # through keeps_host_state's wrapper
+        written = [str(parameter.annotation) for parameter in signature.parameters.values()] + [str(signature.return_annotation)]
+        assert not [text for text in written if "Any" in text], call.__qualname__
+    for kind in (ctxrag.Hit, ctxrag.Location, ctxrag.IndexReport, ctxrag.EvaluateResult, ctxrag.TuneResult):
+        assert dataclasses.fields(kind) and not [item.name for item in dataclasses.fields(kind) if "Any" in str(item.type)]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(kind.__new__(kind), dataclasses.fields(kind)[0].name, None)
+    assert (Path(api.__file__).parent / "py.typed").is_file()
 
 
 @pytest.mark.slow  # a new process
@@ -221,6 +355,6 @@ def test_import_ctxrag_loads_the_api_on_first_use() -> None:
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["before"] == {"ctxrag.api": False, "prefect": False} and seen["api"] and seen["same"]
-    assert seen["star"] == ["Hit", "Index", "UserError", "evaluate", "index", "search", "tune"]  # not open: the builtin stays
+    assert seen["star"] == ["EvaluateResult", "Hit", "Index", "IndexReport", "Location", "TuneResult", "UserError", "evaluate", "index", "search", "tune"]  # not open: the builtin stays
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         ctxrag.nope  # noqa: B018

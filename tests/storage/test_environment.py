@@ -1,4 +1,5 @@
-"""Process defaults: telemetry off and offline before Prefect is imported; the user's own settings win."""
+"""Process defaults: the ``ctxrag`` command sets telemetry-off / offline variables for itself; importing ctxrag, its
+flows or Prefect sets none; the user's own settings win."""
 
 from __future__ import annotations
 
@@ -10,35 +11,37 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # a new process that imports Prefect, per test
+from ctxrag.storage.environment import OFFLINE_DEFAULTS, apply_offline_defaults
+from tests.helpers import REPO
 
 SNAPSHOT = (
-    "import json, os, sys; import ctxrag.flows; import prefect; "
-    "print(json.dumps({k: os.environ.get(k) for k in ['DO_NOT_TRACK', 'PREFECT_SERVER_ANALYTICS_ENABLED', "
-    "'HF_HUB_OFFLINE', 'PREFECT_HOME']}))"
+    "import json, os; before = dict(os.environ); import ctxrag.flows, ctxrag.runs, ctxrag.api; import prefect; "
+    "print(json.dumps({k: v for k, v in os.environ.items() if before.get(k) != v}))"
 )
 
 
-def environment_after_import(tmp_path: Path, **overrides: str) -> dict[str, str | None]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PREFECT_", "CTXRAG_", "HF_", "DO_NOT"))}
-    env.update({"HOME": str(tmp_path), "CTXRAG_HOME": str(tmp_path / "work"), **overrides})
+@pytest.mark.slow  # a new process that imports Prefect
+def test_importing_ctxrag_and_its_flows_sets_no_variable_and_creates_nothing(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PREFECT_", "CTXRAG_", "HF_", "DO_NOT", "TOKENIZERS"))}
+    env.update({"HOME": str(tmp_path), "CTXRAG_HOME": str(tmp_path / "work"), "PYTHONPATH": str(REPO)})
     result = subprocess.run([sys.executable, "-c", SNAPSHOT], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def test_defaults_are_offline_and_prefect_keeps_its_own_home(tmp_path: Path) -> None:
-    seen = environment_after_import(tmp_path)
-    assert seen["DO_NOT_TRACK"] == "1"
-    assert seen["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
-    assert seen["HF_HUB_OFFLINE"] == "1"
-    assert seen["PREFECT_HOME"] is None  # Prefect's ~/.prefect: one local server per user, not one per project folder
+    assert json.loads(result.stdout) == {}
     assert not (tmp_path / "work").exists()  # importing ctxrag creates nothing in CTXRAG_HOME
 
 
-def test_the_users_own_settings_win(tmp_path: Path) -> None:
-    seen = environment_after_import(tmp_path, DO_NOT_TRACK="0", PREFECT_HOME=str(tmp_path / "mine"))
-    assert seen["DO_NOT_TRACK"] == "0"
-    assert seen["PREFECT_HOME"] == str(tmp_path / "mine")
+def test_the_command_sets_its_defaults_and_the_users_own_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*OFFLINE_DEFAULTS, "PREFECT_HOME"):
+        monkeypatch.setenv(name, "")  # recorded, so the variables the command sets are removed again afterwards
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DO_NOT_TRACK", "0")
+    import ctxrag.cli as cli
 
-
+    seen: dict[str, str | None] = {}
+    monkeypatch.setattr(cli, "app", lambda: seen.update({name: os.environ.get(name) for name in (*OFFLINE_DEFAULTS, "PREFECT_HOME")}))
+    cli.main()
+    assert seen["DO_NOT_TRACK"] == "0"  # the user's
+    assert seen["HF_HUB_OFFLINE"] == "1" and seen["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
+    assert seen["PREFECT_HOME"] is None  # Prefect's ~/.prefect: one local server per user, not one per project folder
+    apply_offline_defaults()
+    assert os.environ["DO_NOT_TRACK"] == "0"

@@ -272,8 +272,9 @@ def test_a_configured_server_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         monkeypatch.delenv("PREFECT_API_URL", raising=False)
         monkeypatch.delitem(sys.modules, "prefect.settings")
         (tmp_path / "profiles.toml").write_text('active = "team"\n\n[profiles.team]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
-    with local_prefect_server() as url:
-        assert url == "http://127.0.0.1:9/api"
+    for mode in (None, "background", "temporary"):  # the command's, and the Python API's server= choices
+        with local_prefect_server(mode=mode) as url:  # type: ignore[arg-type]
+            assert url == "http://127.0.0.1:9/api"
 
 
 def test_an_unknown_mode_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

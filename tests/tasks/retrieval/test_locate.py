@@ -1,0 +1,73 @@
+"""Where a chunk is in its source: heading, defined names and line range, from what the index records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ctxrag.tasks.common.models import sha256_hex
+from ctxrag.tasks.load.directory import load_directory
+from ctxrag.tasks.retrieval.locate import Location, Locator, definitions_in, line_span
+from tests.helpers import SAMPLE_CORPUS
+
+
+def rows(chunks: list[tuple[str, int, str, str]], documents: dict[str, str]) -> pa.Table:
+    """Index rows (doc_id, chunk_index, heading, content), shuffled as a backend may store them."""
+    return pa.table({
+        "chunk_id": [f"{doc}#{index}" for doc, index, _, _ in chunks],
+        "doc_id": [doc for doc, _, _, _ in chunks],
+        "chunk_index": [index for _, index, _, _ in chunks],
+        "doc_sha": [sha256_hex(doc, documents[doc]) for doc, _, _, _ in chunks],
+        "heading": [heading for _, _, heading, _ in chunks],
+        "content": [content for _, _, _, content in chunks],
+    })
+
+
+def test_a_span_leaves_out_the_blank_lines_a_chunk_carries() -> None:
+    assert line_span(1, "def f():\n    pass\n") == (1, 2)
+    assert line_span(10, "\n\ndef g():\n    return 1\n\n\n") == (12, 13)
+    assert line_span(5, "one line") == (5, 5)
+
+
+def test_lines_count_the_chunks_before_in_document_order_whatever_the_row_order() -> None:
+    text = "import os\n\n\ndef first():\n    pass\n\n\ndef second():\n    return 2\n"
+    parts = ["import os\n\n\n", "def first():\n    pass\n\n\n", "def second():\n    return 2\n"]
+    assert "".join(parts) == text
+    table = rows([("a.py", 2, "", parts[2]), ("a.py", 0, "", parts[0]), ("a.py", 1, "", parts[1])], {"a.py": text})
+    locator = Locator(table)
+    assert [locator.lines(row) for row in range(3)] == [(8, 9), (1, 1), (4, 5)]
+    assert locator.location(0) == Location(definitions=("second",), lines=(8, 9))
+
+
+def test_no_lines_when_the_chunks_joined_are_not_the_document() -> None:
+    table = rows([("doc-1", 0, "Intro", "first part"), ("doc-1", 1, "Intro > More", "second part")], {"doc-1": "first part\n\nsecond part"})
+    located = Locator(table).location(1)
+    assert located == Location(heading="Intro > More", lines=None)  # a heading: its definitions are not looked for
+    assert str(located) == "Intro > More" and located.to_dict() == {"heading": "Intro > More", "definitions": [], "lines": None}
+
+
+def test_an_index_without_the_columns_gives_what_it_can() -> None:
+    table = pa.table({"chunk_id": ["x#0"], "doc_id": ["x"], "chunk_index": [0], "content": ["class Widget:\n    pass\n"]})
+    assert Locator(table).location(0) == Location(definitions=("Widget",))
+
+
+def test_names_keep_their_case_and_the_text_names_the_first_two() -> None:
+    assert definitions_in("class RetryPolicy:\n    def delay_for(self):\n        pass\n    def _x(self): pass\n") == ("RetryPolicy", "delay_for")
+    assert str(Location(definitions=("a_b", "c_d", "e_f", "g_h"), lines=(3, 9))) == "lines 3-9, a_b, c_d +2"
+    assert str(Location()) == ""
+
+
+@pytest.mark.parametrize("relative", ["tinyq/retry.py", "docs/guide.md", "README.md"])
+def test_every_sample_chunk_s_lines_hold_its_text(relative: str) -> None:
+    corpus = load_directory(SAMPLE_CORPUS)
+    chunks = [chunk for chunk in corpus.chunks if chunk.doc_id == relative]
+    document = next(document for document in corpus.documents if document.doc_id == relative)
+    table = rows([(chunk.doc_id, chunk.chunk_index, chunk.heading, chunk.content) for chunk in chunks], {relative: document.content})
+    lines = Path(SAMPLE_CORPUS, relative).read_text().splitlines()
+    locator = Locator(table)
+    for row, chunk in enumerate(chunks):
+        span = locator.lines(row)
+        assert span is not None
+        assert "\n".join(lines[span[0] - 1 : span[1]]) == chunk.content.strip()
