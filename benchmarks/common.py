@@ -1,7 +1,5 @@
-"""What the benchmark scripts share: the project's place (importing this module puts it first on ``sys.path``), the
-machine a report ran on, paths named without the machine's own folders, query latency, and the ``ctxrag`` command as
-a benchmark runs it: a private CTXRAG_HOME with its own PREFECT_HOME, the local Prefect server those commands start
-stopped at the end (nothing a benchmark starts outlives it)."""
+"""What the benchmark scripts share: the project first on ``sys.path``, the machine, portable paths, query latency,
+and ``ctxrag`` run as a benchmark runs it (a private CTXRAG_HOME and PREFECT_HOME, its local server stopped after)."""
 
 from __future__ import annotations
 

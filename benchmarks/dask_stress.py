@@ -1,12 +1,10 @@
-"""Paid contextualization on a local 2-worker Dask cluster, repeated: does any run hang? (issue 35, "No hang")
+"""Paid contextualization on a local 2-worker Dask cluster, repeated: does any run hang, and how many calls are in flight?
 
     .venv/bin/python benchmarks/dask_stress.py [--runs 10] [--documents 30] [--chunks 8] [--burst 100] [--out benchmarks/results]
 
-Each run is `ctxrag index CORPUS --contextualizer claude --task-runner dask --concurrency 4 --embedder voyage` (a
-subprocess in its own process group; one local Prefect server for all runs; a LocalCluster of 2 worker processes)
-against the Anthropic SIMULATOR (test equipment; ``--latency`` seconds an answer, the first ``--burst`` requests
-answered 429) and the Voyage simulator. No new answer for ``--stall`` seconds before the end, or not done after
-``--deadline``, is a hang: the run's Python stacks are dumped (py-spy) to ``--dumps`` and its group is killed.
+Each run: `ctxrag index CORPUS --contextualizer claude --task-runner dask --concurrency 4 --embedder voyage` against the
+Anthropic SIMULATOR (test equipment: ``--latency`` s an answer, the first ``--burst`` 429) and the Voyage one; no new
+answer for ``--stall`` s, or not done by ``--deadline``, is a hang (stacks to ``--dumps``).
 """
 
 from __future__ import annotations

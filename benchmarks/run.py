@@ -2,9 +2,8 @@
 
     .venv/bin/python benchmarks/run.py [--shared-data PATH] [--out benchmarks/results]
 
-Each run uses a fresh CTXRAG_HOME (so "cold" means no cached contexts or embeddings and a new Prefect database)
-and the `ctxrag` command in a subprocess, as a user runs it. Query latency is measured in process with the model
-loaded. Writes results.json and results.md beside the cookbook's published figures.
+Each run: a fresh CTXRAG_HOME ("cold": nothing cached) and `ctxrag` as a subprocess; query latency in process with
+the model loaded. Writes results.json and results.md beside the cookbook's published figures.
 """
 
 from __future__ import annotations

@@ -1,32 +1,18 @@
 """How each cost of `ctxrag index` and of a query grows with corpus size.
 
-    .venv/bin/python benchmarks/scale.py [--sizes sample,cookbook,tree,synthetic] [--tree PATH]
-                                         [--synthetic-chunks 100000] [--synthetic-steps 20000] [--synthetic-check 2000]
-                                         [--timeout-minutes 40] [--out benchmarks/results] [--keep] [--code DIR]
-                                         [--seed-contexts] [--merge]
+    .venv/bin/python benchmarks/scale.py [--sizes sample,cookbook,tree,synthetic] [--tree PATH] [--synthetic-chunks 100000]
+        [--synthetic-steps 20000] [--synthetic-check 2000] [--timeout-minutes 40] [--out DIR] [--keep] [--code DIR]
+        [--seed-contexts] [--merge]
 
-For each size, `ctxrag index SOURCE --name N --json` runs as a subprocess in a fresh CTXRAG_HOME (PREFECT_HOME inside
-it, so the run starts the local Prefect server as a user's first run does; `ctxrag server stop` ends it after the
-size). Every ~0.2 s the process tree (the command and its children: Prefect's server subprocess) is sampled with
-psutil: resident memory (summed, and of the largest process), threads (summed) and each process's CPU seconds. The
-run's own report gives per-stage seconds and counts. Task runs are counted from the run's log (Prefect's "Task run
-'NAME' - Finished in state S" lines) and in the run's Prefect database (table task_run, which can miss some). Then
-`ctxrag search QUERY --json` is timed as a process (3 runs, median), and a helper process loads the index and times
-50 queries (p50, p95) of hybrid, the default strategy, vector and BM25.
-
-Sizes, in this order:
-  sample     data/sample/corpus (README sample), structural contexts, local MiniLM embeddings
-  cookbook   ../shared/data/codebase/codebase_chunks.json (737 chunks), same settings
-  tree       a real code tree (default: torch/_inductor from this venv, ~8,500 chunks), same settings
-  synthetic  generated cookbook-format JSON, 20 chunks per document, `--contextualizer none`, with a FAST PATH:
-             the embeddings cache is pre-seeded with random unit vectors for exactly the keys the run asks for, so
-             the embed stage never loads or runs the model. A small check size runs first and must report
-             chunks_embedded == 0, else the larger synthetic sizes are skipped.
-
-`--seed-contexts` (synthetic sizes) pre-seeds the empty contexts too, so the contextualize stage runs no task.
-`--merge` adds the sizes to --out's scale.json. `--code DIR` runs ctxrag from another copy of the source (e.g.
-`git archive HEAD | tar -x -C DIR`), first on PYTHONPATH. A run past its timeout is killed and recorded as a timeout.
-Writes scale.json and scale.md. Parts: scale_corpus.py (corpora, seeding), scale_size.py (one size), scale_report.py.
+Each size: `ctxrag index SOURCE --name N --json` in a fresh CTXRAG_HOME (its own PREFECT_HOME: the run starts the
+local server, stopped after the size), its process tree sampled with psutil (RSS, threads, CPU), the run's report
+for stages, task runs from its log and its Prefect database; then `ctxrag search` as a process (median of 3) and, in a
+helper process, 50 queries' p50/p95 per strategy (and a large version's ANN recall against exact search).
+Sizes: sample (data/sample/corpus), cookbook (737 chunks), tree (a real code tree, default torch/_inductor, ~8,500
+chunks), synthetic (generated JSON, `--contextualizer none`, its embeddings pre-seeded with random unit vectors for
+the run's own keys: a check size must embed 0 chunks, else the larger ones are skipped). `--seed-contexts` seeds the
+empty contexts too; `--merge` adds to --out's scale.json; `--code DIR` runs another copy of the source. Writes
+scale.json and scale.md (parts: scale_corpus.py, scale_size.py, scale_report.py).
 """
 
 from __future__ import annotations

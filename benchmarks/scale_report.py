@@ -1,5 +1,4 @@
-"""`benchmarks/scale.py`'s report: the sizes' table, the growth exponents between sizes of a family, and scale.json
-and scale.md written from the records."""
+"""`benchmarks/scale.py`'s report: the sizes' table, growth exponents, scale.json and scale.md from the records."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""One size of `benchmarks/scale.py`: `ctxrag index` in a fresh CTXRAG_HOME, its process tree (the command and its
-children, such as Prefect's server subprocess) sampled every SAMPLE_PERIOD seconds with psutil (it comes with the
-[test] and [dask] extras) for resident memory, threads and CPU seconds, and killed by pid past its timeout; its task
-runs counted; then `ctxrag search` timed as a process and, in a helper process of its own (scale.py's `_latency`
-mode), the loaded index's query latency; the size's local Prefect server stopped at the end."""
+"""One size of `benchmarks/scale.py`: `ctxrag index` in a fresh CTXRAG_HOME with its process tree sampled (psutil:
+RSS, threads, CPU; killed by pid past its timeout), its task runs counted, `ctxrag search` timed, and in a helper
+process the loaded index's query latency; the size's local Prefect server stopped at the end."""
 
 from __future__ import annotations
 

@@ -1,22 +1,15 @@
 """The evaluation suite: every set, every strategy, leave-one-corpus-out selection of the default; one table, one file.
 
-    .venv/bin/python benchmarks/suite.py --home SCRATCH_HOME [--sets benchmarks/suite/sets] [--only a,b] [--out benchmarks/results]
+    .venv/bin/python benchmarks/suite.py --home SCRATCH_HOME [--sets benchmarks/suite/sets] [--only a,b] [--out DIR]
         [--context-tokens N]
 
-Sets (suite_sets): the cookbook's codebase and docs-sample sets, docstring-derived sets (suite_questions' miner on
-docstring-free copies of rich, httpx and a stdlib subset), README headings and the docs summaries (suite_questions),
-and the hand-written sets of ``--sets`` (``<name>/set.json`` + ``questions.jsonl``); a set whose corpus this machine
-cannot give (another package version, another Python) is skipped with the reason. Each corpus is indexed once with
-``ctxrag index`` on offline defaults into ``--home`` (again if its embedder differs from what ``--context-tokens``
-chooses); every question's BM25 and vector rankings (150 deep) and each set's scores are cached there too.
-
-Strategies: the product's (bm25 ... hybrid-score) and ``ctxrag tune``'s candidates, each ranked by the product's
-fusion code, ``ctxrag.tasks.retrieval.search.fuse_rankings`` (suite_sets.SetData.rank). Selection (suite_select):
-leave one corpus out; with a corpus out, the default (``select``) is the configuration best on the other corpora's
-sets by the mean over sets of each set's primary metric (a big set weighs no more than a small one), then scored on
-the left-out sets. Significance: the LOCO default minus ``hybrid``, paired, resampling golden documents with all
-their questions (10,000 resamples, 95% percentile interval); the mean over sets resamples each set on its own. Per
-set (suite_select.tuned): what ``ctxrag tune`` keeps when the set's own questions are its evaluation set.
+Sets (suite_sets): the cookbook's, docstring-derived (rich, httpx, a stdlib subset), README headings, docs summaries
+and the hand-written ``--sets``; one this machine cannot give is skipped with the reason. Each corpus is indexed once
+by ``ctxrag index`` (offline defaults) in ``--home``, with every question's BM25 and vector rankings (150 deep).
+Strategies: the product's and ``ctxrag tune``'s candidates, each ranked by the product's ``fuse_rankings``.
+Selection (suite_select): with a corpus out, the default is the configuration best on the other sets (mean of each
+set's primary metric), scored on the left-out sets; the LOCO default minus ``hybrid`` is bootstrapped by golden
+document (10,000 resamples, 95%). Per set: what ``ctxrag tune`` keeps on the set's own questions.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The questions of the suite's mined sets, made from a corpus alone (suite_sets).
 
-- README headings (``build_set``): the Markdown READMEs (descriptions of >= 2,000 characters) of the distributions
-  installed here, one ``<name>.md`` each; a question per ATX heading (levels 1-4, outside fences) with >= 3 words
-  (markup stripped), a body of >= 200 characters and a text unique in the set; in the file its text becomes
-  ``Section N``, and its golden chunks are the file's chunks whose heading path ends with that section (at most 400
-  questions, a seeded sample). ctxrag's own README is left out (it changes with the project).
-- Docs summaries (``summary_questions``): the docs corpus's Claude-written chunk summaries, each asked of the same
-  chunks indexed without them; golden: its own chunk.
-- Docstrings (``prepare_repository``), in the style of CodeSearchNet: a package copied with every docstring removed
-  (module, class and function docstrings; comments stay); the first sentence (>= 6 words) of each public function's
-  or class's docstring is a question, its golden chunk the chunk of the copy holding the definition's header line
-  (one whose header line is not unique in its file is dropped, a question asked twice kept once; at most 400, seeded).
-
-The scripts that first used them (quality_prose.py, quality_repos.py) are in git history (docs/decisions.md).
+- README headings (``build_set``): installed distributions' Markdown READMEs (>= 2,000 characters); a question per
+  heading (levels 1-4, >= 3 words, a body of >= 200 characters, unique), renamed ``Section N`` in the file; golden:
+  the chunks under that heading path (at most 400, seeded). ctxrag's own README is left out.
+- Docs summaries (``summary_questions``): each Claude-written summary asked of the chunks indexed without them.
+- Docstrings (``prepare_repository``, CodeSearchNet-style): a package copied without docstrings; the first sentence
+  (>= 6 words) of each public definition's docstring asks for the chunk holding its header line (at most 400, seeded).
 """
 
 from __future__ import annotations

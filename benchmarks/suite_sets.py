@@ -239,7 +239,7 @@ def build_cache(home: Path, spec: SetSpec) -> None:
     defines = chunk_defines(index)
     npz, meta = cache_paths(home, spec.name)
     npz.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(npz, doc_of_row=doc_of_row, chunk_index=np.array(index.chunks["chunk_index"].to_pylist()), **arrays)
+    np.savez_compressed(npz, doc_of_row=doc_of_row, **arrays)
     first_doc = [int(doc_of_row[g[0]]) if spec.level == "chunk" else g[0] for g in golden]
     meta.write_text(json.dumps({
         "version": CACHE_VERSION, "key": cache_key(spec, home), "name": spec.name, "unit": spec.corpus.unit,
