@@ -1,0 +1,25 @@
+"""The sample corpus indexed once for the framework retrievers' tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import ctxrag
+from tests.helpers import SAMPLE_CORPUS
+
+
+@pytest.fixture(scope="package")
+def sample_home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
+    home = tmp_path_factory.mktemp("integrations") / "home"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CTXRAG_HOME", str(home))
+        assert ctxrag.index(SAMPLE_CORPUS, name="sample").status == "published"
+    return home
+
+
+@pytest.fixture
+def home(sample_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CTXRAG_HOME", str(sample_home))
+    return sample_home
