@@ -17,33 +17,26 @@ from ctxrag.tasks.common.display import console
 
 def chunk_rows(name: str, path: str) -> list[dict[str, Any]]:
     """The live version's chunks of ``path`` (its document id, or a file under the indexed folder), in order, each with
-    its 1-based line range in the text as indexed (None where the file is gone or no longer holds the chunk)."""
+    its 1-based line range (``Locator``'s, as a hit's; None where the stored chunks do not make up the document)."""
     import pyarrow.parquet as pq
 
     from ctxrag.storage.index_store import IndexStore
+    from ctxrag.tasks.retrieval.locate import Locator
 
     store = IndexStore(ctxrag_home())
     live = store.live_version(name)
     if live is None:
         store.open(name)  # refuses, naming the indexes there are
     assert live is not None
-    source = Path(str((store.manifest(name) or {}).get("source") or "."))
-    doc_id = _doc_id(path, source)
-    table = pq.ParquetFile(live / "chunks.parquet").read(columns=["doc_id", "chunk_index", "heading", "content", "context"])
-    rows = sorted((row for row in table.to_pylist() if row["doc_id"] == doc_id), key=lambda row: row["chunk_index"])
+    doc_id = _doc_id(path, Path(str((store.manifest(name) or {}).get("source") or ".")))
+    table = pq.ParquetFile(live / "chunks.parquet").read(columns=["doc_id", "chunk_index", "heading", "content", "context", "doc_sha"])
+    rows = sorted((row for row, found in enumerate(table["doc_id"].to_pylist()) if found == doc_id), key=lambda row: table["chunk_index"][row].as_py())
     if not rows:
         raise InvalidInput(f"{path}: no chunks of it in index {name!r} (documents are named as in `ctxrag search --json`'s doc_id)")
-    text = _indexed_text(source / doc_id) if source.is_dir() else None
-    cursor = 0
-    for row in rows:
-        found = text.find(row["content"], cursor) if text is not None else -1
-        if found < 0:
-            row["lines"] = None
-            continue
-        first = text.count("\n", 0, found) + 1  # type: ignore[union-attr]
-        row["lines"] = [first, first + row["content"].rstrip("\n").count("\n")]
-        cursor = found + len(row["content"])
-    return rows
+    locator = Locator(table)
+    columns = ("doc_id", "chunk_index", "heading", "content", "context")
+    return [{**{column: table[column][row].as_py() for column in columns}, "lines": list(lines) if (lines := locator.lines(row)) else None}
+            for row in rows]
 
 
 def _doc_id(path: str, source: Path) -> str:
@@ -55,18 +48,6 @@ def _doc_id(path: str, source: Path) -> str:
         except ValueError:
             pass
     return path
-
-
-def _indexed_text(file: Path) -> str | None:
-    """The file's text as the loader chunked it (docs pages converted to Markdown), None when unreadable."""
-    from ctxrag.tasks.load.directory import file_kind
-    from ctxrag.tasks.load.markup import as_markdown
-
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    return as_markdown(text, file.suffix.lower().lstrip(".")).text if file_kind(file) == "markdown" else text
 
 
 def inspect(
