@@ -104,7 +104,7 @@ class ClaudeContextualizer:
     def _client(self) -> ClaudeClient:
         if self.client is None:
             settings = self.settings
-            budget = RunBudget.on_server(Provider.ANTHROPIC, settings.concurrency, settings.requests_per_minute, settings.tokens_per_minute)
+            budget = RunBudget.for_workers(Provider.ANTHROPIC, settings.concurrency, settings.requests_per_minute, settings.tokens_per_minute)
             limiter = shared_limiter(settings.requests_per_minute, settings.tokens_per_minute, settings.concurrency, budget)
             self.client = ClaudeClient(RetryPolicy(attempts=self.settings.retry_attempts), limiter)
         return self.client
