@@ -37,6 +37,7 @@ from ctxrag.tasks.common.display import console
 
 PID_FILE = "server.pid"  # Prefect's own: `prefect server stop` reads it (as `prefect server start --background` writes it)
 LOG_FILE = "server.log"  # the server's output (Prefect's background mode keeps none)
+STOP_SECONDS = 15.0
 STARTUP_SECONDS = BUSY_SECONDS = 90.0  # a start, or a live server's answer, waited for this long (it is never replaced)
 SERVER_COMMAND = "prefect.server.api.server:create_app"  # what `prefect server start --background` runs (a user's own)
 SERVICES_OFF = ("TRIGGERS",)  # automations only; the scheduler and late runs serve deployments (docs/decisions.md)
@@ -295,8 +296,9 @@ def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalSe
                 raise PortTaken(f"port {port} is served by the Prefect server of {answering}")  # ours could not bind it
             return server
         except BaseException:
-            if process is not None:
-                terminate(process.pid)
+            if process is not None and process.poll() is None:
+                process.kill()  # a server that never served: nothing to shut down gracefully
+                process.wait(timeout=STOP_SECONDS)
             (home / PID_FILE).unlink(missing_ok=True)
             raise
 
