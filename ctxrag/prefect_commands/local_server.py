@@ -175,7 +175,7 @@ def choose_port(preferred: int) -> int:
         return int(probe.getsockname()[1])
 
 
-def terminate(pid: int, wait_seconds: float = 15.0) -> bool:
+def terminate(pid: int, wait_seconds: float = STOP_SECONDS) -> bool:
     """SIGTERM (as `prefect server stop`), SIGKILL after ``wait_seconds``; True once the process is gone."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:

@@ -165,7 +165,6 @@ class RunBudget:
 
     def _ensure(self, client: SyncPrefectClient, limit: str, slots: int, decay: float) -> str:
         """The limit named for ``limit``, created or set to ``slots`` (once per process and setting)."""
-        from httpx import HTTPStatusError
         from prefect.exceptions import ObjectAlreadyExists
 
         name = self.name(limit)
@@ -195,8 +194,6 @@ def in_dask_worker() -> bool:
 def _until_granted(request: Callable[[], Any]) -> Any:
     """``request`` until the server grants it: a full limit answers 423, tried again after a growing pause (the
     server's Retry-After, when shorter)."""
-    from httpx import HTTPStatusError
-
     pause = FIRST_POLL_S
     while True:
         try:
