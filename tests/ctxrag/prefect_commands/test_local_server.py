@@ -161,6 +161,12 @@ def test_a_server_of_another_prefect_version_is_left_alone(tmp_path: Path, monke
         other.wait()
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default action, as in a terminal: a command started with ``&`` by a shell without job control
+    (a CI script run in the background) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.server
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
@@ -173,7 +179,8 @@ def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signa
     prefect_home.mkdir()
     env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PYTHONPATH": str(REPO)}
     env.pop("CTXRAG_PREFECT_SERVER")
-    command = subprocess.Popen([sys.executable, "-c", code], cwd=prefect_home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command = subprocess.Popen([sys.executable, "-c", code], cwd=prefect_home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=_as_in_a_terminal)
     try:
         assert wait_for(lambda: local_server._read_pid(prefect_home) is not None, 120), command.communicate(timeout=5)
         server_pid = local_server._read_pid(prefect_home)

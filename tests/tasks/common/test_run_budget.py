@@ -28,7 +28,7 @@ def _budget(**limits: float) -> RunBudget:
 def test_calls_in_flight_are_bounded_by_the_servers_limit_and_waits_are_counted() -> None:
     limiter = RateLimiter(max_in_flight=4, budget=_budget(in_flight=2))  # the process allows 4; the run's budget 2
     open_now, peak, waits = 0, 0, []
-    lock = threading.Lock()
+    lock, two_open = threading.Lock(), threading.Event()
 
     def call() -> None:
         nonlocal open_now, peak
@@ -37,6 +37,9 @@ def test_calls_in_flight_are_bounded_by_the_servers_limit_and_waits_are_counted(
                 open_now += 1
                 peak = max(peak, open_now)
                 waits.append(waited)
+                if open_now == 2:
+                    two_open.set()
+            two_open.wait(timeout=20)  # the first call holds its slot until a second is granted (a loaded server is slow)
             time.sleep(0.4)
             with lock:
                 open_now -= 1
