@@ -180,6 +180,12 @@ def _make_handler(sim: SimulatorServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        do_POST = do_GET = do_PUT = do_DELETE = _serve
+        def _serve_while_heard(self) -> None:
+            try:
+                self._serve()
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout): no one to answer
+                self.close_connection = True
+
+        do_POST = do_GET = do_PUT = do_DELETE = _serve_while_heard
 
     return Handler
