@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from ctxrag.hits import Hit, Location
@@ -27,6 +28,7 @@ from ctxrag.storage.errors import UserError
 
 if TYPE_CHECKING:
     from ctxrag.prefect_commands.server_mode import ServerMode
+    from ctxrag.storage.ledger import LedgerRow
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
 
 __all__ = [
@@ -45,7 +47,6 @@ class Index:
     def __init__(self, name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> None:
         from ctxrag.storage.environment import ctxrag_home
         from ctxrag.storage.index_store import IndexStore
-        from ctxrag.storage.ledger import Ledger
         from ctxrag.tasks.retrieval.locate import Locator
         from ctxrag.tasks.retrieval.search import Searcher, strategy_of
 
@@ -53,7 +54,7 @@ class Index:
         store = IndexStore(home)
         self.name = name
         self.run_id = f"search-{uuid.uuid4().hex[:12]}"
-        self._ledger = Ledger(home).append
+        self._ledger = _ledger_of(home)
         self._searcher = Searcher(store.open(name), server_rrf=server_rrf, home=home, ledger=self._ledger, run_id=self.run_id)
         self.strategy = strategy_of(store, name).label
         """The strategy a search uses when none is named: what ``ctxrag.tune`` chose for the index, else the default."""
@@ -117,6 +118,17 @@ class Index:
 
     def __repr__(self) -> str:
         return f"<ctxrag.Index {self.name!r} version {self.version}>"
+
+
+def _ledger_of(home: Path) -> Callable[[list[LedgerRow]], None]:
+    """Where an open index's paid calls are written: the home's ledger, opened at the first paid call (a local
+    search makes none, and skips the ledger's imports)."""
+    def append(rows: list[LedgerRow]) -> None:
+        from ctxrag.storage.ledger import Ledger
+
+        Ledger(home).append(rows)
+
+    return append
 
 
 def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctxrag.storage.errors import CorruptIndexError
 from ctxrag.storage.tokenize import tokenize
 
 if TYPE_CHECKING:
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 BM25_K1 = 1.2  # as Lucene and Elasticsearch default them; the Elasticsearch backend's similarity uses the same
 BM25_B = 0.75
+METHOD = "lucene"
+SUMMED_METHODS = frozenset({"lucene", "robertson", "atire"})  # bm25s's methods with no non-occurrence score to add
 
 
 def _bm25s() -> Any:
@@ -30,15 +33,51 @@ def _bm25s() -> Any:
     return bm25s
 
 
+@dataclass(frozen=True)
+class Postings:
+    """The index bm25s built and saved: each term's documents and their precomputed BM25 scores, a sparse matrix in
+    compressed columns (``indptr[t]:indptr[t+1]`` are term ``t``'s entries in ``indices`` and ``data``)."""
+
+    vocab: dict[str, int]
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+
+    @classmethod
+    def of(cls, retriever: bm25s.BM25) -> Postings:
+        return cls(retriever.vocab_dict, retriever.scores["data"], retriever.scores["indices"], retriever.scores["indptr"])
+
+    @classmethod
+    def read(cls, directory: Path) -> Postings:
+        """Read the files of ``bm25s.BM25.save`` without bm25s: a search then imports neither bm25s nor scipy (0.1 s of
+        the command). The methods ctxrag builds add nothing at query time that the matrix does not hold."""
+        params = json.loads((directory / "params.index.json").read_text())
+        if params.get("method") not in SUMMED_METHODS:
+            raise CorruptIndexError(f"{directory}: BM25 method {params.get('method')!r} is not one ctxrag builds")
+        arrays = {name: np.load(directory / f"{name}.csc.index.npy") for name in ("data", "indices", "indptr")}
+        return cls(json.loads((directory / "vocab.index.json").read_text(encoding="utf-8")), **arrays)
+
+    def scores(self, query_tokens: list[str], size: int) -> np.ndarray:
+        """Each document's BM25 score: the sum of the query terms' entries (a repeated term counts each time), in
+        float32, as ``bm25s.BM25.get_scores`` adds them."""
+        scores = np.zeros(size, dtype=np.float32)
+        for term in (self.vocab[token] for token in query_tokens if token in self.vocab):
+            start, end = self.indptr[term], self.indptr[term + 1]
+            np.add.at(scores, self.indices[start:end], self.data[start:end])
+        return scores
+
+
 class Bm25Index:
     """BM25 over a fixed list of documents; ``scores`` gives one score per document, in build order.
 
-    ``retriever`` is None when no document has a single term (every query then scores zero everywhere).
+    ``postings`` is None when no document has a single term (every query then scores zero everywhere); ``retriever``
+    is bm25s's index while it is built and saved (None once read back).
     """
 
-    def __init__(self, retriever: bm25s.BM25 | None, size: int) -> None:
-        self._retriever = retriever
+    def __init__(self, postings: Postings | None, size: int, retriever: bm25s.BM25 | None = None) -> None:
+        self.postings = postings
         self.size = size
+        self._retriever = retriever
 
     @classmethod
     def build(cls, texts: list[str], k1: float = BM25_K1, b: float = BM25_B) -> "Bm25Index":
@@ -46,25 +85,25 @@ class Bm25Index:
         tokens = [tokenize(text) for text in texts]
         if not any(tokens):
             return cls(None, len(texts))
-        retriever = _bm25s().BM25(k1=k1, b=b, method="lucene")
+        retriever = _bm25s().BM25(k1=k1, b=b, method=METHOD)
         retriever.index(tokens, show_progress=False)
-        return cls(retriever, len(texts))
+        return cls(Postings.of(retriever), len(texts), retriever)
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no query term is in the vocabulary)."""
-        token_ids = self._retriever.get_tokens_ids(tokenize(query)) if self._retriever else []
-        if not token_ids or self._retriever is None:
+        if self.postings is None:
             return np.zeros(self.size, dtype=np.float32)
-        return np.asarray(self._retriever.get_scores(token_ids), dtype=np.float32)
+        return self.postings.scores(tokenize(query), self.size)
 
     def save(self, directory: Path) -> None:
+        if self.postings is not None and self._retriever is None:
+            raise ValueError("a BM25 index read back from disk is saved by copying its folder")
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "ctxrag.json").write_text(json.dumps({"size": self.size, "empty": self._retriever is None}))
+        (directory / "ctxrag.json").write_text(json.dumps({"size": self.size, "empty": self.postings is None}))
         if self._retriever is not None:
             self._retriever.save(str(directory), show_progress=False)
 
     @classmethod
     def load(cls, directory: Path) -> "Bm25Index":
         meta = json.loads((directory / "ctxrag.json").read_text())
-        retriever = None if meta["empty"] else _bm25s().BM25.load(str(directory), show_progress=False)
-        return cls(retriever, meta["size"])
+        return cls(None if meta["empty"] else Postings.read(directory), meta["size"])

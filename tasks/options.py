@@ -20,7 +20,7 @@ from ctxrag.storage.names import DEFAULT_NAME  # noqa: F401  (the commands' and 
 from ctxrag.tasks.context.claude.settings import ClaudeSettings
 from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_CONTEXT_TOKENS, LOCAL_WINDOW_TOKENS, EmbedderSpec
 from ctxrag.tasks.evaluation.answer import EndToEnd
-from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES
+from ctxrag.tasks.common.models import DEFAULT_MAX_FILE_BYTES
 from ctxrag.tasks.common.providers import Provider
 
 _JUDGE = EndToEnd()

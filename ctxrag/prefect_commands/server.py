@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ctxrag.prefect_commands.errors import CommandError
-from ctxrag.prefect_commands.local_server import local_prefect_server
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -18,6 +17,8 @@ if TYPE_CHECKING:
 def prefect_server() -> Iterator[str]:
     """Within the block, Prefect talks to the configured server, else the local one (started if it is not running);
     yields its API URL. In temporary mode there is none to talk to: refused."""
+    from ctxrag.prefect_commands.local_server import local_prefect_server  # when a command runs, not when it is registered
+
     with local_prefect_server(required=True) as url:
         assert url is not None
         yield url

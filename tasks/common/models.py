@@ -8,6 +8,8 @@ from functools import cached_property
 
 from ctxrag.storage.errors import UserError
 
+DEFAULT_MAX_FILE_BYTES = 1 << 20  # a folder's larger files are skipped (0: no limit); here, so options need not import the loaders
+
 
 def sha256_hex(*parts: str) -> str:
     """sha256 over the parts, separated by NUL so ("ab", "c") != ("a", "bc")."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ctxrag.storage.ledger import SaveLedger
 from ctxrag.tasks.embedding.embed import Embedder, EmbedderSpec, LocalEmbedder
-from ctxrag.tasks.embedding.voyage import VoyageEmbedder
 from ctxrag.tasks.common.providers import Provider
+
+if TYPE_CHECKING:
+    from ctxrag.storage.ledger import SaveLedger
 
 
 def make_embedder(
@@ -16,6 +18,8 @@ def make_embedder(
     """The embedder for a spec (Voyage's client is built lazily: no key is needed until something is embedded).
     ``models_dir``: the local embedder's ONNX query model is kept there (ctxrag.tasks.embedding.onnx_queries)."""
     if spec.provider == Provider.VOYAGE:
+        from ctxrag.tasks.embedding.voyage import VoyageEmbedder  # its SDK and retry layer: not for a local index
+
         return VoyageEmbedder(spec, ledger=ledger, run_id=run_id)
     if spec.provider == Provider.VOYAGE_CONTEXT:
         from ctxrag.tasks.embedding.voyage_context import VoyageContextEmbedder

@@ -16,7 +16,7 @@ from pathspec import GitIgnoreSpec
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.load.chunking import DEFAULT_BUDGET, chunk_content
 from ctxrag.tasks.load.markup import DOCS_EXTENSIONS, as_markdown
-from ctxrag.tasks.common.models import Chunk, Corpus, CorpusError, Document
+from ctxrag.tasks.common.models import DEFAULT_MAX_FILE_BYTES, Chunk, Corpus, CorpusError, Document
 
 SKIP_DIRS: frozenset[str] = frozenset({"__pycache__", "node_modules", "venv", "build", "dist"})  # plus hidden ones
 CODE_EXTENSIONS: frozenset[str] = frozenset(
@@ -26,7 +26,6 @@ CODE_EXTENSIONS: frozenset[str] = frozenset(
 CODE_FILENAMES: frozenset[str] = frozenset({"Makefile", "Dockerfile", "Rakefile", "Gemfile", "CMakeLists.txt"})
 MARKDOWN_EXTENSIONS: frozenset[str] = frozenset({"md", "markdown"}) | DOCS_EXTENSIONS  # docs pages: markup.as_markdown
 BINARY_SNIFF = 8192  # a NUL byte within this many leading bytes marks a file as binary
-DEFAULT_MAX_FILE_BYTES = 1 << 20  # larger files are skipped (0: no limit)
 MINIFIED_SUFFIXES: tuple[str, ...] = (".min.js", ".min.mjs", ".min.css")
 GENERATED_SNIFF = 32 * 1024  # characters judged for the average line length
 MAX_AVERAGE_LINE = 300  # longer lines on average (in a sample of at least 1 KiB) mark a file as minified

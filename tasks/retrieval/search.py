@@ -17,6 +17,7 @@ from ctxrag.storage.errors import CorruptIndexError, InvalidInput
 from ctxrag.storage.artifacts import RowCache
 from ctxrag.storage.backends import Ranking
 from ctxrag.storage.fusion import FUSION_DEPTH, RRF_K
+from ctxrag.tasks.retrieval.locate import values_at
 from ctxrag.tasks.retrieval.fusion import (
     DOC_FUSION_DOCUMENT_WEIGHTS,
     DOC_FUSION_WEIGHTS,
@@ -30,12 +31,12 @@ from ctxrag.tasks.retrieval.fusion import (
     weighted_fusion,
 )
 from ctxrag.storage.index_store import IndexStore, StoredIndex
-from ctxrag.storage.ledger import SaveLedger
 from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_with_cache
 from ctxrag.tasks.embedding.embedders import make_embedder
 from ctxrag.tasks.context.structure import defined_names, mentioned_names
 
 if TYPE_CHECKING:
+    from ctxrag.storage.ledger import SaveLedger
     from ctxrag.tasks.retrieval.rerank import Reranker
 
 DEFINES = "defines"  # the index's column of the names each chunk defines (ctxrag.tasks.context.structure.defined_names)
@@ -205,7 +206,7 @@ class Searcher:
         if not names or not rows:
             return set()
         if DEFINES in self.index.chunks.column_names:
-            defined = self.index.chunks[DEFINES].take(rows).to_pylist()
+            defined = values_at(self.index.chunks[DEFINES], rows)
         else:
             defined = [self._defined_by_row.setdefault(row, defined_names(self.index.chunks["content"][row].as_py())) for row in rows]
         return {row for row, found in zip(rows, defined) if names.intersection(found)}
@@ -249,7 +250,7 @@ class Searcher:
     def evidence(self, query: str, rows: list[int]) -> tuple[dict[int, str], set[int]]:
         """What ``hybrid-doc`` reads of the index for ``rows``: each row's document, and the rows whose chunk defines
         a name the query mentions."""
-        documents = dict(zip(rows, self.index.chunks["doc_id"].take(rows).to_pylist())) if rows else {}
+        documents = dict(zip(rows, values_at(self.index.chunks["doc_id"], rows)))
         return documents, self.rows_defining(mentioned_names(query), rows)
 
 

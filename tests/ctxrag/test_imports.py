@@ -79,6 +79,20 @@ def test_commands_that_run_no_flow_never_import_prefect(home: Path, tmp_path: Pa
     assert not {name for name in modules if name == "prefect" or name.startswith("prefect.")}, f"ctxrag {' '.join(args)} imported Prefect"
 
 
+def test_a_local_search_of_a_seen_query_imports_no_table_library_no_keyword_builder_and_no_server_code(home: Path, tmp_path: Path) -> None:
+    """Arrow values are read without ``take`` (which imports pandas), the BM25 postings and stop words without bm25s
+    (and scipy), and the server, ledger and loader code is left for the commands that use it. A new query imports
+    bm25s neither; storing its vector makes an Arrow table (pandas)."""
+    query = f"RetryPolicy backoff delay {tmp_path.name}"
+    new, modules_of_new = loaded_modules(home, tmp_path, "search", query, "--name", "sample")
+    seen, modules = loaded_modules(home, tmp_path, "search", query, "--name", "sample")
+    assert new.returncode == seen.returncode == 0, new.stderr + seen.stderr
+    assert not {"bm25s", "scipy"} & modules_of_new
+    heavy = {"pandas", "bm25s", "scipy", "tenacity", "voyageai", "ctxrag.prefect_commands.local_server",
+             "ctxrag.storage.ledger", "ctxrag.tasks.load"} & modules
+    assert not heavy, f"ctxrag search of a seen query imported {sorted(heavy)}"
+
+
 @pytest.mark.parametrize("args", [["--help"], ["index", "--help"], ["evaluate", "--help"], ["server", "--help"], ["trigger", "--help"]])
 def test_help_imports_none_of_the_pipeline(home: Path, tmp_path: Path, args: list[str]) -> None:
     result, modules = loaded_modules(home, tmp_path, *args)

@@ -73,3 +73,18 @@ def test_lowercases_and_is_deterministic() -> None:
 def test_leading_and_trailing_underscores_are_stripped_from_the_whole_identifier() -> None:
     assert tokenize("__init__") == ["init"]
     assert tokenize("_private_name") == ["private_nam", "privat", "name"]
+
+
+def test_stop_words_read_without_bm25s_are_bm25s_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    from ctxrag.storage.tokenize import stopwords
+
+    monkeypatch.delitem(sys.modules, "bm25s")  # as in a search's process, which never imports the package
+    stopwords.cache_clear()
+    try:
+        assert stopwords() == frozenset(STOPWORDS_EN_PLUS) and len(stopwords()) == 179
+    finally:
+        stopwords.cache_clear()
