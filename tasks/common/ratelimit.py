@@ -208,3 +208,22 @@ def _remaining_and_reset(headers: Any, limit: str) -> tuple[float, float] | None
         return None
     reset = seconds_until(str(headers.get(f"{HEADER_PREFIX}{limit}-reset") or ""))
     return None if reset is None else (remaining, reset)
+
+
+_shared: dict[tuple[object, ...], RateLimiter] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_limiter(provider: str, max_in_flight: int | None, requests_per_minute: float | None = None,
+                   tokens_per_minute: float | None = None) -> RateLimiter:
+    """One limiter per provider and setting in this process, shared by every task thread that calls the provider:
+    ``max_in_flight`` bounds the process's open requests; in a Dask worker the run's budget (``run_budget``: Prefect's
+    global limits) bounds those of every worker together."""
+    from ctxrag.tasks.common.run_budget import RunBudget
+
+    budget = RunBudget.for_workers(provider, max_in_flight, requests_per_minute, tokens_per_minute)
+    key = (provider, max_in_flight, requests_per_minute, tokens_per_minute, budget)
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = RateLimiter(requests_per_minute, tokens_per_minute, max_in_flight, budget)
+        return _shared[key]

@@ -20,7 +20,8 @@ from ctxrag.storage.ledger import LedgerRow
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 from ctxrag.storage.secrets import redact, resolve_key
-from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.common.providers import Provider, limits_from_environment
+from ctxrag.tasks.common.ratelimit import shared_limiter
 
 MAX_TEXTS_PER_REQUEST = 1_000
 BATCH_TOKEN_LIMITS = {  # per request, from Voyage's documentation
@@ -34,6 +35,7 @@ PRICE_PER_MTOK = {  # US dollars per million tokens
     "voyage-4": 0.06, "voyage-4-lite": 0.02, "voyage-4-large": 0.12, "voyage-3": 0.06,
 }
 SAFETY = 0.9  # stay under the limit even when the estimate is low
+REQUEST_TIMEOUT_S = 120.0  # one request's answer, of up to 1,000 texts
 
 
 class VoyageCallError(ApiCallFailed):
@@ -86,6 +88,7 @@ class VoyageEmbedder:
             self._client = voyageai.Client(
                 api_key=resolve_key("VOYAGE_API_KEY", "voyage-api-key"),
                 max_retries=0,  # the SDK counts attempts; 0 means one try: our layer retries
+                timeout=REQUEST_TIMEOUT_S,  # a lost answer is retried, and the budget's lease outlasts a live one
                 base_url=os.environ.get("VOYAGE_BASE_URL") or None,
             )
         return self._client
@@ -100,30 +103,40 @@ class VoyageEmbedder:
 
     def _request(self, texts: list[str], input_type: str) -> list[np.ndarray]:
         result = self._paid_call(
-            input_type, len(texts), "Voyage embeddings", PRICE_PER_MTOK.get(self.spec.model, 0.12),
+            input_type, len(texts), sum(map(estimate_tokens, texts)), "Voyage embeddings", PRICE_PER_MTOK.get(self.spec.model, 0.12),
             lambda: self.client().embed(texts, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension),
         )
         return [np.asarray(vector, dtype=np.float32) for vector in result.embeddings]
 
-    def _paid_call(self, mode: str, units: int, what: str, price_per_mtok: float, call: Callable[[], Any]) -> Any:
-        """One SDK call under the retry policy, with its ledger row (attempts, latency, tokens, cost); any SDK error
-        becomes one redacted ``VoyageCallError`` naming ``what`` and the model."""
+    def _paid_call(self, mode: str, units: int, tokens: int, what: str, price_per_mtok: float, call: Callable[[], Any]) -> Any:
+        """One SDK call of about ``tokens`` input tokens under the retry policy and the run's Voyage budget
+        (``limits_from_environment``), with its ledger row (attempts, latency, time waited for the budget, tokens,
+        cost); any SDK error becomes one redacted ``VoyageCallError`` naming ``what`` and the model."""
         started = time.perf_counter()
         row = LedgerRow(
             run_id=self._run_id, stage="embed", provider=Provider.VOYAGE, model=self.spec.model, prompt_version="",
             mode=mode, doc_id="", chunk_ids=[], status="ok",
         )
         retries: list[float] = []
+        waits: list[float] = []
+        limiter = shared_limiter(Provider.VOYAGE, *limits_from_environment(Provider.VOYAGE))
+
+        def attempt() -> Any:
+            with limiter.slot(tokens, lease_s=REQUEST_TIMEOUT_S) as waited:  # the run's budget, held per request
+                waits.append(waited)
+                return call()
+
         try:
-            result = self._policy.call(call, on_retry=lambda error, wait: retries.append(wait))
+            result = self._policy.call(attempt, on_retry=lambda error, wait: retries.append(wait))
         except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
-            row.attempts = len(retries) + 1
+            row.attempts, row.waited_s = len(retries) + 1, sum(waits)
             row.status, row.error, row.latency_s = "error", redact(str(error)), time.perf_counter() - started
             self._record(row)
             raise VoyageCallError(f"{what} ({self.spec.model}): {row.error}") from None
-        tokens = int(getattr(result, "total_tokens", 0) or 0)
-        row.attempts, row.latency_s, row.input_tokens, row.units = len(retries) + 1, time.perf_counter() - started, tokens, units
-        row.cost_usd = row.cost_without_cache_usd = tokens * price_per_mtok / 1_000_000
+        row.attempts, row.latency_s, row.waited_s = len(retries) + 1, time.perf_counter() - started, sum(waits)
+        billed = int(getattr(result, "total_tokens", 0) or 0)
+        row.input_tokens, row.units = billed, units
+        row.cost_usd = row.cost_without_cache_usd = billed * price_per_mtok / 1_000_000
         self._record(row)
         return result
 

@@ -97,7 +97,8 @@ class VoyageContextEmbedder(VoyageEmbedder):
     def _request(self, inputs: list[list[str]], input_type: str) -> list[np.ndarray]:  # type: ignore[override]
         """One ``contextualized_embed`` call; its vectors flattened in input order; one ledger row."""
         result = self._paid_call(
-            f"contextualized/{input_type}", sum(len(group) for group in inputs), "Voyage contextualized embeddings",
+            f"contextualized/{input_type}", sum(len(group) for group in inputs),
+            sum(estimate_tokens(text) for group in inputs for text in group), "Voyage contextualized embeddings",
             CONTEXT_MODELS.get(self.spec.model, 0.18),
             lambda: self.client().contextualized_embed(
                 inputs=inputs, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension

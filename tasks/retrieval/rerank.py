@@ -20,9 +20,11 @@ from ctxrag.tasks.context.claude.client import ClaudeClient, message_text
 from ctxrag.tasks.context.claude.pricing import Usage, charge
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 from ctxrag.storage.secrets import MissingKey, redact, resolve_key
-from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.common.providers import Provider, limits_from_environment
+from ctxrag.tasks.common.ratelimit import shared_limiter
 
 COHERE_PRICE_PER_SEARCH_UNIT = 0.002  # US dollars (rerank-english-v3.0 and rerank-v3.5: $2 per 1,000 searches)
+COHERE_TIMEOUT_S = 60.0  # one rerank request's answer
 CLAUDE_INITIAL_K = 20
 RELEVANT = re.compile(r"<relevant_indices>(.*?)(?:</relevant_indices>|$)", re.S)
 
@@ -108,7 +110,7 @@ class CohereReranker:
             import cohere
 
             base_url = os.environ.get("CO_API_URL") or "https://api.cohere.com"  # read here: the SDK reads it at import
-            self._client = cohere.ClientV2(api_key=_key_for("cohere"), base_url=base_url, max_retries=0)
+            self._client = cohere.ClientV2(api_key=_key_for("cohere"), base_url=base_url, max_retries=0, timeout=COHERE_TIMEOUT_S)
         return self._client
 
     def rerank(self, query: str, documents: list[str], k: int) -> list[int]:
@@ -117,17 +119,23 @@ class CohereReranker:
         row = LedgerRow(self.run_id, "rerank", Provider.COHERE, self.model, "", "rerank", "", [], "ok")
         started = time.perf_counter()
         retries: list[float] = []
+        waits: list[float] = []
+        limiter = shared_limiter(Provider.COHERE, *limits_from_environment(Provider.COHERE))
+        tokens = sum(len(text.encode("utf-8")) for text in (query, *documents)) // 3  # an estimate, as Voyage's
+
+        def attempt() -> Any:
+            with limiter.slot(tokens, lease_s=COHERE_TIMEOUT_S) as waited:  # the run's budget, held per request
+                waits.append(waited)
+                return self.client().rerank(model=self.model, query=query, documents=documents, top_n=k)
+
         try:
-            response = self.policy.call(
-                lambda: self.client().rerank(model=self.model, query=query, documents=documents, top_n=k),
-                on_retry=lambda error, wait: retries.append(wait),
-            )
+            response = self.policy.call(attempt, on_retry=lambda error, wait: retries.append(wait))
         except Exception as error:  # noqa: BLE001
-            row.attempts = len(retries) + 1
+            row.attempts, row.waited_s = len(retries) + 1, sum(waits)
             row.status, row.error = "error", redact(f"{getattr(error, 'status_code', '')} {getattr(error, 'body', error)}")
             _record(self.ledger, row, started)
             raise RerankError(f"Cohere rerank ({self.model}): {row.error}") from None
-        row.attempts = len(retries) + 1
+        row.attempts, row.waited_s = len(retries) + 1, sum(waits)
         units = getattr(getattr(getattr(response, "meta", None), "billed_units", None), "search_units", None) or 1
         row.units = int(units)
         row.cost_usd = row.cost_without_cache_usd = row.units * COHERE_PRICE_PER_SEARCH_UNIT

@@ -53,6 +53,8 @@ class SimulatorServer:
         self.requests: list[RecordedRequest] = []
         self._failures: list[tuple[int, float | None]] = []
         self._lock = threading.Lock()
+        self.in_flight = 0  # requests being answered right now
+        self.peak_in_flight = 0  # the most at once since the last reset()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -103,6 +105,7 @@ class SimulatorServer:
         with self._lock:
             self.requests.clear()
             self._failures.clear()
+            self.peak_in_flight = 0
 
     # ------------------------------------------------------------------ subclass API
     def handle(self, request: RecordedRequest) -> Reply:  # pragma: no cover - abstract
@@ -119,6 +122,16 @@ class SimulatorServer:
     def _dispatch(self, request: RecordedRequest, raw_ok: bool) -> Reply:
         with self._lock:
             self.requests.append(request)
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return self._answer(request, raw_ok)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _answer(self, request: RecordedRequest, raw_ok: bool) -> Reply:
+        with self._lock:
             failure = self._failures.pop(0) if self._failures else None
         if self.latency_seconds > 0:
             time.sleep(self.latency_seconds)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 from ctxrag.tasks.common.ratelimit import RateLimiter
-from ctxrag.tasks.common.run_budget import RunBudget
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy, headers_of, is_rate_limited, is_retryable, retry_after_of
 from ctxrag.storage.secrets import redact, resolve_key
 
@@ -18,8 +16,6 @@ SECRET_BLOCK = "anthropic-api-key"
 ANSWER_WAIT_S = 60.0  # a request's answer starts within a minute, plus its output's time at ...
 OUTPUT_TOKENS_PER_S = 50.0  # ... a slow generation speed (Haiku writes several times faster)
 
-_limiters: dict[tuple[float | None, float | None, int | None, RunBudget | None], RateLimiter] = {}
-
 
 def request_timeout(max_tokens: object) -> float:
     """Seconds one Messages request may wait for its answer: a request lost on the way (its answer never comes) is
@@ -27,18 +23,6 @@ def request_timeout(max_tokens: object) -> float:
     Dask sat with every call slot of a worker on a request that was never answered)."""
     tokens = max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else 4096
     return ANSWER_WAIT_S + tokens / OUTPUT_TOKENS_PER_S
-_limiters_lock = threading.Lock()
-
-
-def shared_limiter(requests_per_minute: float | None, tokens_per_minute: float | None, max_in_flight: int | None = None,
-                   budget: RunBudget | None = None) -> RateLimiter:
-    """One limiter per setting in this process, shared by every task thread that calls Claude: ``max_in_flight``
-    bounds the process's open requests (all documents, all task threads), and ``budget`` the run's, across processes."""
-    with _limiters_lock:
-        key = (requests_per_minute, tokens_per_minute, max_in_flight, budget)
-        if key not in _limiters:
-            _limiters[key] = RateLimiter(requests_per_minute, tokens_per_minute, max_in_flight, budget)
-        return _limiters[key]
 
 
 class _KeepFailed(Exception):

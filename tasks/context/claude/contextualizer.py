@@ -22,14 +22,14 @@ from typing import Any, Callable, TypeVar
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.ledger import LedgerRow, SaveLedger
-from ctxrag.tasks.context.claude.client import ClaudeCallError, ClaudeClient, Reply, message_text, shared_limiter
+from ctxrag.tasks.context.claude.client import ClaudeCallError, ClaudeClient, Reply, message_text
 from ctxrag.tasks.context.claude.pricing import Usage, charge
 from ctxrag.tasks.context.claude.prompts import CHUNK_CONTEXT, DOCUMENT, DOCUMENT_CONTEXTS, RECORD_CONTEXTS_TOOL, SUMMARY, tagged_chunks
 from ctxrag.tasks.context.offline import SaveContexts
 from ctxrag.tasks.common.models import Chunk, Document
 from ctxrag.tasks.context.structure import chunk_offsets
 from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
-from ctxrag.tasks.common.run_budget import RunBudget
+from ctxrag.tasks.common.ratelimit import shared_limiter
 from ctxrag.tasks.context.claude.settings import BATCH_MODES, DEFAULT_CONCURRENCY, MODES, PER_DOCUMENT_MODES, ClaudeSettings  # noqa: F401  (re-exported)
 from ctxrag.tasks.common.providers import Provider
 
@@ -104,8 +104,7 @@ class ClaudeContextualizer:
     def _client(self) -> ClaudeClient:
         if self.client is None:
             settings = self.settings
-            budget = RunBudget.for_workers(Provider.ANTHROPIC, settings.concurrency, settings.requests_per_minute, settings.tokens_per_minute)
-            limiter = shared_limiter(settings.requests_per_minute, settings.tokens_per_minute, settings.concurrency, budget)
+            limiter = shared_limiter(Provider.ANTHROPIC, settings.concurrency, settings.requests_per_minute, settings.tokens_per_minute)
             self.client = ClaudeClient(RetryPolicy(attempts=self.settings.retry_attempts), limiter)
         return self.client
 

@@ -110,3 +110,30 @@ def test_a_server_that_cannot_keep_the_budget_leaves_the_process_limits_in_charg
     with temporary_settings(updates={PREFECT_CLIENT_MAX_RETRIES: 0}), limiter.slot() as waited:
         assert waited < 5.0
     assert limiter.budget is None and "the run-wide budget of nowhere calls is off" in caplog.text
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_voyage_calls_of_a_dask_worker_take_the_runs_budget_on_the_server(voyage_simulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a Dask worker Voyage's limiter leases its slots from the server's ``ctxrag-voyage-in-flight`` limit (set
+    from CTXRAG_VOYAGE_CONCURRENCY), so every worker's calls together stay within it."""
+    from prefect.client.orchestration import get_client
+
+    from ctxrag.tasks.common import ratelimit, run_budget
+    from ctxrag.tasks.common.providers import Provider
+    from ctxrag.tasks.embedding.embed import EmbedderSpec
+    from ctxrag.tasks.embedding.voyage import VoyageEmbedder
+
+    monkeypatch.setattr(run_budget, "in_dask_worker", lambda: True)
+    monkeypatch.setattr(ratelimit, "_shared", {})
+    monkeypatch.setenv("CTXRAG_VOYAGE_CONCURRENCY", "2")
+    voyage_simulator.latency_seconds = 0.3
+    threads = [threading.Thread(target=VoyageEmbedder(EmbedderSpec("voyage", "voyage-2", 0)).embed, args=([f"text {i}"],)) for i in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(voyage_simulator.requests) == 5 and voyage_simulator.peak_in_flight <= 2
+    (limiter,) = ratelimit._shared.values()
+    assert limiter.budget is not None and limiter.budget.provider == Provider.VOYAGE
+    with get_client(sync_client=True) as client:
+        assert client.read_global_concurrency_limit_by_name("ctxrag-voyage-in-flight").limit == 2

@@ -79,3 +79,26 @@ def test_every_request_gets_a_ledger_row_with_tokens_and_cost(simulator: VoyageS
 def test_cache_keys_differ_by_dimension_and_input_type() -> None:
     a, b = EmbedderSpec("voyage", "voyage-3.5", 0, 256), EmbedderSpec("voyage", "voyage-3.5", 0, 512)
     assert a.cache_key("t", "document") != b.cache_key("t", "document") != b.cache_key("t", "query")
+
+
+@pytest.mark.parametrize("setting, allowed", [(None, 4), ("2", 2)])
+def test_voyage_requests_in_flight_are_bounded_by_the_runs_limit(simulator: VoyageSimulator, monkeypatch: pytest.MonkeyPatch,
+                                                               setting: str | None, allowed: int) -> None:
+    """Six task threads embedding at once: at most CTXRAG_VOYAGE_CONCURRENCY (default 4) requests are open, and the
+    time each waited for a slot is in its ledger row."""
+    import threading
+
+    if setting is None:
+        monkeypatch.delenv("CTXRAG_VOYAGE_CONCURRENCY", raising=False)
+    else:
+        monkeypatch.setenv("CTXRAG_VOYAGE_CONCURRENCY", setting)
+    simulator.latency_seconds = 0.3
+    rows: list[LedgerRow] = []
+    threads = [threading.Thread(target=embedder("voyage-2", rows).embed, args=([f"thread {i} text"],)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(rows) == 6 and all(row.status == "ok" for row in rows)
+    assert simulator.peak_in_flight == allowed
+    assert sum(row.waited_s > 0.2 for row in rows) >= 6 - allowed  # those beyond the limit waited for a slot

@@ -107,3 +107,19 @@ def test_local_cross_encoder_orders_by_its_own_scores(tiny_cross_encoder: Path) 
     order = reranker.rerank("retry backoff", DOCUMENTS, 3)
     scores = CrossEncoder(str(tiny_cross_encoder), device="cpu").predict([("retry backoff", d) for d in DOCUMENTS])
     assert order == sorted(range(4), key=lambda i: (-float(scores[i]), i))[:3]
+
+
+def test_cohere_requests_in_flight_are_bounded_by_the_runs_limit(cohere_sim: CohereSimulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Evaluation's query threads rerank at once: at most CTXRAG_COHERE_CONCURRENCY requests are open."""
+    import threading
+
+    monkeypatch.setenv("CTXRAG_COHERE_CONCURRENCY", "2")
+    cohere_sim.latency_seconds = 0.3
+    rows: list[LedgerRow] = []
+    threads = [threading.Thread(target=CohereReranker(ledger=rows.extend).rerank, args=("retry", DOCUMENTS, 2)) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(rows) == 5 and cohere_sim.peak_in_flight == 2
+    assert sum(row.waited_s > 0.2 for row in rows) >= 3
