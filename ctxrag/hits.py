@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from ctxrag.tasks.common.languages import language_of
 from ctxrag.tasks.retrieval.fusion import RankedRow
 from ctxrag.tasks.retrieval.locate import Location, Locator, values_at
 
@@ -35,6 +36,12 @@ class Hit:
         return self.doc_id
 
     @property
+    def language(self) -> str | None:
+        """The source file's language, from its name ("python", "typescript", "markdown", ..., "text" for other
+        files); None when the source names no file (a JSON corpus's ``doc_id``)."""
+        return language_of(self.doc_id)
+
+    @property
     def found_by(self) -> list[str]:
         """The retrievers that found the chunk."""
         return sorted(self.ranks)
@@ -44,7 +51,7 @@ class Hit:
         return {
             "rank": self.rank, "chunk_id": self.chunk_id, "doc_id": self.doc_id, "chunk_index": self.chunk_index,
             "score": round(self.score, 6), "found_by": self.found_by, "context": self.context, "content": self.content,
-            "source": self.source, "location": self.location.to_dict(), "ranks": dict(self.ranks),
+            "source": self.source, "language": self.language, "location": self.location.to_dict(), "ranks": dict(self.ranks),
         }
 
     def __repr__(self) -> str:

@@ -32,7 +32,8 @@ def _plain(value: object) -> object:
 class IndexReport(_FromReport):
     """What an index run did: ``status`` ``published`` (a new ``version`` is live) or ``unchanged``, the counts of
     documents (new, changed, unchanged, removed) and chunks (contextualized, embedded, reused), the paid calls and
-    their cost, the quality gate's scores, seconds per stage and the corpus's warnings."""
+    their cost, the quality gate's scores, seconds per stage, the corpus's warnings, its chunks per language and the
+    files cut as plain text for want of a chunker."""
 
     index: str
     version: str
@@ -52,6 +53,8 @@ class IndexReport(_FromReport):
     gate: dict[str, object] | None
     seconds: dict[str, float]
     warnings: list[str]
+    chunks_by_language: dict[str, int] = dataclasses.field(default_factory=dict)  # most first (ctxrag.tasks.common.languages)
+    read_as_plain_text: dict[str, object] = dataclasses.field(default_factory=dict)  # files no chunker knows: how many, the first 20
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,7 @@ def test_search_json_says_which_retriever_found_each_chunk(home: Path) -> None:
     assert [hit["rank"] for hit in hits] == [1, 2, 3]
     assert all(set(hit["found_by"]) <= {"vector", "bm25"} and hit["found_by"] for hit in hits)
     assert all(hit["source"] == hit["doc_id"] and len(hit["location"]["lines"]) == 2 for hit in hits)
+    assert {hit["language"] for hit in hits} <= {"python", "markdown", "text"} and "python" in {hit["language"] for hit in hits}
 
 
 def test_list_and_delete(home: Path, tmp_path: Path) -> None:

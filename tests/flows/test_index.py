@@ -40,6 +40,9 @@ def test_first_run_builds_and_second_run_reuses_every_stage(corpus_dir: Path, ho
     assert first["documents"] == 8 and first["documents_new"] == 8
     assert first["documents_contextualized"] == 8
     assert first["chunks_embedded"] == first["chunks"] > 8
+    by_language = first["chunks_by_language"]  # the sample: tinyq/*.py, README.md and docs/*.md, CHANGELOG.txt
+    assert set(by_language) == {"python", "markdown", "text"} and sum(by_language.values()) == first["chunks"]
+    assert first["read_as_plain_text"] == {"files": 0, "first": []}  # the changelog is prose (.txt), not a fallback
 
     second = run(corpus_dir, home)
     assert second["status"] == "unchanged"

@@ -1,0 +1,42 @@
+"""A file's language from its name, and the run report's counts by language."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxrag.tasks.common.languages import BY_EXTENSION, BY_FILENAME, TEXT, chunks_by_language, language_of, read_as_plain_text
+from ctxrag.tasks.common.models import Chunk, Corpus, Document
+from ctxrag.tasks.load.directory import CODE_EXTENSIONS, CODE_FILENAMES, MARKDOWN_EXTENSIONS, PROSE_EXTENSIONS
+
+
+def test_every_kind_of_file_the_loader_reads_has_a_language() -> None:
+    assert (CODE_EXTENSIONS | MARKDOWN_EXTENSIONS | PROSE_EXTENSIONS) <= set(BY_EXTENSION)
+    assert CODE_FILENAMES <= set(BY_FILENAME)
+
+
+@pytest.mark.parametrize("doc_id, language", [
+    ("src/app/page.tsx", "typescript"), ("lib/index.mjs", "javascript"), ("cmd/main.go", "go"), ("src/lib.rs", "rust"),
+    ("pkg/Main.java", "java"), ("tinyq/worker.py", "python"), ("docs/guide.MDX", "mdx"), ("docs/index.rst", "restructuredtext"),
+    ("build/Makefile", "make"), ("setup.cfg", TEXT), ("LICENSE", None), ("doc_1", None),
+    ("https://docs.anthropic.com/en/docs/intro.html", None),
+])
+def test_a_sources_language_comes_from_its_name(doc_id: str, language: str | None) -> None:
+    assert language_of(doc_id) == language
+
+
+def _corpus(*files: tuple[str, str, int]) -> Corpus:
+    documents = [Document(doc_id=name, title=name, content="x", kind=kind, source=name) for name, kind, _ in files]
+    chunks = [Chunk(f"{name}#{i}", name, i, "x", "sha") for name, _, count in files for i in range(count)]
+    return Corpus(source="folder", documents=documents, chunks=chunks)
+
+
+def test_the_report_counts_chunks_by_language_most_first_and_a_json_corpus_by_kind() -> None:
+    corpus = _corpus(("a.py", "code", 2), ("b.ts", "code", 3), ("doc_7", "code", 1), ("notes.txt", "text", 1))
+    assert list(chunks_by_language(corpus).items()) == [("typescript", 3), ("python", 2), ("code", 1), ("text", 1)]
+
+
+def test_the_report_names_the_files_cut_as_plain_text_for_want_of_a_chunker_but_not_prose() -> None:
+    corpus = _corpus(("setup.cfg", "text", 1), ("LICENSE", "text", 1), ("notes.txt", "text", 1), ("a.py", "code", 1),
+                     *((f"data/{i}.conf", "text", 1) for i in range(25)))
+    fallback = read_as_plain_text(corpus)
+    assert fallback["files"] == 27 and fallback["first"][:2] == ["setup.cfg", "LICENSE"] and len(fallback["first"]) == 20
