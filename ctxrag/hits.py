@@ -64,7 +64,8 @@ COLUMNS = ["chunk_id", "doc_id", "chunk_index", "content", "context"]
 
 def hits_of(chunks: pa.Table, ranked: list[RankedRow], locator: Locator) -> list[Hit]:
     """``ranked`` rows of an index's ``chunks`` as hits, ranked from 1 (read without ``take``: ``values_at``)."""
-    rows = [dict(zip(COLUMNS, values)) for values in zip(*(values_at(chunks[name], [hit.row for hit in ranked]) for name in COLUMNS))]
+    positions = [hit.row for hit in ranked]
+    rows = [dict(zip(COLUMNS, values)) for values in zip(*(values_at(chunks[name], positions) for name in COLUMNS))]
     return [
         Hit(rank=rank, score=hit.score, ranks=dict(hit.ranks), location=locator.location(hit.row), **row)
         for rank, (hit, row) in enumerate(zip(ranked, rows), start=1)

@@ -1,7 +1,7 @@
 """A file's language, from its name: what each hit says (``language``) and what the run report counts.
 
-Every extension the folder loader reads as code, Markdown, a docs page or text has a name here
-(``tests/tasks/common/test_languages.py`` holds the two lists together). A JSON corpus's ``doc_id`` is no file name:
+``BY_EXTENSION`` is also the folder loader's list of what it reads as code: every extension here that is not
+Markdown, a docs page or prose (``tasks/load/directory.py``). A JSON corpus's ``doc_id`` is no file name:
 its language is None, and the report counts its chunks under the documents' kind.
 """
 
@@ -45,7 +45,7 @@ def language_of(doc_id: str) -> str | None:
     return BY_EXTENSION.get(extension, TEXT)
 
 
-PROSE = frozenset({"txt", "text"})  # plain text by their own kind, not for want of a chunker
+PROSE_EXTENSIONS: frozenset[str] = frozenset({"txt", "text"})  # plain text by their own kind (unwrapped paragraphs are not minification)
 NAMED_FALLBACKS = 20  # the report names this many files read as plain text
 
 
@@ -60,5 +60,5 @@ def read_as_plain_text(corpus: Corpus) -> dict[str, object]:
     """The folder's files that no chunker knows (an unknown extension, or none) and were cut as plain text: how many,
     and the first ``NAMED_FALLBACKS`` of them."""
     files = [document.doc_id for document in corpus.documents
-             if document.kind == "text" and PurePosixPath(document.doc_id).suffix.lower().lstrip(".") not in PROSE]
+             if document.kind == "text" and PurePosixPath(document.doc_id).suffix.lower().lstrip(".") not in PROSE_EXTENSIONS]
     return {"files": len(files), "first": files[:NAMED_FALLBACKS]}

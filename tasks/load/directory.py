@@ -16,22 +16,20 @@ from pathspec import GitIgnoreSpec
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.load.chunking import DEFAULT_BUDGET, chunk_content
 from ctxrag.tasks.load.markup import DOCS_EXTENSIONS, as_markdown
+from ctxrag.tasks.common.languages import BY_EXTENSION, BY_FILENAME, PROSE_EXTENSIONS
 from ctxrag.tasks.common.models import DEFAULT_MAX_FILE_BYTES, Chunk, Corpus, CorpusError, Document
 
 SKIP_DIRS: frozenset[str] = frozenset({"__pycache__", "node_modules", "venv", "build", "dist"})  # plus hidden ones
-CODE_EXTENSIONS: frozenset[str] = frozenset(
-    """py pyi rs go c h cpp hpp cc cxx hh hxx java js mjs cjs ts tsx jsx rb php cs swift kt kts scala sh bash zsh
-    sql lua pl pm r jl m mm dart ex exs erl hs ml clj vue svelte zig nim f90 ps1 groovy gradle cmake""".split()
-)
-CODE_FILENAMES: frozenset[str] = frozenset({"Makefile", "Dockerfile", "Rakefile", "Gemfile", "CMakeLists.txt"})
 MARKDOWN_EXTENSIONS: frozenset[str] = frozenset({"md", "markdown"}) | DOCS_EXTENSIONS  # docs pages: markup.as_markdown
+# Code: every other extension with a language (tasks/common/languages.py, the one list), and its named files.
+CODE_EXTENSIONS: frozenset[str] = frozenset(BY_EXTENSION) - MARKDOWN_EXTENSIONS - PROSE_EXTENSIONS
+CODE_FILENAMES: frozenset[str] = frozenset(BY_FILENAME)
 BINARY_SNIFF = 8192  # a NUL byte within this many leading bytes marks a file as binary
 MINIFIED_SUFFIXES: tuple[str, ...] = (".min.js", ".min.mjs", ".min.css")
 GENERATED_SNIFF = 32 * 1024  # characters judged for the average line length
 MAX_AVERAGE_LINE = 300  # longer lines on average (in a sample of at least 1 KiB) mark a file as minified
 GENERATED_MARKERS: tuple[str, ...] = ("@generated", "DO NOT EDIT")  # "Code generated ... DO NOT EDIT." included
 MARKER_LINES = 5  # markers count in this many first lines
-PROSE_EXTENSIONS: frozenset[str] = frozenset({"txt", "text"})  # unwrapped paragraphs are not minification
 
 
 def file_kind(path: Path) -> str:
