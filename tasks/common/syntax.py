@@ -3,8 +3,9 @@ doc comment. The chunker (``ctxrag.tasks.load.syntax``) cuts at the definitions;
 the ones that enclose a chunk.
 
 Lines are 0-based and counted as ``ctxrag.tasks.load.chunking.split_lines`` counts them (by "\\n"). A file whose
-language has no grammar (``ctxrag.tasks.common.grammars``), or whose tree has a syntax error under every grammar
-tried, has no outline: its callers fall back to the regex heuristics.
+language has no grammar (``ctxrag.tasks.common.grammars``), or whose tree is more than a little broken under every
+grammar tried, has no outline: its callers fall back to the regex heuristics. A definition with a syntax error in it
+is left out of an outline (where it ends is a guess); the ones inside it are kept.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from ctxrag.tasks.common.grammars import GRAMMARS, Grammar, grammars_for, loaded
 if TYPE_CHECKING:
     from tree_sitter import Node
 
+MAX_ERROR_SHARE = 0.05  # a tree with more of its bytes in syntax errors is not used (a C header's extern "C" { in
+# an #ifdef is one small error; a file in another dialect is many)
 MAX_HEADER = 120  # characters of a definition's header line kept
 MAX_NAME = 80
 _HEADER_END = re.compile(r"(?:\s|[{:(;]|=>?)+$")  # what a header line ends with before the body: " {", ":", " =>", " ="
@@ -79,24 +82,35 @@ class Outline:
 
 def outline(text: str, path: str) -> Outline | None:
     """The outline of ``text``, the file at ``path`` (its name picks the grammar), or None: no grammar for its
-    language, or a syntax error under each grammar tried."""
-    grammars = grammars_for(path)
-    if not grammars:
-        return None
+    language, or syntax errors over more than ``MAX_ERROR_SHARE`` of it under each grammar tried (the first clean
+    reading wins, else the least broken)."""
     source = text.encode("utf-8", "replace")
-    for name in grammars:
-        found = _outline(source, name)
-        if found is not None:
-            return found
-    return None
+    best: tuple[float, str, Node] | None = None
+    for name in grammars_for(path):
+        root = parser(name).parse(source).root_node
+        if not root.has_error:
+            return _outline(source, name, root)
+        share = _error_share(root, len(source))
+        if share <= MAX_ERROR_SHARE and (best is None or share < best[0]):
+            best = (share, name, root)
+    return None if best is None else _outline(source, best[1], best[2])
 
 
-def _outline(source: bytes, name: str) -> Outline | None:
+def _error_share(node: Node, size: int) -> float:
+    """The share of the file's bytes in syntax-error nodes (a missing token has none)."""
+    pending, broken = [node], 0
+    while pending:
+        current = pending.pop()
+        if current.type == "ERROR":
+            broken += current.end_byte - current.start_byte
+        elif current.has_error:
+            pending.extend(current.children)
+    return broken / max(size, 1)
+
+
+def _outline(source: bytes, name: str, root: Node) -> Outline:
     from tree_sitter import QueryCursor
 
-    root = parser(name).parse(source).root_node
-    if root.has_error:
-        return None
     grammar, ready = GRAMMARS[name], loaded(name)
     found: dict[tuple[int, int], tuple[Node, Node, Node]] = {}  # the definition's node (wrappers included) -> it, the
     # captured node and its name
@@ -105,7 +119,7 @@ def _outline(source: bytes, name: str) -> Outline | None:
         node = inner
         while node.parent is not None and node.parent.type in grammar.wrappers:
             node = node.parent
-        if pattern in ready.top_level and node.parent != root:
+        if (pattern in ready.top_level and node.parent != root) or node.has_error:  # an error: its extent is a guess
             continue
         found.setdefault((node.start_byte, node.end_byte), (node, inner, named))
     lines = source.split(b"\n")

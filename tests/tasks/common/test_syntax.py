@@ -129,8 +129,8 @@ def test_a_header_is_read_as_cpp_or_else_as_c() -> None:
     assert tree("int add(a)\nint a;\n{\n    return a;\n}\n", "old.h").grammar == "c"  # a K&R definition: not C++
 
 
-def test_no_outline_without_a_grammar_or_with_a_syntax_error() -> None:
-    assert outline("def f(:\n    pass\n", "broken.py") is None
+def test_no_outline_without_a_grammar_or_with_syntax_errors_over_much_of_it() -> None:
+    assert outline("def f(:\n  )]}\n  )]}\n", "broken.py") is None
     assert outline("class A; end\n", "a.rb") is None
     assert outline("def f(): pass\n", "doc_1") is None
 
@@ -140,3 +140,11 @@ def test_the_code_a_chunk_shows_whole_and_goes_past_does_not_enclose_it() -> Non
     assert [d.header for d in found.enclosing(1, 2)] == ["class C", "def a(self)"]  # def a whole: inside it
     assert [d.header for d in found.enclosing(1, 5)] == ["class C"]  # a and b: beside them, inside C
     assert [d.header for d in found.enclosing(2, 5)] == ["class C", "def a(self)"]  # a's tail, then b
+
+
+def test_a_small_syntax_error_is_tolerated_but_the_definition_it_is_in_is_left_out() -> None:
+    header = ('#ifdef __cplusplus\nextern "C" {\n#endif\n\n' + "".join(f"int f{n}(int a);\n" for n in range(30))
+              + "\nint add(int a, int b)\n{\n    return a + b;\n}\n\n#ifdef __cplusplus\n}\n#endif\n")
+    assert [d.name for d in tree(header, "api.h").definitions] == ["add"]  # the unclosed extern "C" block: one error
+    text = "def ok():\n    return 1\n\n\ndef broken():\n    return )\n" + "".join(f"\n\ndef f{n}():\n    return {n}\n" for n in range(20))
+    assert [d.name for d in tree(text, "legacy.py").definitions] == ["ok", *(f"f{n}" for n in range(20))]
