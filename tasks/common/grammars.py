@@ -2,7 +2,8 @@
 
 One PyPI package per grammar (``tree-sitter-python``, ...), each a compiled wheel: nothing is downloaded at run time.
 A file's grammar comes from its name (``grammars_for``); a language not listed here has none, and its files are cut
-by the regex chunker. Each grammar's ``Patterns`` are tree-sitter queries that capture a definition node
+by the regex chunker, as are those of ``REGEX_BY_CHOICE`` (``regex_by_choice``: the chunker and the contextualizer
+ask it; ``ctxrag.tasks.common.syntax.outline`` reads any file it has a grammar for). Each grammar's ``Patterns`` are tree-sitter queries that capture a definition node
 (``@definition``) and its name (``@name``); ``TOP_LEVEL`` marks patterns that count only outside any other definition
 (``const config = {...}`` is a definition at the top of a module, a statement inside a function).
 """
@@ -20,8 +21,9 @@ from ctxrag.tasks.common.languages import language_of
 if TYPE_CHECKING:
     from tree_sitter import Language, Parser, Query
 
-# Languages read by the regex heuristics by choice, though they have a grammar (docs/decisions.md, "Syntax trees").
-REGEX_BY_CHOICE: frozenset[str] = frozenset()
+# Languages read by the regex heuristics by choice, though they have a grammar: Python's suite figures did not all hold
+# on the tree (docs/decisions.md, "Syntax trees for code").
+REGEX_BY_CHOICE: frozenset[str] = frozenset({"python"})
 TOP_LEVEL = "top:"  # a pattern's prefix: only outside any other definition
 
 _FUNCTION_VALUES = "[(arrow_function) (function_expression) (generator_function) (class)]"
@@ -122,10 +124,16 @@ _BY_EXTENSION: dict[str, tuple[str, ...]] = {"tsx": ("tsx",), "h": ("cpp", "c")}
 def grammars_for(path: str) -> tuple[str, ...]:
     """The grammars to parse the file at ``path`` with, in order; none for a language without one."""
     language = language_of(path)
-    if language is None or language in REGEX_BY_CHOICE:
+    if language is None:
         return ()
     extension = PurePosixPath(path).suffix.lower().lstrip(".")
     return _BY_EXTENSION.get(extension, _BY_LANGUAGE.get(language, ()))
+
+
+def regex_by_choice(path: str) -> bool:
+    """Whether the file at ``path`` is read by the regex heuristics by choice (``REGEX_BY_CHOICE``), not for want of
+    a grammar or of a clean parse."""
+    return language_of(path) in REGEX_BY_CHOICE
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,9 @@ def _lead(node: Node, lines: list[bytes], grammar: Grammar) -> int:
     and the blank lines before those, never past the code before it."""
     lead = node.start_point.row
     previous = node.prev_named_sibling
+    if previous is None and node.parent is not None and node.parent.parent is not None and node.parent.start_byte == node.start_byte:
+        previous = node.parent.prev_named_sibling  # a body that starts at its first statement (Python's): the comments
+        # before that statement are the body's siblings
     while previous is not None and previous.type in grammar.prefixes and last_row(previous) < lead and _own_line(previous, lines):
         lead = previous.start_point.row
         previous = previous.prev_named_sibling

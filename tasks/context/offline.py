@@ -14,6 +14,7 @@ from typing import Callable, Protocol
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.ledger import SaveLedger
 from ctxrag.tasks.common.models import Chunk, Document, sha256_hex
+from ctxrag.tasks.common.grammars import regex_by_choice
 from ctxrag.tasks.common.syntax import Outline, outline
 from ctxrag.tasks.context.structure import (
     chunk_lines,
@@ -104,7 +105,7 @@ class StructuralContextualizer(_Offline):
         return [self._prose_context(document, chunk) for chunk in chunks]
 
     def _code_contexts(self, document: Document, chunks: list[Chunk]) -> list[str]:
-        tree = outline(document.content, document.doc_id)
+        tree = None if regex_by_choice(document.doc_id) else outline(document.content, document.doc_id)
         if tree is not None:
             return self._tree_contexts(document, chunks, tree)
         definitions = find_definitions(document.content)

@@ -1,12 +1,12 @@
 """Code chunked on its syntax tree: cut at definitions (``ctxrag.tasks.common.syntax``), under the character budget
 and with the invariant of ``chunking`` (pieces are exact slices that join back to the file; whitespace goes with a
-neighbour). A file with no outline (no grammar for its language, or a syntax error) is cut by ``chunking.split_code``.
+neighbour). A file with no outline (no grammar for its language, or too many syntax errors), or of a language in
+``grammars.REGEX_BY_CHOICE``, is cut by ``chunking.split_code``.
 """
 
 from __future__ import annotations
 
-from ctxrag.tasks.common.grammars import REGEX_BY_CHOICE
-from ctxrag.tasks.common.languages import language_of
+from ctxrag.tasks.common.grammars import regex_by_choice
 from ctxrag.tasks.common.syntax import Outline, outline
 from ctxrag.tasks.load.chunking import DEFAULT_BUDGET, Piece, absorb_blank, chunk_content, line_windows, pack, split_code, split_lines
 
@@ -51,10 +51,12 @@ def _units(lines: list[str], begin: int, end: int, tree: Outline, siblings: list
 
 def chunk_file(text: str, kind: str, path: str, budget: int = DEFAULT_BUDGET) -> tuple[list[Piece], bool]:
     """The pieces of the file at ``path`` (``chunking.chunk_content`` for prose), and whether it is code that fell
-    back to the regex chunker (no grammar for its language, or a syntax error) rather than by choice."""
+    back to the regex chunker (no grammar for its language, or too many syntax errors), not by choice."""
     if kind != "code":
         return chunk_content(text, kind, budget), False
+    if regex_by_choice(path):
+        return split_code(text, budget), False
     tree = outline(text, path)
     if tree is None:
-        return split_code(text, budget), language_of(path) not in REGEX_BY_CHOICE
+        return split_code(text, budget), True
     return split_tree(text, tree, budget), False

@@ -193,6 +193,17 @@ def test_go_receivers_and_rust_impl_blocks_in_the_path(path: str, text: str, pie
     assert context.split("\n")[1] in ("Package server serves.", "Bars.") and context.endswith(inside)
 
 
+def test_python_gets_the_heuristic_contexts_by_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    content = "class Retry:\n    # Runs it.\n    def run(self, job):\n        return job()\n"
+    document = code_document(content, "retry.py")
+    chunk = chunks_of(document, ["    # Runs it.\n    def run(self, job):\n        return job()\n"])
+    assert StructuralContextualizer().contextualize(document, chunk)[0].endswith("Inside: class Retry")  # the regex path
+    from ctxrag.tasks.common import grammars
+
+    monkeypatch.setattr(grammars, "REGEX_BY_CHOICE", frozenset())  # on its tree the comment goes with its method
+    assert StructuralContextualizer().contextualize(document, chunk)[0].endswith("Inside: class Retry > def run(self, job)")
+
+
 def test_a_file_with_a_syntax_error_gets_the_heuristic_contexts() -> None:
     document = code_document("// Broken.\nfunction f( {\n  return 1;\n}\n", "broken.js")
     [context] = StructuralContextualizer().contextualize(document, chunks_of(document, ["  return 1;\n"]))

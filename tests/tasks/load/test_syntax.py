@@ -115,3 +115,12 @@ def test_the_regex_chunker_takes_what_has_no_tree_and_says_so() -> None:
     assert chunk_file(broken, "code", "broken.js") == (split_code(broken), True)
     assert chunk_file(SOURCES["lib.rs"], "code", "lib.rs")[1] is False
     assert chunk_file("# Title\n\nText.\n", "markdown", "README.md")[1] is False
+
+
+def test_python_is_cut_by_the_regex_chunker_by_choice_and_not_named_a_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = SOURCES["shapes.py"] * 8
+    assert chunk_file(text, "code", "shapes.py") == (split_code(text), False)
+    from ctxrag.tasks.common import grammars
+
+    monkeypatch.setattr(grammars, "REGEX_BY_CHOICE", frozenset())  # the switch: Python on its tree
+    assert chunk_file(text, "code", "shapes.py") == (split_tree(text, tree(text, "shapes.py")), False)
