@@ -128,6 +128,8 @@ def corpus_of(spec: dict, data: Path) -> Corpus:
         return corpora.shared(data, spec["path"])
     if source == "pydoc-topics":
         return corpora.pydoc_topics(spec.get("python"))
+    if source == "git":
+        return corpora.git_tree(spec["repo"], spec["commit"], spec.get("path", ""), tuple(spec.get("pathspecs", ())))
     raise Unavailable(f"unknown corpus source {source!r}")
 
 
