@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -26,6 +27,7 @@ from ctxrag.tasks.stages.gate import check_gate
 from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.context.structure import defined_names
 
+TEXT_BLOCK = 16_384  # rows whose embedded texts are made at a time
 
 
 @dataclass
@@ -53,12 +55,27 @@ class BuildPlan:
     @property
     def texts(self) -> list[str]:
         """Each row's indexed text (context + chunk): what BM25 reads."""
-        return [indexed_text(context, chunk.content) for context, chunk in zip(self.contexts, self.chunks)]
+        return list(self.indexed_texts())
+
+    def indexed_texts(self) -> Iterator[str]:
+        """``texts`` one at a time: BM25 reads them once, so 1M of them (~1 GB with contexts) are never all held."""
+        return (indexed_text(context, chunk.content) for context, chunk in zip(self.contexts, self.chunks))
 
     @property
     def embedded_texts(self) -> list[str]:
         """What the embedder reads for each row (``EmbedderSpec.embedded_texts``), derived from its context and chunk."""
-        return self.spec.embedded_texts(self.contexts, [chunk.content for chunk in self.chunks])
+        return [text for _, block in self.embedded_blocks() for text in block]
+
+    def embedded_blocks(self, rows: int = TEXT_BLOCK) -> Iterator[tuple[int, list[str]]]:
+        """``embedded_texts`` a block of rows at a time, each with its first row (a block's texts are the same as the
+        whole list's: each row's text depends on its own context and chunk only)."""
+        for start in range(0, len(self.chunks), rows):
+            yield start, self.embedded_texts_of(start, rows)
+
+    def embedded_texts_of(self, start: int, rows: int) -> list[str]:
+        """``embedded_texts`` of rows ``start`` to ``start + rows``."""
+        contents = [chunk.content for chunk in self.chunks[start : start + rows]]
+        return self.spec.embedded_texts(self.contexts[start : start + rows], contents)
 
     @cached_property
     def rows(self) -> pa.Table:
@@ -113,7 +130,7 @@ def publish_index(name: str, home: Path, plan: BuildPlan, vectors: np.ndarray, s
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "counts": {"chunks": len(plan.chunks), "documents": len(set(plan.doc_ids))},
     }
-    version = IndexStore(home).publish(name, manifest, plan.rows, plan.texts, vectors, live=live).name
+    version = IndexStore(home).publish(name, manifest, plan.rows, plan.indexed_texts(), vectors, live=live).name
     transaction = get_transaction()
     if transaction is not None:
         transaction.set("staged", {"name": name, "home": str(home), "version": version})
