@@ -17,7 +17,7 @@ import uuid
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -162,7 +162,7 @@ class IndexStore:
         return held_or_refused(self._dir(name) / "build.lock", busy)
 
     def publish(
-        self, name: str, manifest: dict[str, Any], chunks: pa.Table, texts: list[str], vectors: np.ndarray, live: bool = True
+        self, name: str, manifest: dict[str, Any], chunks: pa.Table, texts: Iterable[str], vectors: np.ndarray, live: bool = True
     ) -> Path:
         """Build a new version with the manifest's backend beside the live one, then (``live``) serve it and prune old
         versions. With ``live=False`` the version is only staged: ``promote`` or ``discard`` it. Returns its folder."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ class ElasticsearchBackend:
 
     name = "elasticsearch"
 
-    def build(self, index: str, folder: Path, rows: pa.Table, texts: list[str], vectors: np.ndarray, live: bool) -> State:
+    def build(self, index: str, folder: Path, rows: pa.Table, texts: Iterable[str], vectors: np.ndarray, live: bool) -> State:
         return {"alias": index, "index": EsIndex(connect(), index).build(rows, vectors, switch=live)}
 
     def promote(self, index: str, state: State) -> None:

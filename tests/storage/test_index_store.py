@@ -193,11 +193,11 @@ def test_failed_publish_keeps_the_live_version(tmp_path: Path, monkeypatch: pyte
     first = store.publish("docs", *parts(tag="v1"))
     live_before = (store.root / "docs" / "live.json").read_text()
 
-    def broken_save(self: VectorIndex, directory: Path) -> None:
+    def broken_save(vectors: np.ndarray, directory: Path, each: object = None) -> None:
         (directory / "embeddings.npy").write_bytes(b"half")
         raise OSError("disk full")
 
-    monkeypatch.setattr(VectorIndex, "save", broken_save)
+    monkeypatch.setattr("ctxrag.storage.backends.embedded.save_unit_rows", broken_save)
     with pytest.raises(OSError, match="disk full"):
         store.publish("docs", *parts(["mango"], tag="v2"))
 
