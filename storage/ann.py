@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxrag.storage.vectors import VectorIndex, normalize_rows, save_unit_rows, top_rows
+from ctxrag.storage.vectors import VectorIndex, forget_pages, normalize_rows, save_unit_rows, top_rows
 
 ANN_MIN_ROWS = 200_000  # exact search below (unchanged to the last digit); approximate from here on
 ANN_CANDIDATES = 4096  # rows scored exactly for each query (at least 8x the asked depth)
@@ -45,6 +45,7 @@ def build_ann(vectors: np.ndarray, directory: Path) -> dict[str, Any]:
     index = faiss.IndexPQFastScan(dimension, codes, 4, faiss.METRIC_INNER_PRODUCT)
     sample = np.random.default_rng(0).choice(rows, min(rows, TRAINING_ROWS), replace=False)
     index.train(normalize_rows(vectors[np.sort(sample)]))
+    forget_pages(vectors)
     save_unit_rows(vectors, directory, each=index.add)  # blocks of a multiple of 32 rows: the codes of one add()
     faiss.write_index(index, str(directory / FILE))
     return {"ann": f"faiss PQ{codes}x4fs", "candidates": ANN_CANDIDATES}

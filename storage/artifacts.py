@@ -187,11 +187,14 @@ class RowCache:
         found.update((row[KEY], row.get(column)) for row in self._journal_rows() if row.get(KEY) in wanted)
         return found
 
-    def matrix(self, keys: list[str], column: str = "vector") -> tuple[np.ndarray, np.ndarray]:
+    def matrix(
+        self, keys: list[str], column: str = "vector", allocate: Callable[[int, int], np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The stored float32 vectors of ``keys`` as one matrix, a row per key in order (later rows win), and which rows
         were found. Each part's vectors are copied from Arrow's buffers straight into the matrix: no Python value is made
         into an Arrow array (pyarrow would import pandas, a third of a one-query ``ctxrag search``), and no vector is an
-        array of its own (1M of those took 1.6 GB beside the matrix)."""
+        array of its own (1M of those took 1.6 GB beside the matrix). ``allocate(rows, dimension)``: the zeroed matrix
+        (default in memory)."""
         rows_of: dict[str, int] = {}
         repeats: list[tuple[int, int]] = []  # (row, the first row of its key)
         for row, key in enumerate(keys):
@@ -204,7 +207,7 @@ class RowCache:
         def fill(rows: list[int], vectors: np.ndarray) -> None:
             nonlocal matrix
             if matrix.shape[1] == 0 and len(rows):
-                matrix = np.zeros((len(keys), vectors.shape[1]), dtype=np.float32)
+                matrix = (allocate or _zeros)(len(keys), vectors.shape[1])
             matrix[rows] = vectors
             found[rows] = True
 
@@ -291,17 +294,23 @@ def _end_torn_write(fd: int) -> None:
         os.ftruncate(fd, start)
 
 
+def _zeros(rows: int, dimension: int) -> np.ndarray:
+    return np.zeros((rows, dimension), dtype=np.float32)
+
+
 def _float_matrix(lists: pa.ListArray, positions: list[int]) -> np.ndarray:
-    """Rows ``positions`` of a list<float32> array of equal-length lists, as a matrix sliced from its buffers (no
-    validity: stored vectors have none)."""
+    """Rows ``positions`` of a list<float32> array, as a matrix sliced from its buffers (no validity: stored vectors
+    have none); they must be of one length (a part compacted from several embedders' may hold several)."""
     values = lists.values
     flat = np.frombuffer(values.buffers()[1], dtype=np.float32)[values.offset : values.offset + len(values)]
     offsets = np.frombuffer(lists.buffers()[1], dtype=np.int32)[lists.offset : lists.offset + len(lists) + 1]
-    starts = offsets[positions].astype(np.int64)
-    width = int(offsets[positions[0] + 1] - offsets[positions[0]])
-    if np.any(offsets[np.asarray(positions) + 1] - offsets[positions] != width):
+    widths = np.diff(offsets)[positions]
+    width = int(widths[0])
+    if np.any(widths != width):
         raise ValueError("stored vectors of different lengths")
-    return flat[starts[:, None] + np.arange(width)]
+    if np.all(np.diff(offsets) == width):  # the usual part, of one embedder's vectors: a view of its rows
+        return flat[offsets[0] : offsets[-1]].reshape(len(lists), width)[positions]
+    return flat[offsets[positions].astype(np.int64)[:, None] + np.arange(width)]
 
 
 def _last_per_key(table: pa.Table) -> pa.Table:

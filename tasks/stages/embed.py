@@ -14,6 +14,7 @@ from prefect.cache_policies import NONE
 from ctxrag.storage.artifacts import embeddings_cache
 from ctxrag.storage.environment import models_dir
 from ctxrag.storage.ledger import Ledger, summarize
+from ctxrag.storage.vectors import forget_pages, scratch_matrix
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.common.retry import retry_only_io
 from ctxrag.tasks.embedding.embed import TEXTS_PER_TASK, EmbedderSpec, embed_missing, query_model_export, stored_vectors
@@ -58,7 +59,8 @@ def embed_corpus(plan: BuildPlan, run: IndexRun) -> Vectors:
         if embedded and spec.provider == Provider.LOCAL:  # torch is loaded here now: the query export costs ~2 s, once
             prepare_query_encoder(spec)
     del todo, batches
-    vectors, found = embeddings_cache(home).matrix(keys)
+    vectors, found = embeddings_cache(home).matrix(keys, allocate=lambda rows, dimension: scratch_matrix(rows, dimension, home))
+    forget_pages(vectors)  # a large matrix is in its scratch file until the publish stage reads it, a block at a time
     if not found.all():
         first = plan.embedded_texts_of(int(np.flatnonzero(~found)[0]), 1)[0]
         raise RuntimeError(f"{int((~found).sum())} texts have no stored vector (first: {first[:80]!r})")
