@@ -3,7 +3,7 @@ with exact scores, ``ctxrag.storage.ann``), as files in the version's folder."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +39,7 @@ class EmbeddedRanker:
 class EmbeddedBackend:
     name = "embedded"
 
-    def build(self, index: str, folder: Path, rows: pa.Table, texts: Iterable[str], vectors: np.ndarray, live: bool) -> State:
+    def build(self, index: str, folder: Path, rows: Callable[[], pa.Table], texts: Iterable[str], vectors: np.ndarray, live: bool) -> State:
         Bm25Index.build(texts).save(folder / BM25_FOLDER)
         if wants_ann(len(vectors)):
             return build_ann(vectors, folder)  # embeddings.npy and ann.faiss, staged with the version

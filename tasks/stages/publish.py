@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -28,13 +27,12 @@ from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.context.structure import defined_names
 
 TEXT_BLOCK = 16_384  # rows whose embedded texts are made at a time
+ROW_GROUP = 65_536  # rows made into Arrow and written to chunks.parquet at a time
 
 
 @dataclass
 class BuildPlan:
-    """What a build would publish, and the key that says whether the live index already is exactly that. The rows
-    become an Arrow table only when a version is published: a re-index with nothing to publish makes none (pyarrow
-    imports pandas, 0.3 s, to make an array from Python values)."""
+    """What a build would publish, and the key that says whether the live index already is exactly that."""
 
     config: dict[str, object]
     build_key: str
@@ -77,23 +75,31 @@ class BuildPlan:
         contents = [chunk.content for chunk in self.chunks[start : start + rows]]
         return self.spec.embedded_texts(self.contexts[start : start + rows], contents)
 
-    @cached_property
+    @property
     def rows(self) -> pa.Table:
-        """The version's stored rows: the chunks, their contexts and context keys (which ctxrag.tasks.gc keeps), and
-        the names each chunk defines."""
-        chunks = self.chunks
-        return pa.table({
-            "chunk_id": [chunk.chunk_id for chunk in chunks],
-            "doc_id": self.doc_ids,
-            "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
-            "key": [chunk.key for chunk in chunks],
-            "doc_sha": [chunk.doc_sha for chunk in chunks],
-            "heading": [chunk.heading for chunk in chunks],
-            "content": [chunk.content for chunk in chunks],
-            "context": self.contexts,
-            CONTEXT_KEY: self.context_keys,
-            DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
-        })
+        """The version's stored rows as one table (``row_groups`` makes them a group at a time)."""
+        return pa.concat_tables(self.row_groups())
+
+    def row_groups(self, rows: int = ROW_GROUP) -> Iterator[pa.Table]:
+        """The version's stored rows, ``rows`` at a time: the chunks, their contexts and context keys (which
+        ctxrag.tasks.gc keeps), and the names each chunk defines. Published a group at a time (a row group of
+        chunks.parquet each), so the rows of 1M chunks (~1 GB in Arrow) are never all held. Made only when a version
+        is published: a re-index with nothing to publish makes none (pyarrow imports pandas, 0.3 s, to make an array
+        from Python values)."""
+        for start in range(0, max(len(self.chunks), 1), rows):  # no chunks: one empty table, its columns typed as ever
+            chunks = self.chunks[start : start + rows]
+            yield pa.table({
+                "chunk_id": [chunk.chunk_id for chunk in chunks],
+                "doc_id": [chunk.doc_id for chunk in chunks],
+                "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
+                "key": [chunk.key for chunk in chunks],
+                "doc_sha": [chunk.doc_sha for chunk in chunks],
+                "heading": [chunk.heading for chunk in chunks],
+                "content": [chunk.content for chunk in chunks],
+                "context": self.contexts[start : start + rows],
+                CONTEXT_KEY: self.context_keys[start : start + rows],
+                DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
+            })
 
 
 def build_plan(
@@ -130,7 +136,7 @@ def publish_index(name: str, home: Path, plan: BuildPlan, vectors: np.ndarray, s
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "counts": {"chunks": len(plan.chunks), "documents": len(set(plan.doc_ids))},
     }
-    version = IndexStore(home).publish(name, manifest, plan.rows, plan.indexed_texts(), vectors, live=live).name
+    version = IndexStore(home).publish(name, manifest, plan.row_groups(), plan.indexed_texts(), vectors, live=live).name
     transaction = get_transaction()
     if transaction is not None:
         transaction.set("staged", {"name": name, "home": str(home), "version": version})
