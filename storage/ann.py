@@ -44,8 +44,10 @@ def build_ann(vectors: np.ndarray, directory: Path) -> dict[str, Any]:
     codes = dimension // 2 if dimension % 2 == 0 else dimension  # a 4-bit code for each pair of dimensions
     index = faiss.IndexPQFastScan(dimension, codes, 4, faiss.METRIC_INNER_PRODUCT)
     sample = np.random.default_rng(0).choice(rows, min(rows, TRAINING_ROWS), replace=False)
-    index.train(normalize_rows(vectors[np.sort(sample)]))
-    forget_pages(vectors)
+    training = normalize_rows(vectors[np.sort(sample)])
+    forget_pages(vectors)  # the sample's rows, read from a scratch file's pages
+    index.train(training)
+    del training
     save_unit_rows(vectors, directory, each=index.add)  # blocks of a multiple of 32 rows: the codes of one add()
     faiss.write_index(index, str(directory / FILE))
     return {"ann": f"faiss PQ{codes}x4fs", "candidates": ANN_CANDIDATES}
