@@ -53,8 +53,9 @@ class Chunk:
     heading: str = ""  # heading path (Markdown, docs format)
     summary: str = ""  # a summary shipped with the corpus (docs format), used for summary indexing
 
-    @cached_property
+    @property
     def chunk_sha(self) -> str:
+        """Not kept: only ``key`` reads it, and a second cached attribute made every chunk ~430 bytes larger."""
         return sha256_hex(self.content)
 
     @cached_property
