@@ -38,6 +38,8 @@ os.environ.pop("PREFECT_API_URL", None)
 # A CLI subprocess with no server configured uses Prefect's temporary server, so no test leaves a background server
 # behind; tests/ctxrag/prefect_commands/test_local_server.py sets "background" for its own commands.
 os.environ["CTXRAG_PREFECT_SERVER"] = "temporary"
+# A local server a test starts takes a free port, not Prefect's 4200: tests on several xdist workers never race for it.
+os.environ["PREFECT_SERVER_API_PORT"] = "0"
 os.environ["CTXRAG_MODELS_DIR"] = str(_SESSION_HOME / "models")  # the ONNX query export: made once per session
 os.environ["CTXRAG_CACHE_DIR"] = str(_SESSION_HOME / "cache")  # e.g. the local server's migrated database template
 os.environ["DO_NOT_TRACK"] = "1"

@@ -113,8 +113,6 @@ def runnable_lines(block: Block) -> tuple[list[str], list[str]]:
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
 API_BLOCKS = readme_blocks(PYTHON_API.read_text(encoding="utf-8"), "docs/python-api.md")
 
-# One xdist worker for every test that lets ctxrag start its server (port 4200 when free): tests/equipment/parallel.py.
-pytestmark = pytest.mark.xdist_group("local-server")
 
 
 def test_the_readme_is_short_and_every_block_is_run_or_marked() -> None:

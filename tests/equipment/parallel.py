@@ -2,8 +2,8 @@
 
 A unit of work is one test file, so a file's module fixtures (an index built once, the README's checkout) run once,
 on one worker; tests marked ``xdist_group("NAME")`` are one unit across their files (``--dist loadgroup`` adds the
-name to their node ids). The ``local-server`` group holds the tests that let ``ctxrag`` start its background server:
-each would take Prefect's port 4200 when free, and two starting at once on two workers would both choose it.
+name to their node ids). No group is needed for the tests that start a local Prefect server: tests/conftest.py sets
+``PREFECT_SERVER_API_PORT=0``, so each takes a free port instead of racing for Prefect's 4200.
 
 The units are handed out heaviest first (by their number of ``slow`` tests), then the many quick files, so a worker
 that finishes early takes the small ones and all end together. Every worker sorts the same collection the same way,

@@ -20,7 +20,6 @@ pytestmark = [
     pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing())),
     pytest.mark.browser,
     pytest.mark.server,  # ctxrag's local Prefect server, started by `ctxrag index`
-    pytest.mark.xdist_group("local-server"),  # one xdist worker for the tests that start it: tests/equipment/parallel.py
 ]
 
 STAGES = ("load_corpus", "contextualize-1-of-1", "publish_index")

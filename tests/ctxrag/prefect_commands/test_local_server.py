@@ -24,8 +24,6 @@ from ctxrag.storage.errors import UserError
 from tests.equipment.local_server import ctxrag_as_user, fake_server, recorded_server, stopped_afterwards, wait_for
 from tests.helpers import REPO, SAMPLE_CORPUS
 
-# One xdist worker for every test that lets ctxrag start its server (port 4200 when free): tests/equipment/parallel.py.
-pytestmark = pytest.mark.xdist_group("local-server")
 
 
 def _post(api_url: str, path: str, body: dict) -> object:

@@ -24,8 +24,8 @@ from tests.equipment.prefect_server import stop_group
 from tests.helpers import REPO, SAMPLE_CORPUS
 
 
-# a real server and scheduler (slow), and one xdist worker for the tests that start the local server (port 4200)
-pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.xdist_group("local-server")]
+# a real server and scheduler (slow)
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
 def _post(api_url: str, path: str, body: dict) -> list[dict]:

@@ -72,7 +72,7 @@ time.sleep(600)
 """
 
 
-@pytest.mark.server  # its own port (PREFECT_SERVER_API_PORT=0): not in the "local-server" group of port 4200's tests
+@pytest.mark.server
 def test_a_killed_workers_slots_come_back_when_their_leases_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A process holding every slot is killed: its leases end (60 s, the server's shortest) and the server's
     repossessor frees them; the limit held meanwhile. Needs a full local server (Prefect's temporary one runs no
@@ -84,7 +84,6 @@ def test_a_killed_workers_slots_come_back_when_their_leases_end(tmp_path: Path, 
 
     prefect_home = tmp_path / "prefect"
     monkeypatch.setenv("PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS", "1")
-    monkeypatch.setenv("PREFECT_SERVER_API_PORT", "0")
     with stopped_afterwards(prefect_home):
         server, _ = ensure_server(prefect_home)
         provider = f"killed-{uuid.uuid4().hex[:8]}"
