@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from collections.abc import Sequence
 from typing import Callable, Protocol
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.ledger import SaveLedger
 from ctxrag.tasks.common.models import Chunk, Document, sha256_hex
 from ctxrag.tasks.common.grammars import regex_by_choice
-from ctxrag.tasks.common.syntax import Outline, outline
+from ctxrag.tasks.common.syntax import Definition as TreeDefinition
+from ctxrag.tasks.common.syntax import outline
 from ctxrag.tasks.context.structure import (
+    Definition,
     chunk_lines,
     chunk_offsets,
     enclosing_definitions,
@@ -105,33 +108,24 @@ class StructuralContextualizer(_Offline):
         return [self._prose_context(document, chunk) for chunk in chunks]
 
     def _code_contexts(self, document: Document, chunks: list[Chunk]) -> list[str]:
+        """Each chunk's header (the file's name, doc comment and definitions' names) and the definitions around its
+        code: read off the file's syntax tree, or found by the regex chunker's patterns where there is none."""
         tree = None if regex_by_choice(document.doc_id) else outline(document.content, document.doc_id)
+        offsets = chunk_offsets(document.content, [chunk.content for chunk in chunks])
         if tree is not None:
-            return self._tree_contexts(document, chunks, tree)
-        definitions = find_definitions(document.content)
-        header = self._header(document, leading_comment(document.content), [definition.name for definition in definitions])
+            header = self._header(document, opening_text(tree, document.content), [definition.name for definition in tree.definitions])
+            rows = chunk_lines(document.content, offsets, [chunk.content for chunk in chunks])
+            insides = [_path(tree.enclosing(*span)) if span else "" for span in rows]
+        else:
+            definitions = find_definitions(document.content)
+            header = self._header(document, leading_comment(document.content), [definition.name for definition in definitions])
+            insides = [_path(enclosing_definitions(definitions, *first_code_position(document.content, offset))) if offset >= 0
+                       else "" for offset in offsets]
         contexts = []
-        for offset, chunk in zip(chunk_offsets(document.content, [chunk.content for chunk in chunks]), chunks):
+        for inside, chunk in zip(insides, chunks):
             lines = list(header)
-            chain = enclosing_definitions(definitions, *first_code_position(document.content, offset)) if offset >= 0 else []
-            if chain:
-                lines.append("Inside: " + " > ".join(definition.header for definition in chain))
-            if chunk.summary:
-                lines.append(chunk.summary)
-            contexts.append("\n".join(lines))
-        return contexts
-
-    def _tree_contexts(self, document: Document, chunks: list[Chunk], tree: Outline) -> list[str]:
-        """As the regex path's, read off the file's syntax tree: its doc comment, its definitions' names, and the
-        definitions around each chunk's code."""
-        header = self._header(document, opening_text(tree, document.content), [definition.name for definition in tree.definitions])
-        pieces = [chunk.content for chunk in chunks]
-        contexts = []
-        for rows, chunk in zip(chunk_lines(document.content, chunk_offsets(document.content, pieces), pieces), chunks):
-            lines = list(header)
-            chain = tree.enclosing(*rows) if rows else []
-            if chain:
-                lines.append("Inside: " + " > ".join(definition.header for definition in chain))
+            if inside:
+                lines.append("Inside: " + inside)
             if chunk.summary:
                 lines.append(chunk.summary)
             contexts.append("\n".join(lines))
@@ -186,3 +180,8 @@ def context_key_of(chunk_key: str, name: str, version: str, *inputs: str) -> str
     """The key from its parts. Without ``inputs`` it is how ctxrag keyed every context before index rows recorded
     their keys (ctxrag.tasks.gc reads such versions with it)."""
     return sha256_hex(chunk_key, name, version, *inputs)[:32]
+
+
+def _path(chain: Sequence[Definition | TreeDefinition]) -> str:
+    """The definitions around a chunk, outermost first: ``class A > def f(self)``."""
+    return " > ".join(definition.header for definition in chain)
