@@ -123,11 +123,11 @@ def int8_model(models_dir: Path, model: str) -> Path:
 
 
 @lru_cache(maxsize=4)
-def int8_encoder(models_dir: Path, model: str, max_seq_length: int, threads: int = 0) -> Any:
-    """The int8 encoder (an ``OnnxEncoder``; ``threads``: 0 is onnxruntime's default, one per physical core)."""
+def int8_encoder(models_dir: Path, model: str, max_seq_length: int, bulk: bool = True) -> Any:
+    """The int8 encoder (an ``OnnxEncoder``; ``bulk``: documents, else queries)."""
     from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder
 
-    return OnnxEncoder(int8_model(models_dir, model), packaged_model_path(), max_seq_length, threads)
+    return OnnxEncoder(int8_model(models_dir, model), packaged_model_path(), max_seq_length, bulk)
 
 
 def log(message: str) -> None:

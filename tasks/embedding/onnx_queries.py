@@ -95,19 +95,19 @@ class OnnxEncoder:
     """Unit-length float32 vectors from an ONNX export (fp32 or int8), on onnxruntime's CPU provider: of texts
     (``embed``) or of windows already tokenized (``embed_ids``, the local embedder's documents).
 
-    ``threads``: onnxruntime's intra-op threads (None: up to 2, a query's share of the machine; 0: onnxruntime's
-    default, one per physical core, as torch runs documents). Idle threads
-    sleep instead of spinning: on a shared 2-core machine (load ~4) 248 queries took 1.25 s, not 1.8 s, and one query
-    7.5 ms, not 15 (benchmarks/results/search_many.md); a host program keeps its CPU.
+    A query's encoder runs on up to 2 threads whose idle threads sleep instead of spinning: on a shared 2-core machine
+    (load ~4) 248 queries took 1.25 s, not 1.8 s, and one query 7.5 ms, not 15 (benchmarks/results/search_many.md); a
+    host program keeps its CPU. ``bulk`` (int8 documents): one thread per physical core (onnxruntime's default),
+    spinning between operators as torch's threads do (sleeping, they got 0.9 of 2 cores on a busy machine).
     """
 
-    def __init__(self, onnx_file: Path, model_dir: Path, max_seq_length: int, threads: int | None = None) -> None:
+    def __init__(self, onnx_file: Path, model_dir: Path, max_seq_length: int, bulk: bool = False) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = min(2, os.cpu_count() or 1) if threads is None else threads
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.intra_op_num_threads = 0 if bulk else min(2, os.cpu_count() or 1)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if bulk else "0")
         self.session = onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_seq_length)
