@@ -12,7 +12,7 @@ DEFAULT_MAX_SEQ_LENGTH = 512
 LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
 LOCAL_WINDOW_TOKENS = 256  # the local model embeds a chunk as windows of this many word pieces (ctxrag.tasks.embedding.windows)
 LOCAL_CONTEXT_TOKENS = 64  # each window's context is cut to this many word pieces (0: whole; docs/decisions.md)
-INT8_RECIPE = "int8-v1"  # how int8 weights are made (ctxrag.tasks.embedding.onnx_int8): in every int8 vector's key
+INT8_RECIPE = "int8-v2"  # how int8 weights are made (ctxrag.tasks.embedding.onnx_int8): in every int8 vector's key
 PRECISIONS = ("int8", "bf16", "fp32")  # what the local model's vectors can be made in
 
 

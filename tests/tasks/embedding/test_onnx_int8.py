@@ -16,7 +16,8 @@ import ctxrag.tasks.embedding.local_runtimes as runtimes
 import ctxrag.tasks.embedding.onnx_int8 as onnx_int8
 from ctxrag.storage.environment import models_dir
 from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder, packaged_model_path
-from ctxrag.tasks.embedding.onnx_int8 import FP32_LAYERS, Int8Refused, int8_path
+from ctxrag.tasks.embedding.embedder_spec import INT8_RECIPE
+from ctxrag.tasks.embedding.onnx_int8 import Int8Refused, int8_path
 
 pytestmark = pytest.mark.slow  # the int8 file (torch's export, onnxruntime's optimizer and quantizer), new processes
 
@@ -46,7 +47,7 @@ def test_int8_vectors_are_unit_float32_rows_close_to_fp32(int8_file: Path) -> No
         assert int8.dtype == np.float32 and int8.shape == fp32.shape == (len(texts), 384)
         assert np.allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-5)
         cosine = np.sum(int8 * fp32, axis=1)
-        assert cosine.min() > 0.98 and cosine.mean() > 0.99, cosine
+        assert cosine.min() > 0.97 and cosine.mean() > 0.985, cosine  # the least: a one-character text (0.980)
         assert float(cosine.min()) < 0.99999  # int8 indeed: not fp32 by another road
 
 
@@ -63,14 +64,14 @@ def test_the_int8_file_is_made_once_and_reused(int8_file: Path, monkeypatch: pyt
     assert sorted(path.name for path in int8_file.parent.iterdir() if "int8" in path.name) == [int8_file.name]  # no leftovers
 
 
-def test_the_int8_file_keeps_the_recipe_s_fp32_matrices(int8_file: Path) -> None:
+def test_the_int8_file_is_the_fused_graph_with_every_matrix_product_in_int8(int8_file: Path) -> None:
     import onnx
+    import onnxruntime
 
-    nodes = onnx.load(str(int8_file)).graph.node
-    kinds = [node.op_type for node in nodes]
-    assert kinds.count("QAttention") == 6 and kinds.count("MatMulInteger") == 18 - len(FP32_LAYERS)
-    assert sorted(node.name.split("/")[-4] for node in nodes if node.op_type == "MatMul") == [f"layer.{n}" for n in FP32_LAYERS]
-    assert f"onnxruntime-{__import__('onnxruntime').__version__}" in int8_file.name and "int8-v" in int8_file.name
+    kinds = [node.op_type for node in onnx.load(str(int8_file)).graph.node]
+    assert kinds.count("QAttention") == 6 and kinds.count("MatMulInteger") == 18  # per layer: attention's output, 2 feed-forward
+    assert "MatMul" not in kinds and "EmbedLayerNormalization" in kinds  # nothing left in fp32 but the embeddings' table
+    assert f"onnxruntime-{onnxruntime.__version__}" in int8_file.name and INT8_RECIPE in int8_file.name
 
 
 def test_int8_documents_and_queries_in_a_new_process_import_no_torch(int8_file: Path) -> None:
