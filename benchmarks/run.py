@@ -75,15 +75,10 @@ def bench_elasticsearch_emulator(home: Path, label: str, corpus: Path, evalset: 
         env = {"ELASTICSEARCH_URL": url}
         report, seconds = ctxrag(home, "index", str(corpus), "--name", label, "--backend", "elasticsearch", extra_env=env)
         metrics, eval_seconds = ctxrag(home, "evaluate", str(evalset), "--name", label, extra_env=env)
-        return {
-            "corpus": corpus.name, "evalset": evalset.name, "chunks": report["chunks"],
-            "index_seconds_contexts_and_vectors_cached": round(seconds, 1),
-            "publish_seconds": report["seconds"]["publish"],
-            "chunks_per_second_into_elasticsearch": round(report["chunks"] / report["seconds"]["publish"], 1),
-            "evaluate_seconds": round(eval_seconds, 1),
-            "query_p50_ms": query_latency(home, label, queries),
-            "metrics": metrics,
-        }
+        return {"corpus": corpus.name, "evalset": evalset.name, "chunks": report["chunks"],
+                "index_seconds_contexts_and_vectors_cached": round(seconds, 1), "publish_seconds": report["seconds"]["publish"],
+                "chunks_per_second_into_elasticsearch": round(report["chunks"] / report["seconds"]["publish"], 1),
+                "evaluate_seconds": round(eval_seconds, 1), "query_p50_ms": query_latency(home, label, queries), "metrics": metrics}
     finally:
         _stop(process)
         os.environ.pop("ELASTICSEARCH_URL", None)
@@ -95,15 +90,11 @@ def render(results: dict) -> str:
 
     options = IndexOptions()
     lines = [
-        "# ctxrag benchmark results",
-        "",
-        f"Machine: {results['machine']['cpus']} cores ({results['machine']['cpu']}), Python {results['machine']['python']}, "
+        "# ctxrag benchmark results", "", f"Machine: {results['machine']['cpus']} cores ({results['machine']['cpu']}), Python {results['machine']['python']}, "
         f"{results['machine']['date']}. Produced by `benchmarks/run.py`: embedded defaults (the local model reads windows "
         f"of {options.embedding.window_tokens} word pieces, the context cut to {options.embedding.context_tokens}; the default strategy is "
         f"`{DEFAULT_STRATEGY}`), no API and no simulator; the last section runs the Elasticsearch backend against the "
-        "noida-db emulator." + (f" {results['note']}" if results.get("note") else ""),
-        "",
-    ]
+        "noida-db emulator." + (f" {results['note']}" if results.get("note") else ""), ""]
     for run in results["runs"]:
         metrics = run["metrics"]
         names = list(next(iter(metrics.values())))
@@ -127,30 +118,19 @@ def render(results: dict) -> str:
         ]
     emulator = results.get("elasticsearch_emulator")
     if emulator:
-        lines += [
-            "## codebase on the Elasticsearch backend (noida-db EMULATOR, not a real cluster)",
-            "",
-            "Same corpus, contexts and vectors (from the embedded run's cache); Elasticsearch analysis and kNN as the",
-            "emulator implements them (int8 HNSW). Pass@k beside the embedded backend's:",
-            "",
-            "| strategy | pass@5 | pass@10 | pass@20 | embedded pass@10 | difference (points) |",
-            "|---|---:|---:|---:|---:|---:|",
-        ]
+        lines += ["## codebase on the Elasticsearch backend (noida-db EMULATOR, not a real cluster)", "",
+                  "Same corpus, contexts and vectors (from the embedded run's cache); Elasticsearch analysis and kNN as the",
+                  "emulator implements them (int8 HNSW). Pass@k beside the embedded backend's:", "",
+                  "| strategy | pass@5 | pass@10 | pass@20 | embedded pass@10 | difference (points) |", "|---|---:|---:|---:|---:|---:|"]
         embedded = results["runs"][0]["metrics"]
         for strategy, values in emulator["metrics"].items():
             delta = 100 * (values["pass@10"] - embedded[strategy]["pass@10"])
-            lines.append(
-                f"| {strategy} | {values['pass@5'] * 100:.2f} | {values['pass@10'] * 100:.2f} | {values['pass@20'] * 100:.2f} | "
-                f"{embedded[strategy]['pass@10'] * 100:.2f} | {delta:+.2f} |"
-            )
-        lines += [
-            "",
-            f"- index into the emulator (contexts and vectors cached): {emulator['index_seconds_contexts_and_vectors_cached']} s; "
-            f"bulk + refresh + alias switch {emulator['publish_seconds']:.1f} s = {emulator['chunks_per_second_into_elasticsearch']} chunks/s",
-            f"- evaluate (all strategies, subprocess): {emulator['evaluate_seconds']} s",
-            "- query p50 in process against the emulator (ms): " + ", ".join(f"{k} {v}" for k, v in emulator["query_p50_ms"].items()),
-            "",
-        ]
+            lines.append(f"| {strategy} | {values['pass@5'] * 100:.2f} | {values['pass@10'] * 100:.2f} | {values['pass@20'] * 100:.2f} | "
+                         f"{embedded[strategy]['pass@10'] * 100:.2f} | {delta:+.2f} |")
+        lines += ["", f"- index into the emulator (contexts and vectors cached): {emulator['index_seconds_contexts_and_vectors_cached']} s; "
+                  f"bulk + refresh + alias switch {emulator['publish_seconds']:.1f} s = {emulator['chunks_per_second_into_elasticsearch']} chunks/s",
+                  f"- evaluate (all strategies, subprocess): {emulator['evaluate_seconds']} s",
+                  "- query p50 in process against the emulator (ms): " + ", ".join(f"{k} {v}" for k, v in emulator["query_p50_ms"].items()), ""]
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
 import sysconfig
 import time
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from common import private_env, run_ctxrag, site_packages  # benchmarks/common.py: the project first on sys.path
+from common import REPO, private_env, run_ctxrag, site_packages  # benchmarks/common.py: the project first on sys.path
 import suite_questions as questions_
 from ctxrag.tasks.options import EmbeddingOptions
 from ctxrag.storage.index_store import IndexStore
@@ -29,6 +30,7 @@ from ctxrag.storage.index_store import IndexStore
 SITE = site_packages()
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 LEFT_OUT_DIRS = ("__pycache__", "test", "tests", "idle_test")  # never copied from the stdlib
+MIRRORS = REPO.parent / ".mirror"  # GitHub snapshots as `fetch github:<owner>/<name>` brings them: <owner>+<name>/repo, bare
 
 
 class Unavailable(Exception):
@@ -87,23 +89,47 @@ def stdlib(paths: list[str], python: str | None = None) -> Corpus:
         raise Unavailable(f"not in this stdlib: {', '.join(missing)}")
     key = hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:8]
 
-    def prepare(home: Path) -> Path:
-        folder = home / "sources" / f"stdlib-{key}"
-        if not folder.exists():
-            partial = folder.with_name(folder.name + ".partial")
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir(parents=True)
-            for path in sorted(paths):
-                source = STDLIB / path
-                if source.is_dir():
-                    shutil.copytree(source, partial / path, ignore=shutil.ignore_patterns(*LEFT_OUT_DIRS, "*.pyc"))
-                else:
-                    shutil.copy2(source, partial / path)
-            partial.rename(folder)
-        return folder
+    def fill(folder: Path) -> None:
+        for path in sorted(paths):
+            source = STDLIB / path
+            if source.is_dir():
+                shutil.copytree(source, folder / path, ignore=shutil.ignore_patterns(*LEFT_OUT_DIRS, "*.pyc"))
+            else:
+                shutil.copy2(source, folder / path)
 
     shown = ", ".join(sorted(paths))
-    return Corpus("stdlib", f"stdlib-{key}", f"stdlib of Python {platform.python_version()}: {shown}", prepare)
+    return Corpus("stdlib", f"stdlib-{key}", f"stdlib of Python {platform.python_version()}: {shown}",
+                  lambda home: made_once(home / "sources" / f"stdlib-{key}", fill))
+
+
+def git_tree(repo: str, commit: str, path: str = "", pathspecs: tuple[str, ...] = ()) -> Corpus:
+    """Folder ``path`` of GitHub's ``repo`` at ``commit`` (its files matching git ``pathspecs``, if any), extracted
+    from the snapshot in ``../.mirror``; the unit is the repository."""
+    git = ["git", "--git-dir", str(MIRRORS / repo.replace("/", "+") / "repo")]
+    kind = lambda name: subprocess.run([*git, "cat-file", "-t", name], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    if kind(commit) != "commit":
+        raise Unavailable(f"commit {commit} of {repo} is not in ../.mirror: run `fetch github:{repo}`")
+    if kind(f"{commit}:{path}") != "tree":
+        raise Unavailable(f"{repo} has no folder {path!r} at {commit}")
+    name = f"git-{slug(repo.split('/')[-1])}-" + hashlib.sha256(json.dumps([repo, commit, path, pathspecs]).encode()).hexdigest()[:8]
+
+    def fill(folder: Path) -> None:  # the folder's tree, so its files are at the corpus's top
+        archive = subprocess.run([*git, "archive", f"{commit}:{path}", "--", *pathspecs], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+
+    shown = f"github:{repo}@{commit[:12]} {path or '.'}/" + "".join(f" {spec}" for spec in pathspecs)
+    return Corpus(slug(repo), name, shown, lambda home: made_once(home / "sources" / name, fill))
+
+
+def made_once(folder: Path, fill: Callable[[Path], None]) -> Path:
+    """``folder``, filled the first time in a ``.partial`` sibling renamed when complete."""
+    if not folder.exists():
+        partial = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        fill(partial)
+        partial.rename(folder)
+    return folder
 
 
 def pydoc_topics(python: str | None = None) -> Corpus:

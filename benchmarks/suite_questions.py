@@ -132,12 +132,8 @@ SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`])")
 
 
 def docstring_node(node: ast.AST) -> ast.Expr | None:
-    if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-        return body[0]
-    return None
+    first = node.body[0] if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body else None
+    return first if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str) else None
 
 
 def strip_docstrings(source: str) -> str | None:
@@ -151,11 +147,9 @@ def strip_docstrings(source: str) -> str | None:
         doc = docstring_node(node)
         if doc is None or doc.end_lineno is None:
             continue
-        keep_stub = len(node.body) == 1  # type: ignore[attr-defined]
         indent = re.match(r"\s*", lines[doc.lineno - 1]).group(0)  # type: ignore[union-attr]
-        for number in range(doc.lineno - 1, doc.end_lineno):
-            lines[number] = ""
-        if keep_stub:
+        lines[doc.lineno - 1 : doc.end_lineno] = [""] * (doc.end_lineno - doc.lineno + 1)
+        if len(node.body) == 1:  # type: ignore[attr-defined]
             lines[doc.lineno - 1] = f"{indent}..."
     return "\n".join(lines) + "\n"
 
@@ -180,10 +174,7 @@ def mine(package: Path, copy: Path) -> list[tuple[str, str, str]]:
         for node in ast.walk(ast.parse(source)):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or node.name.startswith("_"):
                 continue
-            docstring = ast.get_docstring(node)
-            if not docstring:
-                continue
-            question = first_sentence(docstring)
+            question = first_sentence(ast.get_docstring(node) or "")  # none: no words, left out below
             header = lines[node.lineno - 1].strip()
             if len(question.split()) >= DOCSTRING_MIN_WORDS and header and sum(line.strip() == header for line in lines) == 1:
                 found.append((question, str(relative), header))

@@ -119,16 +119,14 @@ def readme_questions(home: Path, index: StoredIndex) -> list[Question]:
 
 def corpus_of(spec: dict, data: Path) -> Corpus:
     """A hand-written set's ``corpus`` (see the question format) on this machine, or Unavailable."""
-    source = spec.get("source")
-    if source == "site-packages":
-        return corpora.site_package(spec["path"], spec.get("distribution", spec["path"]), spec.get("version"))
-    if source == "stdlib":
-        return corpora.stdlib(list(spec["paths"]), spec.get("python"))
-    if source == "shared":
-        return corpora.shared(data, spec["path"])
-    if source == "pydoc-topics":
-        return corpora.pydoc_topics(spec.get("python"))
-    raise Unavailable(f"unknown corpus source {source!r}")
+    make = {"site-packages": lambda: corpora.site_package(spec["path"], spec.get("distribution", spec["path"]), spec.get("version")),
+            "stdlib": lambda: corpora.stdlib(list(spec["paths"]), spec.get("python")),
+            "shared": lambda: corpora.shared(data, spec["path"]),
+            "pydoc-topics": lambda: corpora.pydoc_topics(spec.get("python")),
+            "git": lambda: corpora.git_tree(spec["repo"], spec["commit"], spec.get("path", ""), tuple(spec.get("pathspecs", ())))}
+    if spec.get("source") not in make:
+        raise Unavailable(f"unknown corpus source {spec.get('source')!r}")
+    return make[spec["source"]]()
 
 
 def handwritten_sets(folder: Path, data: Path) -> tuple[list[SetSpec], list[str]]:

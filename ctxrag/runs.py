@@ -96,6 +96,7 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
         raise CorpusError(f"{source}: no such file or directory")  # as the loader says it
     from ctxrag.storage.backends import backend_for
     from ctxrag.tasks.context.offline import ContextualizerKind
+    from ctxrag.tasks.common.memory import release_freed_memory
     from ctxrag.tasks.load import load_source
     from ctxrag.tasks.load.directory import filter_spec
 
@@ -106,6 +107,7 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
     filter_spec(options.files.exclude, "--exclude")
     if not Path(source).is_dir():
         load_source(source)  # reads a JSON corpus in full; for a missing path, names what is missing, as the flow would
+        release_freed_memory()  # that corpus's pages go back to the OS before the flow reads it again
 
 
 def run_index(source: str, name: str, options: IndexOptions, server: ServerMode | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxrag.storage.vectors import VectorIndex, normalize_rows, top_rows
+from ctxrag.storage.vectors import VectorIndex, forget_pages, normalize_rows, save_unit_rows, top_rows
 
 ANN_MIN_ROWS = 200_000  # exact search below (unchanged to the last digit); approximate from here on
 ANN_CANDIDATES = 4096  # rows scored exactly for each query (at least 8x the asked depth)
@@ -36,15 +36,19 @@ def wants_ann(rows: int) -> bool:
     return rows >= ANN_MIN_ROWS
 
 
-def build_ann(matrix: np.ndarray, directory: Path) -> dict[str, Any]:
-    """Write the index of ``matrix``'s unit rows to ``directory``; returns what the version's manifest records."""
+def build_ann(vectors: np.ndarray, directory: Path) -> dict[str, Any]:
+    """Write the index of ``vectors``' rows at unit length to ``directory``, with their ``embeddings.npy`` (both from
+    the same blocks of unit rows: ``save_unit_rows``); returns what the version's manifest records."""
     faiss = _faiss()
-    rows, dimension = matrix.shape
+    rows, dimension = vectors.shape
     codes = dimension // 2 if dimension % 2 == 0 else dimension  # a 4-bit code for each pair of dimensions
     index = faiss.IndexPQFastScan(dimension, codes, 4, faiss.METRIC_INNER_PRODUCT)
     sample = np.random.default_rng(0).choice(rows, min(rows, TRAINING_ROWS), replace=False)
-    index.train(np.ascontiguousarray(matrix[np.sort(sample)]))
-    index.add(matrix)
+    training = normalize_rows(vectors[np.sort(sample)])
+    forget_pages(vectors)  # the sample's rows, read from a scratch file's pages
+    index.train(training)
+    del training
+    save_unit_rows(vectors, directory, each=index.add)  # blocks of a multiple of 32 rows: the codes of one add()
     faiss.write_index(index, str(directory / FILE))
     return {"ann": f"faiss PQ{codes}x4fs", "candidates": ANN_CANDIDATES}
 

@@ -187,20 +187,41 @@ class RowCache:
         found.update((row[KEY], row.get(column)) for row in self._journal_rows() if row.get(KEY) in wanted)
         return found
 
-    def vectors(self, keys: Iterable[str], column: str = "vector") -> dict[str, np.ndarray]:
-        """The stored float32 vectors of ``keys`` (later rows win). Read from Arrow's buffers: no Python value is made
-        into an Arrow array, for which pyarrow imports pandas (a third of a one-query ``ctxrag search``)."""
-        wanted = set(keys)
-        found: dict[str, np.ndarray] = {}
+    def matrix(
+        self, keys: list[str], column: str = "vector", allocate: Callable[[int, int], np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The stored float32 vectors of ``keys`` as one matrix, a row per key in order (later rows win), and which rows
+        were found. Each part's vectors are copied from Arrow's buffers straight into the matrix: no Python value is made
+        into an Arrow array (pyarrow would import pandas, a third of a one-query ``ctxrag search``), and no vector is an
+        array of its own (1M of those took 1.6 GB beside the matrix). ``allocate(rows, dimension)``: the zeroed matrix
+        (default in memory)."""
+        rows_of: dict[str, int] = {}
+        repeats: list[tuple[int, int]] = []  # (row, the first row of its key)
+        for row, key in enumerate(keys):
+            first = rows_of.setdefault(key, row)
+            if first != row:
+                repeats.append((row, first))
+        matrix = np.zeros((len(keys), 0), dtype=np.float32)
+        found = np.zeros(len(keys), dtype=bool)
+
+        def fill(rows: list[int], vectors: np.ndarray) -> None:
+            nonlocal matrix
+            if matrix.shape[1] == 0 and len(rows):
+                matrix = (allocate or _zeros)(len(keys), vectors.shape[1])
+            matrix[rows] = vectors
+            found[rows] = True
+
         for part in self.parts():
             table = pq.ParquetFile(part).read(columns=[KEY, column])
-            rows = [(position, key) for position, key in enumerate(table[KEY].to_pylist()) if key in wanted]
-            if rows:
-                found.update(_float_rows(table[column].combine_chunks(), rows))
-        for row in self._journal_rows():
-            if row.get(KEY) in wanted:
-                found[row[KEY]] = np.asarray(row[column], dtype=np.float32)
-        return found
+            hits = [(position, rows_of[key]) for position, key in enumerate(table[KEY].to_pylist()) if key in rows_of]
+            if hits:
+                fill([row for _, row in hits], _float_matrix(table[column].combine_chunks(), [position for position, _ in hits]))
+        for record in self._journal_rows():
+            if record.get(KEY) in rows_of:
+                fill([rows_of[record[KEY]]], np.asarray([record[column]], dtype=np.float32))
+        for row, first in repeats:
+            matrix[row], found[row] = matrix[first], found[first]
+        return matrix, found
 
     def keys(self) -> set[str]:
         table = self.read(columns=[])
@@ -273,12 +294,23 @@ def _end_torn_write(fd: int) -> None:
         os.ftruncate(fd, start)
 
 
-def _float_rows(lists: pa.ListArray, rows: list[tuple[int, str]]) -> dict[str, np.ndarray]:
-    """Rows of a list<float32> array as numpy vectors, sliced from its buffers (no validity: stored vectors have none)."""
+def _zeros(rows: int, dimension: int) -> np.ndarray:
+    return np.zeros((rows, dimension), dtype=np.float32)
+
+
+def _float_matrix(lists: pa.ListArray, positions: list[int]) -> np.ndarray:
+    """Rows ``positions`` of a list<float32> array, as a matrix sliced from its buffers (no validity: stored vectors
+    have none); they must be of one length (a part compacted from several embedders' may hold several)."""
     values = lists.values
     flat = np.frombuffer(values.buffers()[1], dtype=np.float32)[values.offset : values.offset + len(values)]
     offsets = np.frombuffer(lists.buffers()[1], dtype=np.int32)[lists.offset : lists.offset + len(lists) + 1]
-    return {key: flat[offsets[position] : offsets[position + 1]].copy() for position, key in rows}
+    widths = np.diff(offsets)[positions]
+    width = int(widths[0])
+    if np.any(widths != width):
+        raise ValueError("stored vectors of different lengths")
+    if np.all(np.diff(offsets) == width):  # the usual part, of one embedder's vectors: a view of its rows
+        return flat[offsets[0] : offsets[-1]].reshape(len(lists), width)[positions]
+    return flat[offsets[positions].astype(np.int64)[:, None] + np.arange(width)]
 
 
 def _last_per_key(table: pa.Table) -> pa.Table:

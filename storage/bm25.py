@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctxrag.storage.bm25_build import build_postings
 from ctxrag.storage.errors import CorruptIndexError
 from ctxrag.storage.tokenize import tokenize
 
@@ -80,14 +82,15 @@ class Bm25Index:
         self._retriever = retriever
 
     @classmethod
-    def build(cls, texts: list[str], k1: float = BM25_K1, b: float = BM25_B) -> "Bm25Index":
-        """Index ``texts``."""
-        tokens = [tokenize(text) for text in texts]
-        if not any(tokens):
-            return cls(None, len(texts))
+    def build(cls, texts: Iterable[str], k1: float = BM25_K1, b: float = BM25_B) -> "Bm25Index":
+        """Index ``texts`` (read once, a block at a time: ``ctxrag.storage.bm25_build``)."""
+        scores, vocab, size = build_postings(texts, k1, b)
+        if scores is None:
+            return cls(None, size)
         retriever = _bm25s().BM25(k1=k1, b=b, method=METHOD)
-        retriever.index(tokens, show_progress=False)
-        return cls(Postings.of(retriever), len(texts), retriever)
+        vocab.setdefault("", len(vocab))  # bm25s's empty token, last, as its index() adds it
+        retriever.scores, retriever.vocab_dict, retriever.nonoccurrence_array = scores, vocab, None
+        return cls(Postings.of(retriever), size, retriever)
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no query term is in the vocabulary)."""

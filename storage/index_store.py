@@ -17,7 +17,7 @@ import uuid
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -162,18 +162,22 @@ class IndexStore:
         return held_or_refused(self._dir(name) / "build.lock", busy)
 
     def publish(
-        self, name: str, manifest: dict[str, Any], chunks: pa.Table, texts: list[str], vectors: np.ndarray, live: bool = True
+        self, name: str, manifest: dict[str, Any], chunks: pa.Table | Iterable[pa.Table], texts: Iterable[str], vectors: np.ndarray,
+        live: bool = True,
     ) -> Path:
         """Build a new version with the manifest's backend beside the live one, then (``live``) serve it and prune old
-        versions. With ``live=False`` the version is only staged: ``promote`` or ``discard`` it. Returns its folder."""
+        versions. With ``live=False`` the version is only staged: ``promote`` or ``discard`` it. Returns its folder.
+        ``chunks``: the rows, one table or tables of consecutive rows (each written as it comes, a row group each, and
+        read back only by a backend that needs them)."""
         directory = self._dir(name)
         backend = _backend_of(manifest)
         version_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"  # sorts by creation, whatever the time zone
         staging = directory / f".staging-{version_id}"
         try:
             staging.mkdir(parents=True)
-            state = backend.build(name, staging, chunks, texts, vectors, live)
-            pq.write_table(chunks, staging / "chunks.parquet")
+            rows = staging / "chunks.parquet"
+            _write_rows([chunks] if isinstance(chunks, pa.Table) else chunks, rows)
+            state = backend.build(name, staging, lambda: pq.ParquetFile(rows).read(), texts, vectors, live)
             full = {**manifest, "format_version": FORMAT_VERSION, "name": name, "version": version_id, backend.name: state}
             (staging / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
             final = directory / "versions" / version_id
@@ -250,6 +254,21 @@ class IndexStore:
                 shutil.rmtree(old, ignore_errors=True)
         for leftover in directory.glob(".staging-*"):
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _write_rows(tables: Iterable[pa.Table], path: Path) -> None:
+    """``path`` as ``pq.write_table`` writes one table (the same bytes), a table at a time."""
+    writer = None
+    try:
+        for table in tables:
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        raise ValueError("no rows to publish (not even an empty table)")
 
 
 def _backend_of(manifest: dict[str, Any]):  # type: ignore[no-untyped-def]

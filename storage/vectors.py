@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+import mmap
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+BLOCK_ROWS = 16_384  # rows normalized and written at a time: 24 MiB of 384-dimension rows
+SCRATCH_MIN_BYTES = 256 << 20  # a matrix this large is kept in a scratch file: 1M 384-dimension rows are 1.5 GB
+
+
+def scratch_matrix(rows: int, dimension: int, folder: Path) -> np.ndarray:
+    """A zeroed float32 matrix: in memory, or from ``SCRATCH_MIN_BYTES`` on, mapped from an unlinked file in
+    ``folder`` (gone with the last reference to it, a killed run's too), whose pages ``forget_pages`` drops from the
+    process once written or read: the index run then holds no 1.5 GB matrix while it builds BM25."""
+    if rows * dimension * 4 < SCRATCH_MIN_BYTES:
+        return np.zeros((rows, dimension), dtype=np.float32)
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=folder) as handle:  # the mapping keeps the file; the handle is not needed
+        return np.memmap(handle, dtype=np.float32, mode="w+", shape=(rows, dimension))
+
+
+def forget_pages(matrix: np.ndarray) -> None:
+    """Unmap what was read or written of a ``scratch_matrix`` file from this process (the file and the page cache
+    keep it; a later read maps it again); an in-memory matrix is left as it is."""
+    mapping = getattr(matrix, "_mmap", None)  # numpy's mapping of a np.memmap
+    if isinstance(mapping, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:
@@ -29,6 +54,21 @@ def top_rows(scores: np.ndarray, k: int, matches_only: bool = False) -> list[int
         rows, candidates = rows[kept], candidates[kept]
     order = np.argsort(-candidates, kind="stable")[:k]
     return [int(row) for row in rows[order]]
+
+
+def save_unit_rows(vectors: np.ndarray, directory: Path, each: Callable[[np.ndarray], None] | None = None) -> None:
+    """Write ``VectorIndex(vectors).save``'s file, the same bytes, a block of rows at a time: ``normalize_rows`` of a
+    block gives its rows as the whole matrix's would, and no second matrix is made. ``each`` sees every unit block."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    header = {"descr": np.lib.format.dtype_to_descr(matrix.dtype), "fortran_order": False, "shape": matrix.shape}
+    with open(directory / VectorIndex.FILE, "wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, header)
+        for start in range(0, len(matrix), BLOCK_ROWS):
+            block = normalize_rows(matrix[start : start + BLOCK_ROWS])
+            forget_pages(vectors)
+            if each is not None:
+                each(block)
+            handle.write(block.data)  # its bytes, not a copy of them
 
 
 class VectorIndex:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
@@ -31,8 +32,9 @@ class IndexBackend(Protocol):
 
     name: str
 
-    def build(self, index: str, folder: Path, rows: pa.Table, texts: list[str], vectors: np.ndarray, live: bool) -> State:
-        """Index a version (files under ``folder``, or a server's index); ``live``: serve it now, else only stage it."""
+    def build(self, index: str, folder: Path, rows: Callable[[], pa.Table], texts: Iterable[str], vectors: np.ndarray, live: bool) -> State:
+        """Index a version (files under ``folder``, or a server's index); ``live``: serve it now, else only stage it.
+        ``rows()`` reads the version's rows (chunks.parquet, written by then) for a backend that needs them."""
         ...
 
     def promote(self, index: str, state: State) -> None:

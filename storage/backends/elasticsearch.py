@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +33,8 @@ class ElasticsearchBackend:
 
     name = "elasticsearch"
 
-    def build(self, index: str, folder: Path, rows: pa.Table, texts: list[str], vectors: np.ndarray, live: bool) -> State:
-        return {"alias": index, "index": EsIndex(connect(), index).build(rows, vectors, switch=live)}
+    def build(self, index: str, folder: Path, rows: Callable[[], pa.Table], texts: Iterable[str], vectors: np.ndarray, live: bool) -> State:
+        return {"alias": index, "index": EsIndex(connect(), index).build(rows(), vectors, switch=live)}
 
     def promote(self, index: str, state: State) -> None:
         EsIndex(connect(), index).switch_to(_physical(state))

@@ -3,6 +3,7 @@ with exact scores, ``ctxrag.storage.ann``), as files in the version's folder."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pyarrow as pa
 from ctxrag.storage.ann import AnnVectorIndex, build_ann, load_vectors, wants_ann
 from ctxrag.storage.backends.base import Ranking, State
 from ctxrag.storage.bm25 import Bm25Index
-from ctxrag.storage.vectors import VectorIndex, top_rows
+from ctxrag.storage.vectors import VectorIndex, save_unit_rows, top_rows
 
 BM25_FOLDER = "bm25"
 __all__ = ["EmbeddedBackend", "EmbeddedRanker", "top_rows"]
@@ -38,11 +39,12 @@ class EmbeddedRanker:
 class EmbeddedBackend:
     name = "embedded"
 
-    def build(self, index: str, folder: Path, rows: pa.Table, texts: list[str], vectors: np.ndarray, live: bool) -> State:
+    def build(self, index: str, folder: Path, rows: Callable[[], pa.Table], texts: Iterable[str], vectors: np.ndarray, live: bool) -> State:
         Bm25Index.build(texts).save(folder / BM25_FOLDER)
-        exact = VectorIndex(vectors)
-        exact.save(folder)
-        return build_ann(exact.matrix, folder) if wants_ann(exact.size) else None  # staged with the version
+        if wants_ann(len(vectors)):
+            return build_ann(vectors, folder)  # embeddings.npy and ann.faiss, staged with the version
+        save_unit_rows(vectors, folder)
+        return None
 
     def promote(self, index: str, state: State) -> None:
         return None  # the folder is the version: IndexStore's pointer switch serves it

@@ -62,3 +62,10 @@ def read_as_plain_text(corpus: Corpus) -> dict[str, object]:
     files = [document.doc_id for document in corpus.documents
              if document.kind == "text" and PurePosixPath(document.doc_id).suffix.lower().lstrip(".") not in PROSE_EXTENSIONS]
     return {"files": len(files), "first": files[:NAMED_FALLBACKS]}
+
+
+def chunked_by_regex(corpus: Corpus) -> dict[str, object]:
+    """The folder's code files cut by the regex chunker, not on a syntax tree (no grammar for their language, or a
+    syntax error; ``ctxrag.tasks.load.syntax``): how many, and the first ``NAMED_FALLBACKS`` of them."""
+    files = corpus.chunked_by_regex
+    return {"files": len(files), "first": files[:NAMED_FALLBACKS]}

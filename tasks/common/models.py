@@ -53,8 +53,9 @@ class Chunk:
     heading: str = ""  # heading path (Markdown, docs format)
     summary: str = ""  # a summary shipped with the corpus (docs format), used for summary indexing
 
-    @cached_property
+    @property
     def chunk_sha(self) -> str:
+        """Not kept: only ``key`` reads it, and a second cached attribute made every chunk ~430 bytes larger."""
         return sha256_hex(self.content)
 
     @cached_property
@@ -65,12 +66,14 @@ class Chunk:
 
 @dataclass
 class Corpus:
-    """What a loader returns: documents, their chunks in order, and the warnings it raised."""
+    """What a loader returns: documents, their chunks in order, the warnings it raised, and the code files it cut
+with the regex chunker for want of a grammar or of a clean parse (``ctxrag.tasks.load.syntax``)."""
 
     source: str
     documents: list[Document] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    chunked_by_regex: list[str] = field(default_factory=list)  # code files the syntax-tree chunker could not read
 
 
 def indexed_text(context: str, content: str) -> str:

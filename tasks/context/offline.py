@@ -14,12 +14,16 @@ from typing import Callable, Protocol
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.ledger import SaveLedger
 from ctxrag.tasks.common.models import Chunk, Document, sha256_hex
+from ctxrag.tasks.common.grammars import regex_by_choice
+from ctxrag.tasks.common.syntax import Outline, outline
 from ctxrag.tasks.context.structure import (
+    chunk_lines,
     chunk_offsets,
     enclosing_definitions,
     find_definitions,
     first_code_position,
     leading_comment,
+    opening_text,
     url_path_words,
 )
 
@@ -88,7 +92,7 @@ class NoContext(_Offline):
 @dataclass(frozen=True)
 class StructuralContextualizer(_Offline):
     name: str = "structural"
-    version: str = "3"  # bump on any change to what it writes: stored contexts are keyed by it
+    version: str = "4"  # bump on any change to what it writes: stored contexts are keyed by it
 
     def key_inputs(self, document: Document, chunk: Chunk) -> tuple[str, ...]:
         """The title, heading and shipped summary it writes: a docs corpus with and without summaries has the same
@@ -101,14 +105,11 @@ class StructuralContextualizer(_Offline):
         return [self._prose_context(document, chunk) for chunk in chunks]
 
     def _code_contexts(self, document: Document, chunks: list[Chunk]) -> list[str]:
+        tree = None if regex_by_choice(document.doc_id) else outline(document.content, document.doc_id)
+        if tree is not None:
+            return self._tree_contexts(document, chunks, tree)
         definitions = find_definitions(document.content)
-        names = list(dict.fromkeys(definition.name for definition in definitions))[:MAX_DEFINED_NAMES]
-        header = [f"File: {document.title}."] if "/" in document.title or "." in document.title else []
-        comment = leading_comment(document.content)
-        if comment:
-            header.append(comment)
-        if names:
-            header.append(DEFINES_PREFIX + ", ".join(names) + ".")
+        header = self._header(document, leading_comment(document.content), [definition.name for definition in definitions])
         contexts = []
         for offset, chunk in zip(chunk_offsets(document.content, [chunk.content for chunk in chunks]), chunks):
             lines = list(header)
@@ -119,6 +120,33 @@ class StructuralContextualizer(_Offline):
                 lines.append(chunk.summary)
             contexts.append("\n".join(lines))
         return contexts
+
+    def _tree_contexts(self, document: Document, chunks: list[Chunk], tree: Outline) -> list[str]:
+        """As the regex path's, read off the file's syntax tree: its doc comment, its definitions' names, and the
+        definitions around each chunk's code."""
+        header = self._header(document, opening_text(tree, document.content), [definition.name for definition in tree.definitions])
+        pieces = [chunk.content for chunk in chunks]
+        contexts = []
+        for rows, chunk in zip(chunk_lines(document.content, chunk_offsets(document.content, pieces), pieces), chunks):
+            lines = list(header)
+            chain = tree.enclosing(*rows) if rows else []
+            if chain:
+                lines.append("Inside: " + " > ".join(definition.header for definition in chain))
+            if chunk.summary:
+                lines.append(chunk.summary)
+            contexts.append("\n".join(lines))
+        return contexts
+
+    @staticmethod
+    def _header(document: Document, comment: str, defined: list[str]) -> list[str]:
+        """The lines every chunk of a code file gets: its name, its opening comment, the names it defines."""
+        names = list(dict.fromkeys(defined))[:MAX_DEFINED_NAMES]
+        header = [f"File: {document.title}."] if "/" in document.title or "." in document.title else []
+        if comment:
+            header.append(comment)
+        if names:
+            header.append(DEFINES_PREFIX + ", ".join(names) + ".")
+        return header
 
     @staticmethod
     def _prose_context(document: Document, chunk: Chunk) -> str:

@@ -1,15 +1,19 @@
 """Structure read off a document without an LLM: its leading comment, the names it defines, headings.
 
-Heuristics over many languages (Rust, Python, C/C++, Java, Go, JavaScript/TypeScript): good enough to situate a
-chunk, not a parser.
+Regex heuristics over many languages (Rust, Python, C/C++, Java, Go, JavaScript/TypeScript): good enough to situate a
+chunk, not a parser. A file with a syntax tree (``ctxrag.tasks.common.syntax``) is read off the tree instead; the
+heuristics serve the others, and chunks' own texts (``defined_names``).
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 
 from ctxrag.storage.tokenize import stopwords
+from ctxrag.tasks.common.syntax import Outline
 
 
 _MODIFIERS = r"(?:(?:pub(?:\([^)]*\))?|export|default|async|unsafe|static|public|private|protected|final|abstract|inline|extern|virtual|override|sealed|internal|open|data)\s+)*"
@@ -105,6 +109,28 @@ def leading_comment(text: str, limit: int = 300) -> str:
         elif not stripped.startswith(("#!", "#pragma", "#include", "import ", "from ", "package ", "use ")):
             break
     return _clip(" ".join(_without_license(lines)), limit)
+
+
+def opening_text(tree: Outline, text: str, limit: int = 300) -> str:
+    """The file's opening doc comment as its syntax tree gives it (licence text left out), or, for a grammar with no
+    rule for one, ``leading_comment``."""
+    if tree.opening is None:
+        return leading_comment(text, limit)
+    return _clip(" ".join(_without_license(list(tree.opening))), limit)
+
+
+def chunk_lines(text: str, offsets: list[int], pieces: list[str]) -> list[tuple[int, int] | None]:
+    """Each piece's first and last line with code (0-based) in ``text``, from where it starts (-1: not found)."""
+    ends = list(accumulate(len(line) + 1 for line in text.split("\n")))  # one past each line's "\n"
+    found: list[tuple[int, int] | None] = []
+    for offset, piece in zip(offsets, pieces):
+        if offset < 0 or not piece.strip():
+            found.append(None)
+            continue
+        first = offset + len(piece) - len(piece.lstrip())
+        last = offset + len(piece.rstrip()) - 1
+        found.append((bisect_right(ends, first), bisect_right(ends, last)))
+    return found
 
 
 def _without_license(lines: list[str]) -> list[str]:

@@ -238,14 +238,13 @@ def stored_vectors(
     texts: list[str], spec: EmbedderSpec, cache: RowCache, input_type: str = "document", keys: list[str] | None = None
 ) -> np.ndarray:
     """The stored vectors of ``texts``, one row per text in order (all must be stored); ``keys``: their cache keys
-    when they are not the texts' own (``EmbedderSpec.document_keys``)."""
+    when they are not the texts' own (``EmbedderSpec.document_keys``), then ``texts`` only name a missing one."""
     keys = keys or [spec.cache_key(text, input_type) for text in texts]
-    known = cache.vectors(keys)
-    missing = [text for key, text in zip(keys, texts) if key not in known]
-    if missing:
-        raise RuntimeError(f"{len(missing)} texts have no stored vector (first: {missing[0][:80]!r})")
-    matrix = np.stack([known[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
-    return matrix.astype(np.float32, copy=False)
+    matrix, found = cache.matrix(keys)
+    if not found.all():
+        missing = np.flatnonzero(~found)
+        raise RuntimeError(f"{len(missing)} texts have no stored vector (first: {texts[int(missing[0])][:80]!r})")
+    return matrix if keys else np.zeros((0, 0), dtype=np.float32)
 
 
 def embed_with_cache(

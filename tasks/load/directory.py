@@ -1,4 +1,5 @@
-"""A directory of source code, Markdown and text files, walked in sorted order and chunked by ``chunking``.
+"""A directory of source code, Markdown and text files, walked in sorted order and chunked by ``syntax`` (code with
+a grammar) and ``chunking``.
 
 Files are picked as a repository tool would: ``.gitignore`` files (via ``pathspec``), include/exclude patterns, a
 size limit, no generated or minified files, and no symlinks (so nothing outside the tree and nothing twice).
@@ -14,8 +15,9 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from ctxrag.storage.errors import InvalidInput
-from ctxrag.tasks.load.chunking import DEFAULT_BUDGET, chunk_content
+from ctxrag.tasks.load.chunking import DEFAULT_BUDGET
 from ctxrag.tasks.load.markup import DOCS_EXTENSIONS, as_markdown
+from ctxrag.tasks.load.syntax import chunk_file
 from ctxrag.tasks.common.languages import BY_EXTENSION, BY_FILENAME, PROSE_EXTENSIONS
 from ctxrag.tasks.common.models import DEFAULT_MAX_FILE_BYTES, Chunk, Corpus, CorpusError, Document
 
@@ -210,7 +212,10 @@ def load_directory(
             page = as_markdown(text, file.suffix.lower().lstrip("."))
             text, description = page.text, page.description
         document = Document(doc_id=relpath, title=relpath, content=text, kind=kind, source=str(file), description=description)
-        pieces = [piece for piece in chunk_content(text, kind, budget) if piece.content.strip()]
+        pieces, by_regex = chunk_file(text, kind, relpath, budget)
+        pieces = [piece for piece in pieces if piece.content.strip()]
+        if by_regex:
+            corpus.chunked_by_regex.append(relpath)
         corpus.documents.append(document)
         corpus.chunks.extend(
             Chunk(

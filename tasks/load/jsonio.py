@@ -15,7 +15,8 @@ def type_name(value: Any) -> str:
 
 
 def read_records(path: Path) -> list[Any]:
-    """Read ``path`` as UTF-8 JSON whose top level is a non-empty list; raise ``CorpusError`` otherwise."""
+    """Read ``path`` as UTF-8 JSON whose top level is a non-empty list; raise ``CorpusError`` otherwise. The file's
+    bytes are dropped once decoded, and the text once parsed: a 1.5 GB corpus never holds all three at once."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -24,10 +25,12 @@ def read_records(path: Path) -> list[Any]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{path}: not valid UTF-8 (byte offset {exc.start}): {exc.reason}") from exc
+    del raw
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CorpusError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+    del text
     if not isinstance(data, list):
         raise CorpusError(f"{path}: the top level must be a list of records, got {type_name(data)}")
     if not data:

@@ -14,6 +14,7 @@ from prefect.cache_policies import NONE
 from ctxrag.storage.artifacts import embeddings_cache
 from ctxrag.storage.environment import models_dir
 from ctxrag.storage.ledger import Ledger, summarize
+from ctxrag.storage.vectors import forget_pages, scratch_matrix
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.common.retry import retry_only_io
 from ctxrag.tasks.embedding.embed import TEXTS_PER_TASK, EmbedderSpec, embed_missing, query_model_export, stored_vectors
@@ -23,7 +24,6 @@ from ctxrag.tasks.stages.costs import paid_calls
 from ctxrag.tasks.stages.embed_documents import embed_whole_documents
 from ctxrag.tasks.stages.publish import BuildPlan
 from ctxrag.tasks.stages.run import IndexRun
-from ctxrag.tasks.stored import unstored_texts
 from ctxrag.tasks.common.providers import Provider
 
 
@@ -43,9 +43,13 @@ def embed_corpus(plan: BuildPlan, run: IndexRun) -> Vectors:
     spec, home = run.embedder, run.home
     if plan.live_version(run) is not None:
         return Vectors(np.empty((0, 0), dtype=np.float32), 0, summarize([]))
-    texts = plan.embedded_texts  # what the embedder reads, materialized once
-    doc_ids = plan.doc_ids if spec.embeds_documents else None
-    batches = [] if doc_ids is not None else text_batches(unstored_texts(texts, spec, home))
+    if spec.embeds_documents:
+        texts, doc_ids = plan.embedded_texts, plan.doc_ids
+        embedded = embed_whole_documents(texts, doc_ids, spec, home, run.run_id)
+        vectors = stored_vectors(texts, spec, embeddings_cache(home), keys=spec.document_keys(texts, doc_ids))
+        return Vectors(vectors, embedded, paid_calls(home, run.run_id, "embed"))
+    keys, todo = embedding_keys(plan, spec, home)
+    batches = text_batches(todo)
     labels = [f"{number}-of-{len(batches)}" for number in range(1, len(batches) + 1)]
     if spreads_tasks():
         futures = [embed_batch.submit(batch, spec, home, run.run_id, label) for batch, label in zip(batches, labels)]
@@ -54,11 +58,25 @@ def embed_corpus(plan: BuildPlan, run: IndexRun) -> Vectors:
         embedded = sum(embed_batch(batch, spec, home, run.run_id, label) for batch, label in zip(batches, labels))
         if embedded and spec.provider == Provider.LOCAL and spec.precision != "int8":  # torch is loaded here now: the
             prepare_query_encoder(spec)  # query export costs ~2 s, once (an int8 index's queries run on its int8 file)
-    if doc_ids is not None:
-        embedded += embed_whole_documents(texts, doc_ids, spec, home, run.run_id)
-    keys = spec.document_keys(texts, doc_ids) if doc_ids is not None else None
-    vectors = stored_vectors(texts, spec, embeddings_cache(home), keys=keys)
+    del todo, batches
+    vectors, found = embeddings_cache(home).matrix(keys, allocate=lambda rows, dimension: scratch_matrix(rows, dimension, home))
+    forget_pages(vectors)  # a large matrix is in its scratch file until the publish stage reads it, a block at a time
+    if not found.all():
+        first = plan.embedded_texts_of(int(np.flatnonzero(~found)[0]), 1)[0]
+        raise RuntimeError(f"{int((~found).sum())} texts have no stored vector (first: {first[:80]!r})")
     return Vectors(vectors, embedded, paid_calls(home, run.run_id, "embed"))
+
+
+def embedding_keys(plan: BuildPlan, spec: EmbedderSpec, home: Path) -> tuple[list[str], list[str]]:
+    """Every row's embedding key (plan order), and the distinct texts with no stored vector, in first-seen order (as
+    ``unstored_texts`` lists them). The texts are made a block of rows at a time and only the unstored ones are kept:
+    1M embedded texts (~1 GB) are never all held."""
+    keys = [spec.cache_key(text, "document") for _, block in plan.embedded_blocks() for text in block]
+    missing = set(keys) - embeddings_cache(home).stored(keys)
+    todo: dict[str, str] = {}
+    for start, block in plan.embedded_blocks() if missing else ():
+        todo.update((key, text) for key, text in zip(keys[start : start + len(block)], block) if key in missing)
+    return keys, list(todo.values())
 
 
 @task(

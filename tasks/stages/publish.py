@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NONE
 from prefect.transactions import get_transaction, transaction
+from prefect.utilities.annotations import quote
 
 from ctxrag.storage.backends import backend_for
 from ctxrag.storage.bm25 import BM25_B, BM25_K1
@@ -26,13 +28,13 @@ from ctxrag.tasks.stages.gate import check_gate
 from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.context.structure import defined_names
 
+TEXT_BLOCK = 16_384  # rows whose embedded texts are made at a time
+ROW_GROUP = 65_536  # rows made into Arrow and written to chunks.parquet at a time
 
 
 @dataclass
 class BuildPlan:
-    """What a build would publish, and the key that says whether the live index already is exactly that. The rows
-    become an Arrow table only when a version is published: a re-index with nothing to publish makes none (pyarrow
-    imports pandas, 0.3 s, to make an array from Python values)."""
+    """What a build would publish, and the key that says whether the live index already is exactly that."""
 
     config: dict[str, object]
     build_key: str
@@ -53,30 +55,53 @@ class BuildPlan:
     @property
     def texts(self) -> list[str]:
         """Each row's indexed text (context + chunk): what BM25 reads."""
-        return [indexed_text(context, chunk.content) for context, chunk in zip(self.contexts, self.chunks)]
+        return list(self.indexed_texts())
+
+    def indexed_texts(self) -> Iterator[str]:
+        """``texts`` one at a time: BM25 reads them once, so 1M of them (~1 GB with contexts) are never all held."""
+        return (indexed_text(context, chunk.content) for context, chunk in zip(self.contexts, self.chunks))
 
     @property
     def embedded_texts(self) -> list[str]:
         """What the embedder reads for each row (``EmbedderSpec.embedded_texts``), derived from its context and chunk."""
-        return self.spec.embedded_texts(self.contexts, [chunk.content for chunk in self.chunks])
+        return [text for _, block in self.embedded_blocks() for text in block]
 
-    @cached_property
+    def embedded_blocks(self, rows: int = TEXT_BLOCK) -> Iterator[tuple[int, list[str]]]:
+        """``embedded_texts`` a block of rows at a time, each with its first row (a block's texts are the same as the
+        whole list's: each row's text depends on its own context and chunk only)."""
+        for start in range(0, len(self.chunks), rows):
+            yield start, self.embedded_texts_of(start, rows)
+
+    def embedded_texts_of(self, start: int, rows: int) -> list[str]:
+        """``embedded_texts`` of rows ``start`` to ``start + rows``."""
+        contents = [chunk.content for chunk in self.chunks[start : start + rows]]
+        return self.spec.embedded_texts(self.contexts[start : start + rows], contents)
+
+    @property
     def rows(self) -> pa.Table:
-        """The version's stored rows: the chunks, their contexts and context keys (which ctxrag.tasks.gc keeps), and
-        the names each chunk defines."""
-        chunks = self.chunks
-        return pa.table({
-            "chunk_id": [chunk.chunk_id for chunk in chunks],
-            "doc_id": self.doc_ids,
-            "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
-            "key": [chunk.key for chunk in chunks],
-            "doc_sha": [chunk.doc_sha for chunk in chunks],
-            "heading": [chunk.heading for chunk in chunks],
-            "content": [chunk.content for chunk in chunks],
-            "context": self.contexts,
-            CONTEXT_KEY: self.context_keys,
-            DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
-        })
+        """The version's stored rows as one table (``row_groups`` makes them a group at a time)."""
+        return pa.concat_tables(self.row_groups())
+
+    def row_groups(self, rows: int = ROW_GROUP) -> Iterator[pa.Table]:
+        """The version's stored rows, ``rows`` at a time: the chunks, their contexts and context keys (which
+        ctxrag.tasks.gc keeps), and the names each chunk defines. Published a group at a time (a row group of
+        chunks.parquet each), so the rows of 1M chunks (~1 GB in Arrow) are never all held. Made only when a version
+        is published: a re-index with nothing to publish makes none (pyarrow imports pandas, 0.3 s, to make an array
+        from Python values)."""
+        for start in range(0, max(len(self.chunks), 1), rows):  # no chunks: one empty table, its columns typed as ever
+            chunks = self.chunks[start : start + rows]
+            yield pa.table({
+                "chunk_id": [chunk.chunk_id for chunk in chunks],
+                "doc_id": [chunk.doc_id for chunk in chunks],
+                "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
+                "key": [chunk.key for chunk in chunks],
+                "doc_sha": [chunk.doc_sha for chunk in chunks],
+                "heading": [chunk.heading for chunk in chunks],
+                "content": [chunk.content for chunk in chunks],
+                "context": self.contexts[start : start + rows],
+                CONTEXT_KEY: self.context_keys[start : start + rows],
+                DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
+            })
 
 
 def build_plan(
@@ -113,7 +138,7 @@ def publish_index(name: str, home: Path, plan: BuildPlan, vectors: np.ndarray, s
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "counts": {"chunks": len(plan.chunks), "documents": len(set(plan.doc_ids))},
     }
-    version = IndexStore(home).publish(name, manifest, plan.rows, plan.texts, vectors, live=live).name
+    version = IndexStore(home).publish(name, manifest, plan.row_groups(), plan.indexed_texts(), vectors, live=live).name
     transaction = get_transaction()
     if transaction is not None:
         transaction.set("staged", {"name": name, "home": str(home), "version": version})
@@ -153,8 +178,14 @@ def publish_version(plan: BuildPlan, vectors: np.ndarray, source: str, run: Inde
     live = IndexStore(home).manifest(name)
     if gate.evalset and live is not None:
         with transaction():  # a rejected gate rolls back: publish_index's hook discards the staged version
-            version = publish_index(name, home, plan, vectors, source, live=False)
+            version = publish_index(name, home, unvisited(plan), vectors, source, live=False)
             scores = check_gate(name, home, version, gate.evalset, gate.strategy, gate.metric, gate.max_drop, run.run_id)
         promote_index(name, home, version)
         return Published(version, "published", scores)
-    return Published(publish_index(name, home, plan, vectors, source), "published")
+    return Published(publish_index(name, home, unvisited(plan), vectors, source), "published")
+
+
+def unvisited(plan: BuildPlan) -> BuildPlan:
+    """``plan`` as a task argument that Prefect hands over without walking it (``quote``; the task gets the plan
+    itself): it holds no future, and visiting the 1M chunks of a large plan took 80-290 s of a run."""
+    return cast(BuildPlan, quote(plan))

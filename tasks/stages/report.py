@@ -7,7 +7,7 @@ from prefect import get_run_logger
 from prefect.artifacts import create_table_artifact
 
 from ctxrag.tasks.common.display import figure, readable_rows
-from ctxrag.tasks.common.languages import chunks_by_language, read_as_plain_text
+from ctxrag.tasks.common.languages import chunked_by_regex, chunks_by_language, read_as_plain_text
 from ctxrag.tasks.common.models import Corpus
 from ctxrag.tasks.stages.contextualize import Contexts
 from ctxrag.tasks.stages.embed import Vectors
@@ -15,7 +15,7 @@ from ctxrag.tasks.stages.publish import BuildPlan, Published
 from ctxrag.tasks.stages.run import IndexRun
 
 SUMMARY_PARTS = {"contextualizer_calls": ("calls", "cost_usd"), "embedding_calls": ("calls", "cost_usd"),  # the rest: costs artifact
-                 "read_as_plain_text": ("files",)}  # the names: in the JSON report
+                 "read_as_plain_text": ("files",), "chunked_by_regex": ("files",)}  # the names: in the JSON report
 
 
 def report_run(
@@ -31,6 +31,7 @@ def report_run(
         "chunks": len(corpus.chunks),
         "chunks_by_language": chunks_by_language(corpus),
         "read_as_plain_text": read_as_plain_text(corpus),
+        "chunked_by_regex": chunked_by_regex(corpus),
         "documents_contextualized": contexts.documents_contextualized,
         "chunks_contextualized": contexts.chunks_contextualized,
         "chunks_embedded": vectors.embedded,

@@ -1,4 +1,4 @@
-"""How pytest-xdist shares the tests out (``-n 2`` in pyproject.toml's addopts; tests/conftest.py installs both).
+"""How pytest-xdist shares the tests out (``-n 3`` in pyproject.toml's addopts; tests/conftest.py installs both).
 
 A unit of work is one test file, so a file's module fixtures (an index built once, the README's checkout) run once,
 on one worker; tests marked ``xdist_group("NAME")`` are one unit across their files (``--dist loadgroup`` adds the
@@ -6,7 +6,7 @@ name to their node ids). The ``local-server`` group holds the tests that let ``c
 each would take Prefect's port 4200 when free, and two starting at once on two workers would both choose it.
 
 The units are handed out heaviest first (by their number of ``slow`` tests), then the many quick files, so a worker
-that finishes early takes the small ones and both end together. Every worker sorts the same collection the same way,
+that finishes early takes the small ones and all end together. Every worker sorts the same collection the same way,
 as xdist requires.
 """
 

@@ -43,6 +43,7 @@ def test_first_run_builds_and_second_run_reuses_every_stage(corpus_dir: Path, ho
     by_language = first["chunks_by_language"]  # the sample: tinyq/*.py, README.md and docs/*.md, CHANGELOG.txt
     assert set(by_language) == {"python", "markdown", "text"} and sum(by_language.values()) == first["chunks"]
     assert first["read_as_plain_text"] == {"files": 0, "first": []}  # the changelog is prose (.txt), not a fallback
+    assert first["chunked_by_regex"] == {"files": 0, "first": []}  # Python has a grammar
 
     second = run(corpus_dir, home)
     assert second["status"] == "unchanged"

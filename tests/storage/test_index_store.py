@@ -101,6 +101,25 @@ def test_publish_then_open_round_trip(tmp_path: Path) -> None:
     assert store.manifest("docs") == opened.manifest
 
 
+def test_rows_given_as_consecutive_tables_are_written_a_row_group_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows of a large version come in groups (never one table of all of them); a backend reads them back only if
+    it needs them (the embedded one does not)."""
+    store = IndexStore(tmp_path)
+    manifest, chunks, texts, vectors = parts()
+    read: list[pa.Table] = []
+    backend = type(index_store.backend_for("embedded"))
+    build = backend.build
+
+    def recording(self, name, folder, rows, texts, vectors, live):  # type: ignore[no-untyped-def]
+        read.append(rows())
+        return build(self, name, folder, rows, texts, vectors, live)
+
+    monkeypatch.setattr(backend, "build", recording)
+    final = store.publish("docs", manifest, iter([chunks.slice(0, 2), chunks.slice(2)]), iter(texts), vectors)
+    assert index_store.pq.ParquetFile(final / "chunks.parquet").metadata.num_row_groups == 2
+    assert store.open("docs").chunks.equals(chunks) and read[0].equals(chunks)
+
+
 def test_a_tuning_is_kept_across_versions_replaced_forgotten_and_deleted_with_the_index(tmp_path: Path) -> None:
     store = IndexStore(tmp_path)
     with pytest.raises(UnknownIndexError, match="no index named 'docs'"):
@@ -193,11 +212,11 @@ def test_failed_publish_keeps_the_live_version(tmp_path: Path, monkeypatch: pyte
     first = store.publish("docs", *parts(tag="v1"))
     live_before = (store.root / "docs" / "live.json").read_text()
 
-    def broken_save(self: VectorIndex, directory: Path) -> None:
+    def broken_save(vectors: np.ndarray, directory: Path, each: object = None) -> None:
         (directory / "embeddings.npy").write_bytes(b"half")
         raise OSError("disk full")
 
-    monkeypatch.setattr(VectorIndex, "save", broken_save)
+    monkeypatch.setattr("ctxrag.storage.backends.embedded.save_unit_rows", broken_save)
     with pytest.raises(OSError, match="disk full"):
         store.publish("docs", *parts(["mango"], tag="v2"))
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ctxrag.storage.vectors import VectorIndex, normalize_rows, top_rows
+import ctxrag.storage.vectors as vectors_module
+from ctxrag.storage.vectors import VectorIndex, forget_pages, normalize_rows, save_unit_rows, scratch_matrix, top_rows
 
 
 def test_normalize_rows_unit_length_and_zero_rows_stay_zero() -> None:
@@ -105,3 +107,35 @@ def test_rank_is_top_rows_with_the_scores() -> None:
     query = np.ones(8)
     scores = index.scores(query)
     assert index.rank(query, 20) == [(row, float(scores[row])) for row in reference_top_rows(scores, 20)]
+
+
+def test_unit_rows_are_saved_as_the_index_saves_them_a_block_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same bytes as ``VectorIndex(vectors).save``, and no second matrix: the traced peak is a few blocks."""
+    monkeypatch.setattr(vectors_module, "BLOCK_ROWS", 512)
+    matrix = np.random.default_rng(1).normal(size=(20_000, 64)).astype(np.float32) * 3
+    matrix[7] = 0
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "blocks").mkdir()
+    VectorIndex(matrix).save(tmp_path / "whole")
+    seen: list[int] = []
+    tracemalloc.start()
+    try:
+        save_unit_rows(matrix, tmp_path / "blocks", each=lambda block: seen.append(len(block)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / "blocks" / VectorIndex.FILE).read_bytes() == (tmp_path / "whole" / VectorIndex.FILE).read_bytes()
+    assert sum(seen) == 20_000 and max(seen) == 512
+    assert peak < matrix.nbytes / 10, peak
+
+
+def test_a_large_scratch_matrix_lives_in_an_unlinked_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vectors_module, "SCRATCH_MIN_BYTES", 1 << 20)
+    small, large = scratch_matrix(100, 8, tmp_path), scratch_matrix(2_000, 256, tmp_path)
+    assert not isinstance(small, np.memmap) and isinstance(large, np.memmap)
+    assert list(tmp_path.iterdir()) == [] and not large.any()  # zeroed, and no file left to clean up
+    rows = np.random.default_rng(2).normal(size=(2_000, 256)).astype(np.float32)
+    large[:] = rows
+    forget_pages(large)  # unmapped from the process: the values are still there
+    forget_pages(small)
+    np.testing.assert_array_equal(large, rows)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from ctxrag.tasks.common.languages import BY_EXTENSION, BY_FILENAME, TEXT, chunks_by_language, language_of, read_as_plain_text
+from ctxrag.tasks.common.languages import (
+    BY_EXTENSION,
+    BY_FILENAME,
+    TEXT,
+    chunked_by_regex,
+    chunks_by_language,
+    language_of,
+    read_as_plain_text,
+)
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
 from ctxrag.tasks.load.directory import CODE_EXTENSIONS, CODE_FILENAMES, MARKDOWN_EXTENSIONS, PROSE_EXTENSIONS
 
@@ -40,3 +48,9 @@ def test_the_report_names_the_files_cut_as_plain_text_for_want_of_a_chunker_but_
                      *((f"data/{i}.conf", "text", 1) for i in range(25)))
     fallback = read_as_plain_text(corpus)
     assert fallback["files"] == 27 and fallback["first"][:2] == ["setup.cfg", "LICENSE"] and len(fallback["first"]) == 20
+
+
+def test_the_report_names_the_code_files_cut_by_the_regex_chunker() -> None:
+    corpus = _corpus(("a.rb", "code", 1))
+    corpus.chunked_by_regex.extend(["a.rb", *(f"lib/{i}.php" for i in range(25))])
+    assert chunked_by_regex(corpus) == {"files": 26, "first": ["a.rb", *(f"lib/{i}.php" for i in range(19))]}

@@ -156,6 +156,60 @@ def test_chunk_starting_at_a_top_level_definition_is_not_inside_the_previous_one
     assert "Inside: class Retry" not in context
 
 
+JS = """'use strict';
+/** Formatting helpers. */
+import x from 'y';
+
+export default cond && function named(a) {
+  return a;
+};
+
+export class Fmt {
+  pad(s) {
+    abort();
+    return s;
+  }
+}
+"""
+
+
+def test_a_tree_gives_the_doc_comment_and_paths_a_function_expression_does_not_leak_into() -> None:
+    document = code_document(JS, "web/fmt.js")
+    pieces = ["  return a;\n", "    abort();\n", "    return s;\n"]
+    contexts = StructuralContextualizer().contextualize(document, chunks_of(document, pieces))
+    assert contexts[0].split("\n") == ["File: web/fmt.js.", "Formatting helpers.", "Defines: Fmt, pad."]  # no `named`
+    assert [context.split("\n")[-1] for context in contexts[1:]] == ["Inside: export class Fmt > pad(s)"] * 2
+
+
+@pytest.mark.parametrize("path, text, piece, inside", [
+    ("server.go", "// Package server serves.\npackage server\n\nfunc (s *Server) Start() error {\n\treturn nil\n}\n",
+     "\treturn nil\n", "Inside: func (s *Server) Start() error"),
+    ("src/lib.rs", "//! Bars.\nimpl Foo for Bar {\n    fn go(&self) -> i32 {\n        1\n    }\n}\n",
+     "        1\n", "Inside: impl Foo for Bar > fn go(&self) -> i32"),
+])
+def test_go_receivers_and_rust_impl_blocks_in_the_path(path: str, text: str, piece: str, inside: str) -> None:
+    document = code_document(text, path)
+    [context] = StructuralContextualizer().contextualize(document, chunks_of(document, [piece]))
+    assert context.split("\n")[1] in ("Package server serves.", "Bars.") and context.endswith(inside)
+
+
+def test_python_gets_the_heuristic_contexts_by_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    content = "class Retry:\n    # Runs it.\n    def run(self, job):\n        return job()\n"
+    document = code_document(content, "retry.py")
+    chunk = chunks_of(document, ["    # Runs it.\n    def run(self, job):\n        return job()\n"])
+    assert StructuralContextualizer().contextualize(document, chunk)[0].endswith("Inside: class Retry")  # the regex path
+    from ctxrag.tasks.common import grammars
+
+    monkeypatch.setattr(grammars, "REGEX_BY_CHOICE", frozenset())  # on its tree the comment goes with its method
+    assert StructuralContextualizer().contextualize(document, chunk)[0].endswith("Inside: class Retry > def run(self, job)")
+
+
+def test_a_file_with_a_syntax_error_gets_the_heuristic_contexts() -> None:
+    document = code_document("// Broken.\nfunction f( {\n  return 1;\n}\n", "broken.js")
+    [context] = StructuralContextualizer().contextualize(document, chunks_of(document, ["  return 1;\n"]))
+    assert context == "File: broken.js.\nBroken.\nDefines: f.\nInside: function f("
+
+
 # --- structural, prose -------------------------------------------------------------------------------------------
 
 

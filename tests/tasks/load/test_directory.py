@@ -146,6 +146,12 @@ def test_load_directory_on_a_file_is_an_error(tmp_path: Path) -> None:
         load_directory(path)
 
 
+def test_code_without_a_syntax_tree_is_cut_by_the_regex_chunker_and_named(tmp_path: Path) -> None:
+    root = make(tmp_path, {"ok.go": "package ok\n\nfunc A() {}\n", "a.rb": "def a\nend\n", "broken.js": "function f( {\n}\n",
+                           "Makefile": "all:\n\tmake\n", "notes.md": MD})
+    assert load_directory(root).chunked_by_regex == ["Makefile", "a.rb", "broken.js"]
+
+
 def test_huge_single_line_file(tmp_path: Path) -> None:
     root = make(tmp_path, {"long.txt": "var x=1;" * 1000})  # prose: long lines are not taken for minified code
     corpus = load_directory(root, budget=1500)
