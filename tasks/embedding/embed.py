@@ -102,7 +102,7 @@ class LocalEmbedder:
             return sentence_transformer(str(packaged_model_path()), self.spec.max_seq_length, self.device)
 
     def _int8(self) -> Any:
-        """The int8 encoder for documents (one thread per physical core)."""
+        """The int8 encoder for documents (every core)."""
         with _load_lock:
             return int8_encoder(self.models_dir or default_models_dir(), self.spec.model, self.spec.max_seq_length)
 
@@ -148,7 +148,7 @@ class LocalEmbedder:
 
     def _int8_queries(self) -> Any:
         """The int8 encoder on a query's share of the machine (up to 2 threads)."""
-        return int8_encoder(self.models_dir or default_models_dir(), self.spec.model, self.spec.max_seq_length, bulk=False)
+        return int8_encoder(self.models_dir or default_models_dir(), self.spec.model, self.spec.max_seq_length, documents=False)
 
     def _cut_ids(self, texts: list[str]) -> list[list[int]]:
         """Each text's input ids, cut at ``max_seq_length`` as the tokenizer would (special tokens included)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -123,11 +124,14 @@ def int8_model(models_dir: Path, model: str) -> Path:
 
 
 @lru_cache(maxsize=4)
-def int8_encoder(models_dir: Path, model: str, max_seq_length: int, bulk: bool = True) -> Any:
-    """The int8 encoder (an ``OnnxEncoder``; ``bulk``: documents, else queries)."""
+def int8_encoder(models_dir: Path, model: str, max_seq_length: int, documents: bool = True) -> Any:
+    """The int8 encoder (an ``OnnxEncoder``, each input alone): documents on every core this process may use,
+    queries on up to 2 (a host program keeps its CPU)."""
     from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder
 
-    return OnnxEncoder(int8_model(models_dir, model), packaged_model_path(), max_seq_length, bulk)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return OnnxEncoder(int8_model(models_dir, model), packaged_model_path(), max_seq_length, alone=True,
+                       threads=cores if documents else min(2, cores))
 
 
 def log(message: str) -> None:

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
@@ -95,19 +96,23 @@ class OnnxEncoder:
     """Unit-length float32 vectors from an ONNX export (fp32 or int8), on onnxruntime's CPU provider: of texts
     (``embed``) or of windows already tokenized (``embed_ids``, the local embedder's documents).
 
-    A query's encoder runs on up to 2 threads whose idle threads sleep instead of spinning: on a shared 2-core machine
-    (load ~4) 248 queries took 1.25 s, not 1.8 s, and one query 7.5 ms, not 15 (benchmarks/results/search_many.md); a
-    host program keeps its CPU. ``bulk`` (int8 documents): one thread per physical core (onnxruntime's default),
-    spinning between operators as torch's threads do (sleeping, they got 0.9 of 2 cores on a busy machine).
+    The fp32 export's queries run in batches on up to 2 threads whose idle threads sleep instead of spinning: on a
+    shared 2-core machine (load ~4) 248 queries took 1.25 s, not 1.8 s, and one query 7.5 ms, not 15
+    (benchmarks/results/search_many.md); a host program keeps its CPU. The int8 file (``alone``) runs each input by
+    itself, single-threaded, on as many Python threads as ``threads``: its activations are quantized with one scale
+    per run, so in a batch an input's vector would depend on its batch-mates (cosine to itself alone down to 0.985).
+    Alone, a text has one vector, and on 2 cores it runs 1.2x as fast as batches of 32 on 2 intra-op threads
+    (docs/decisions.md).
     """
 
-    def __init__(self, onnx_file: Path, model_dir: Path, max_seq_length: int, bulk: bool = False) -> None:
+    def __init__(self, onnx_file: Path, model_dir: Path, max_seq_length: int, alone: bool = False, threads: int = 2) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 0 if bulk else min(2, os.cpu_count() or 1)
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if bulk else "0")
+        options.intra_op_num_threads = 1 if alone else min(2, os.cpu_count() or 1)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.alone, self.threads = alone, threads
         self.session = onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_seq_length)
@@ -119,8 +124,10 @@ class OnnxEncoder:
         return self.embed_ids([encoding.ids for encoding in self.tokenizer.encode_batch(texts)])
 
     def embed_ids(self, ids: list[list[int]]) -> np.ndarray:
-        """Rows in the inputs' order (special tokens included). Inputs are batched by token count, so a batch pads
-        little: an input's vector is the same alone or among others (its padding is masked out)."""
+        """Rows in the inputs' order (special tokens included). Batched by token count (so a batch pads little; in
+        fp32 an input's vector is the same alone or among others), or each input alone (``alone``)."""
+        if self.alone:
+            return self._embed_alone(ids)
         order = sorted(range(len(ids)), key=lambda position: len(ids[position]))
         vectors = np.zeros((len(ids), 0), dtype=np.float32)
         for start in range(0, len(order), BATCH):
@@ -130,6 +137,19 @@ class OnnxEncoder:
             if vectors.shape[1] == 0:
                 vectors = np.zeros((len(ids), pooled.shape[1]), dtype=np.float32)
             vectors[batch] = pooled
+        return vectors
+
+    def _embed_alone(self, ids: list[list[int]]) -> np.ndarray:
+        """Each input in a run of its own, longest first, ``threads`` runs at a time (onnxruntime releases the GIL)."""
+        def run(row: list[int]) -> np.ndarray:
+            arrays = self._padded([row])
+            return _pool(self.session.run(None, arrays)[0], arrays["attention_mask"])[0]
+
+        order = sorted(range(len(ids)), key=lambda position: -len(ids[position]))
+        with ThreadPoolExecutor(max(1, min(self.threads, len(ids)))) as pool:
+            rows = list(pool.map(run, (ids[position] for position in order)))
+        vectors = np.zeros((len(ids), rows[0].shape[0] if rows else 0), dtype=np.float32)
+        vectors[order] = rows
         return vectors
 
     def _padded(self, rows: list[list[int]]) -> dict[str, np.ndarray]:

@@ -51,6 +51,17 @@ def test_int8_vectors_are_unit_float32_rows_close_to_fp32(int8_file: Path) -> No
         assert float(cosine.min()) < 0.99999  # int8 indeed: not fp32 by another road
 
 
+def test_a_text_has_one_int8_vector_alone_or_among_others(int8_file: Path) -> None:
+    """Dynamic quantization takes one activation scale per run: in a batch, a text's vector would move with its
+    batch-mates (cosine down to 0.985 on the cookbook's chunks). Each input runs alone, so it does not."""
+    embedder = LocalEmbedder(INT8)
+    for texts, input_type in ((DOCUMENTS, "document"), (QUERIES, "query")):
+        together = embedder.embed(texts, input_type)
+        alone = np.vstack([embedder.embed([text], input_type) for text in texts])
+        assert np.array_equal(together, alone), input_type
+        assert np.array_equal(embedder.embed(texts[::-1], input_type), together[::-1])
+
+
 def test_the_int8_file_is_made_once_and_reused(int8_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     made = int8_file.stat().st_mtime_ns
 
