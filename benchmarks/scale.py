@@ -1,18 +1,18 @@
 """How each cost of `ctxrag index` and of a query grows with corpus size.
 
-    .venv/bin/python benchmarks/scale.py [--sizes sample,cookbook,tree,synthetic] [--tree PATH] [--synthetic-chunks 100000]
-        [--synthetic-steps 20000] [--synthetic-check 2000] [--timeout-minutes 40] [--out DIR] [--keep] [--code DIR]
-        [--seed-contexts] [--merge]
+    .venv/bin/python benchmarks/scale.py [--sizes sample,cookbook,tree,synthetic] [--tree PATH] [--tree-options OPTIONS]
+        [--synthetic-chunks 100000] [--synthetic-steps 20000] [--synthetic-check 2000] [--timeout-minutes 40] [--out DIR]
+        [--keep] [--code DIR] [--seed-contexts] [--merge]
 
 Each size: `ctxrag index SOURCE --name N --json` in a fresh CTXRAG_HOME (its own PREFECT_HOME: the run starts the
-local server, stopped after the size), its process tree sampled with psutil (RSS, threads, CPU), the run's report
-for stages, task runs from its log and its Prefect database; then `ctxrag search` as a process (median of 3) and, in a
-helper process, 50 queries' p50/p95 per strategy (and a large version's ANN recall against exact search).
-Sizes: sample (data/sample/corpus), cookbook (737 chunks), tree (a real code tree, default torch/_inductor, ~8,500
-chunks), synthetic (generated JSON, `--contextualizer none`, its embeddings pre-seeded with random unit vectors for
-the run's own keys: a check size must embed 0 chunks, else the larger ones are skipped). `--seed-contexts` seeds the
-empty contexts too; `--merge` adds to --out's scale.json; `--code DIR` runs another copy of the source. Writes
-scale.json and scale.md (parts: scale_corpus.py, scale_size.py, scale_report.py).
+local server, stopped after the size), its process tree sampled with psutil (RSS, threads, CPU), the run's report for
+stages, task runs from its log and its Prefect database; then `ctxrag search` as a process (median of 3) and, in a
+helper process, 50 queries' p50/p95 per strategy (and a large version's ANN recall against exact search). Sizes:
+sample (data/sample/corpus), cookbook (737 chunks), tree (a real code tree, default torch/_inductor, ~8,500 chunks;
+`--tree-options`: its index options, e.g. the stdlib folder's `--exclude site-packages --exclude test/`), synthetic
+(generated JSON, `--contextualizer none`, its embeddings pre-seeded with random unit vectors for the run's own keys: a
+check size must embed 0 chunks, else the larger ones are skipped). `--seed-contexts` seeds the empty contexts too;
+`--merge` adds to --out's scale.json; `--code DIR` runs another copy of the source. Writes scale.json and scale.md.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="sample,cookbook,tree,synthetic")
     parser.add_argument("--tree", type=Path, default=site_packages() / "torch" / "_inductor")
+    parser.add_argument("--tree-options", default="", help="ctxrag index options for the tree size")
     parser.add_argument("--synthetic-chunks", type=int, default=100_000)
     parser.add_argument("--synthetic-steps", default="20000", help="Intermediate synthetic sizes, comma-separated ('' for none).")
     parser.add_argument("--synthetic-check", type=int, default=2_000, help="Fast-path check size, run first.")
@@ -48,26 +49,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="Keep each size's CTXRAG_HOME (under the temp folder).")
     parser.add_argument("--code", type=Path, help="Run ctxrag from this copy of the source (first on PYTHONPATH).")
-    parser.add_argument("--seed-contexts", action="store_true",
-                        help="Synthetic sizes: also pre-seed the empty contexts, so no per-document task runs (isolates the other stages).")
+    parser.add_argument("--seed-contexts", action="store_true", help="Synthetic sizes: also pre-seed the empty contexts (isolates the other stages).")
     parser.add_argument("--merge", action="store_true", help="Add to --out's scale.json (same size names replaced) instead of starting anew.")
     args = parser.parse_args()
     scale_size.CODE = args.code.resolve() if args.code else None
     sizes = [size.strip() for size in args.sizes.split(",") if size.strip()]
-    unknown = set(sizes) - {"sample", "cookbook", "tree", "synthetic"}
-    if unknown:
+    if unknown := set(sizes) - {"sample", "cookbook", "tree", "synthetic"}:
         parser.error(f"unknown sizes: {', '.join(sorted(unknown))}")
     import prefect
 
     meta = {
         **machine_meta(),
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "prefect": prefect.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"), "prefect": prefect.__version__,
         "command": "benchmarks/scale.py " + portable_text(" ".join(sys.argv[1:])),
         "load_average_start": [round(value, 2) for value in os.getloadavg()],
-        "task_workers": os.environ.get("CTXRAG_TASK_WORKERS", "4 (default)"),
-        "code": portable_path(scale_size.CODE or REPO),
-        "git_head": git("rev-parse", "--short", "HEAD"),
+        "task_workers": os.environ.get("CTXRAG_TASK_WORKERS", "4 (default)"), "embed_precision": os.environ.get("CTXRAG_EMBED_PRECISION", "auto"),
+        "code": portable_path(scale_size.CODE or REPO), "git_head": git("rev-parse", "--short", "HEAD"),
         "working_tree_changes": git("status", "--short", "--untracked-files=no") or "none",
     }
     timeout = args.timeout_minutes * 60
@@ -86,7 +83,8 @@ def main() -> None:
                                       ("cookbook", SHARED_DATA / "codebase" / "codebase_chunks.json", 1200, "The cookbook's codebase corpus"),
                                       ("tree", args.tree, timeout, "A real code tree (a folder SOURCE)")):
         if size in sizes:
-            add(bench_size(size, "real", source, [], limit, args.keep, note=f"{what}; structural contexts; local MiniLM embeddings."))
+            options = args.tree_options.split() if size == "tree" else []
+            add(bench_size(size, "real", source, options, limit, args.keep, note=f"{what}; structural contexts; local MiniLM embeddings."))
     if "synthetic" in sizes:
         steps = [args.synthetic_check] + [int(part) for part in args.synthetic_steps.split(",") if part.strip()] + [args.synthetic_chunks]
         steps = sorted(dict.fromkeys(step for step in steps if step > 0))

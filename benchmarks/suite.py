@@ -5,11 +5,12 @@
 
 Sets (suite_sets): the cookbook's, docstring-derived (rich, httpx, a stdlib subset), README headings, docs summaries
 and the hand-written ``--sets``; one this machine cannot give is skipped with the reason. Each corpus is indexed once
-by ``ctxrag index`` (offline defaults) in ``--home``, with every question's BM25 and vector rankings (150 deep).
-Strategies: the product's and ``ctxrag tune``'s candidates, each ranked by the product's ``fuse_rankings``.
-Selection (suite_select): with a corpus out, the default is the configuration best on the other sets (mean of each
-set's primary metric), scored on the left-out sets; the LOCO default minus ``hybrid`` is bootstrapped by golden
-document (10,000 resamples, 95%). Per set: what ``ctxrag tune`` keeps on the set's own questions.
+by ``ctxrag index`` (offline defaults; ``CTXRAG_EMBED_PRECISION``, if set, is part of the embedder: another precision
+is indexed and ranked again) in ``--home``, with every question's BM25 and vector rankings (150 deep). Strategies: the
+product's and ``ctxrag tune``'s candidates, ranked by the product's ``fuse_rankings``. Selection (suite_select): with
+a corpus out, the default is the configuration best on the other sets (mean of each set's primary metric), scored on
+the left-out sets; LOCO default minus ``hybrid`` bootstrapped by golden document (10,000 resamples, 95%). Per set:
+what ``ctxrag tune`` keeps on its own questions.
 """
 
 from __future__ import annotations
@@ -44,8 +45,7 @@ def relative(text: str) -> str:
 
 
 def product_check(home: Path, specs: list[sets_.SetSpec], data: list[sets_.SetData]) -> dict[str, dict[str, str]]:
-    """Per set, for each configuration: for how many questions ``ctxrag.tasks.retrieval.search.Searcher`` returns the
-    suite's top 20."""
+    """Per set and configuration: for how many questions the product's ``Searcher`` returns the suite's top 20."""
     from ctxrag.tasks.retrieval.search import Searcher, StrategyConfig
 
     found = {}
@@ -124,7 +124,7 @@ def embedder_note(embedder: dict | None) -> str:
         return ""
     windows = f"windows of {embedder['window_tokens']} word pieces" if embedder.get("window_tokens") else "whole texts"
     context = f", the context cut to {embedder['context_tokens']} word pieces" if embedder.get("context_tokens") else ", the context whole"
-    return f"; the local model reads {windows}{context}"
+    return f"; the local model reads {windows}{context}" + (f", in {embedder['precision']}" if embedder.get("precision") else "")
 
 
 def pct(value: float) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import platform
 import re
 import shutil
@@ -162,16 +163,17 @@ def readmes() -> Corpus:
 
 
 def embedder(context_tokens: int) -> dict:
-    """The embedder ``ctxrag index --context-tokens N`` chooses on offline defaults, in its manifest form."""
-    return EmbeddingOptions(context_tokens=context_tokens).spec().to_dict()
+    """The embedder ``ctxrag index --context-tokens N`` makes on offline defaults (manifest form; CTXRAG_EMBED_PRECISION's)."""
+    forced = os.environ.get("CTXRAG_EMBED_PRECISION", "").strip().lower()
+    return EmbeddingOptions(context_tokens=context_tokens).spec().to_dict() | ({"precision": forced} if forced not in ("", "auto") else {})
 
 
 def ensure_index(home: Path, corpus: Corpus, context_tokens: int = EmbeddingOptions().context_tokens) -> None:
     """Make the corpus's index in ``home`` with ``ctxrag index`` on offline defaults (``--context-tokens`` as asked)
-    unless its live version was built with that embedder (a new version: the rankings cached for the old one are made again)."""
+    unless its live version was built with that embedder (a new version, another precision too: its rankings are made again)."""
     store = IndexStore(home)
     live = store.manifest(corpus.index) if store.live_version(corpus.index) is not None else None
-    if live is not None and live["config"]["embedder"] == embedder(context_tokens):
+    if live and {**(built := live["config"]["embedder"]), **(wanted := embedder(context_tokens))} == built and built.keys() - {"precision"} == wanted.keys() - {"precision"}:
         return
     source = corpus.prepare(home)
     print(f"indexing {corpus.label} as {corpus.index!r} (context cut to {context_tokens or 'all'} word pieces) ...", file=sys.stderr, flush=True)

@@ -12,6 +12,8 @@ DEFAULT_MAX_SEQ_LENGTH = 512
 LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
 LOCAL_WINDOW_TOKENS = 256  # the local model embeds a chunk as windows of this many word pieces (ctxrag.tasks.embedding.windows)
 LOCAL_CONTEXT_TOKENS = 64  # each window's context is cut to this many word pieces (0: whole; docs/decisions.md)
+INT8_RECIPE = "int8-v2"  # how int8 weights are made (ctxrag.tasks.embedding.onnx_int8): in every int8 vector's key
+PRECISIONS = ("int8", "bf16", "fp32")  # what the local model's vectors can be made in
 
 
 @dataclass(frozen=True)
@@ -28,9 +30,10 @@ class EmbedderSpec:
     ``context_tokens``: with windows, the context the local model reads is cut to this many word pieces, its longest
     lines first (``ctxrag.tasks.embedding.windows.cap_context``; 0: whole; the CLI's uses ``LOCAL_CONTEXT_TOKENS``).
     The cut is in the embedded text, so a vector's cache key (the text's hash) changes only where a context was cut.
-    ``precision``: what the local model's document vectors are made in, "bf16" or "fp32" (the index flow sets it,
-    ``ctxrag.tasks.embedding.precision.precision_for_index``; "": not recorded). A bf16 vector's key says bf16, so
-    a stored vector of the other precision is never reused; fp32 keys are those from before precision was recorded.
+    ``precision``: what the local model's vectors are made in, "int8", "bf16" or "fp32" (the index flow sets it,
+    ``ctxrag.tasks.embedding.precision.precision_for_index``; "": not recorded). A bf16 document vector's key says
+    bf16 and an int8 vector's (document or query: both are int8) names ``INT8_RECIPE``, so a stored vector of another
+    precision is never reused; fp32 keys are those from before precision was recorded.
     """
 
     provider: str = "local"
@@ -47,8 +50,8 @@ class EmbedderSpec:
             raise InvalidInput(f"unknown embedder {self.provider!r}; choose local, voyage or voyage-context-3")
         if self.window_tokens and (self.provider != Provider.LOCAL or self.window_tokens < 16):
             raise InvalidInput(f"window_tokens {self.window_tokens}: only the local model windows, at 16 word pieces or more")
-        if self.precision not in {"", "bf16", "fp32"} or (self.precision and self.provider != Provider.LOCAL):
-            raise InvalidInput(f"precision {self.precision!r}: bf16 or fp32, for the local model only")
+        if self.precision not in {"", *PRECISIONS} or (self.precision and self.provider != Provider.LOCAL):
+            raise InvalidInput(f"precision {self.precision!r}: {', '.join(PRECISIONS)}, for the local model only")
         if self.context_tokens < 0 or (self.context_tokens and not self.window_tokens):
             raise InvalidInput(f"context_tokens {self.context_tokens}: a cap of 1 word piece or more, on the local model's windows only")
 
@@ -65,6 +68,8 @@ class EmbedderSpec:
             shape += f"/windows={self.window_tokens}"
         if self.precision == "bf16" and input_type == "document":
             shape += "/bf16"
+        if self.precision == "int8":
+            shape += f"/{INT8_RECIPE}"
         if document and self.embeds_documents and input_type == "document":
             shape += f"/document={document}"
         return sha256_hex(sha256_hex(text), self.provider, self.model, shape, input_type)[:40]

@@ -1,20 +1,23 @@
-"""Which precision the local embedder runs in: bf16 autocast where it is measurably faster here, else fp32.
+"""Which precision the local embedder runs in, chosen per machine by measurement: int8, bf16 or fp32.
 
-Two conditions for bf16 under ``auto``. The CPU computes bf16 natively (``cpu_has_native_bf16``: AVX512-BF16 or
-AMX-BF16, and a oneDNN that accepts bf16). And a matrix product shaped like the model's feed-forward layer runs at
-least ``BF16_MIN_SPEEDUP`` times as fast in bf16 as in fp32 (``measured_bf16_speedup``, about 0.2 s). The flag alone is not enough: on an AMD EPYC with AVX512-BF16 bf16 encoded 2.4x as fast as fp32, but on an
-Intel Xeon reporting AVX512-BF16 with AMX hidden by its virtual machine, bf16 ran 0.75x as fast (docs/decisions.md).
-``CTXRAG_EMBED_PRECISION=auto|bf16|fp32`` overrides the choice.
+``auto`` first chooses torch's precision as before. bf16 autocast needs two things: the CPU computes bf16 natively
+(``cpu_has_native_bf16``: AVX512-BF16 or AMX-BF16, and a oneDNN that accepts bf16), and a matrix product shaped like
+the model's feed-forward layer runs at least ``BF16_MIN_SPEEDUP`` times as fast in bf16 as in fp32
+(``measured_bf16_speedup``, about 0.2 s): on an Intel Xeon reporting AVX512-BF16 with AMX hidden by its virtual
+machine, bf16 ran 0.75x as fast (docs/decisions.md). Then int8 (onnxruntime, ``ctxrag.tasks.embedding.onnx_int8``)
+is taken where the real model runs at least ``INT8_MIN_SPEEDUP`` times as fast as in torch's choice
+(``measured_int8_speedup``: a few windows each way, about 2 s, and the int8 file made once, about 15 s). Where torch
+sees a GPU (``cuda_available``), ``auto`` is fp32 on it and nothing is timed. ``CTXRAG_EMBED_PRECISION=auto|int8|bf16|fp32``
+overrides the choice.
 
-The ``auto`` decision is made once per machine (``machine_signature``: CPU model and bf16 flags, torch,
-transformers and sentence-transformers versions) and kept in ``cache_dir()/embed-precision.json``, so every process
+The ``auto`` decision is made once per machine (``machine_signature``: CPU model and flags, the versions of torch,
+transformers, sentence-transformers and onnxruntime) and kept in ``cache_dir()/embed-precision.json``, so every process
 and Dask worker of a machine embeds in the same precision. An index keeps the precision it was built in
-(``precision_for_index``): vectors of the two never mix in one index by chance.
+(``precision_for_index``): vectors of two precisions never mix in one index by chance.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -27,42 +30,45 @@ from typing import Any
 
 from ctxrag.storage.environment import cache_dir
 from ctxrag.storage.errors import InvalidInput
-from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+from ctxrag.tasks.embedding.embedder_spec import PRECISIONS as MADE_IN, EmbedderSpec
 from ctxrag.tasks.common.providers import Provider
 
 PRECISION_ENV = "CTXRAG_EMBED_PRECISION"
-PRECISIONS = ("auto", "bf16", "fp32")
+PRECISIONS = ("auto", *MADE_IN)
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that compute bf16 (cpuinfo and /proc/cpuinfo names)
+INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # x86 instructions onnxruntime's int8 kernels use where present
 BF16_MIN_SPEEDUP = 1.2  # bf16 changes vectors (within 1e-4 cosine): worth it only when clearly faster
+INT8_MIN_SPEEDUP = 1.1  # int8 changes them more (~0.996 cosine, the suite's figures unchanged: docs/decisions.md)
 CALIBRATION_SHAPE = (2048, 384, 1536)  # tokens, MiniLM's hidden size, its feed-forward size: one batch's layer
 CALIBRATION_REPEATS = 5
+INT8_CALIBRATION = (8, 256, 3)  # windows, word pieces each (the production window), timed rounds after a warm-up
 DECISIONS_FILE = "embed-precision.json"  # in cache_dir(): the auto decision per machine signature
-SIGNATURE_PACKAGES = ("torch", "transformers", "sentence-transformers")  # what runs the model (queries: ONNX, fp32)
+SIGNATURE_PACKAGES = ("torch", "transformers", "sentence-transformers", "onnxruntime")  # what runs the model
 
 
 def choose_precision(requested: str | None = None) -> tuple[str, str]:
-    """("bf16" or "fp32", why): ``requested``, else ``CTXRAG_EMBED_PRECISION``, else "auto" (bf16 where faster)."""
+    """(precision, why): ``requested``, else ``CTXRAG_EMBED_PRECISION``, else "auto" (the machine's decision)."""
     value = (requested if requested is not None else os.environ.get(PRECISION_ENV, "")).strip().lower() or "auto"
     if value not in PRECISIONS:
         raise InvalidInput(f"{PRECISION_ENV}={value!r}: choose one of {', '.join(PRECISIONS)}")
-    if value == "fp32":
-        return "fp32", f"{PRECISION_ENV}=fp32" if requested is None else "asked for fp32"
-    if value == "bf16":
-        why = f"{PRECISION_ENV}=bf16" if requested is None else "asked for bf16"
-        return "bf16", why if cpu_has_native_bf16() else f"{why}; this CPU has no native bf16, so it is likely slower than fp32"
-    return machine_precision()
+    if value == "auto":
+        return machine_precision()
+    why = f"{PRECISION_ENV}={value}" if requested is None else f"asked for {value}"
+    if value == "bf16" and not cpu_has_native_bf16() and not cuda_available():
+        return "bf16", f"{why}; this CPU has no native bf16, so it is likely slower than fp32"
+    return value, why
 
 
 def precision_for_index(recorded: str | None) -> tuple[str, str]:
-    """("bf16" or "fp32", why) for an index whose live version was built in ``recorded`` (None: new, or built before
-    ctxrag recorded it). An index keeps its precision, so a re-index reuses its vectors and never mixes the two;
-    ``CTXRAG_EMBED_PRECISION=bf16|fp32`` changes it, and every chunk is embedded again (the precision is part of a
-    bf16 vector's key)."""
-    forced = os.environ.get(PRECISION_ENV, "").strip().lower() in {"bf16", "fp32"}
-    if recorded in {"bf16", "fp32"} and not forced:
-        return recorded, f"the index was built in {recorded} and keeps it ({PRECISION_ENV}=bf16|fp32 changes it)"
+    """(precision, why) for an index whose live version was built in ``recorded`` (None: new, or built before ctxrag
+    recorded it). An index keeps its precision, so a re-index reuses its vectors and never mixes two;
+    ``CTXRAG_EMBED_PRECISION=int8|bf16|fp32`` changes it, and every chunk is embedded again (the precision is part of
+    a bf16 or int8 vector's key)."""
+    forced = os.environ.get(PRECISION_ENV, "").strip().lower() in MADE_IN
+    if recorded in MADE_IN and not forced:
+        return recorded, f"the index was built in {recorded} and keeps it ({PRECISION_ENV}={'|'.join(MADE_IN)} changes it)"
     chosen, why = choose_precision()
-    if recorded in {"bf16", "fp32"} and recorded != chosen:
+    if recorded in MADE_IN and recorded != chosen:
         why += f"; the index was built in {recorded}, so every chunk is embedded again in {chosen}"
     return chosen, why
 
@@ -78,8 +84,10 @@ def with_index_precision(spec: EmbedderSpec, live: dict[str, Any] | None) -> tup
 
 
 def machine_precision() -> tuple[str, str]:
-    """The ``auto`` choice, decided once per machine signature and kept in ``cache_dir()``; a decision whose timing
-    failed is not kept (the next process tries again)."""
+    """The ``auto`` choice: fp32 on a GPU torch sees, else decided once per machine signature and kept in
+    ``cache_dir()``; a decision whose timing failed is not kept (the next process tries again)."""
+    if cuda_available():
+        return "fp32", "auto: torch sees a GPU, so the model runs on it (cuda) in fp32"
     path = cache_dir() / DECISIONS_FILE
     key = json.dumps(machine_signature(), sort_keys=True)
     decisions = _read_decisions(path)
@@ -94,10 +102,10 @@ def machine_precision() -> tuple[str, str]:
 
 
 def machine_signature() -> dict[str, str]:
-    """What the auto decision depends on, read without importing torch: the CPU model, its bf16 flags (a virtual
-    machine may hide AMX on the same model) and the versions of the libraries that run the model."""
-    flags = ",".join(sorted(_proc_cpu_flags() & set(NATIVE_BF16_FLAGS)))
-    signature = {"cpu": _cpu_model(), "machine": platform.machine(), "bf16_flags": flags}
+    """What the auto decision depends on, read without importing torch: the CPU model, its bf16 and int8 flags (a
+    virtual machine may hide AMX on the same model) and the versions of the libraries that run the model."""
+    flags = ",".join(sorted(_proc_cpu_flags() & {*NATIVE_BF16_FLAGS, *INT8_FLAGS}))
+    signature = {"cpu": _cpu_model(), "machine": platform.machine(), "flags": flags}
     for package in SIGNATURE_PACKAGES:
         try:
             signature[package] = metadata.version(package)
@@ -107,6 +115,22 @@ def machine_signature() -> dict[str, str]:
 
 
 def _decide_auto() -> tuple[str, str, bool]:
+    """(precision, why, whether the decision is sound to keep): torch's choice, then int8 where measurably faster."""
+    chosen, why, sound = _decide_torch()
+    from ctxrag.tasks.embedding.onnx_int8 import Int8Refused
+
+    try:
+        speedup = measured_int8_speedup(chosen)
+    except Int8Refused as error:  # the same file would be refused again: keep the decision
+        return chosen, f"{why}; int8 not used: {error}", sound
+    except Exception as error:  # noqa: BLE001 - a failed timing must not stop indexing: torch always works
+        return chosen, f"{why}; timing int8 failed ({type(error).__name__}: {error})", False
+    if speedup >= INT8_MIN_SPEEDUP:
+        return "int8", f"auto: int8 ran the model {speedup:.2f}x as fast as {chosen} (torch's choice; {why})", sound
+    return chosen, f"{why}; int8 ran it only {speedup:.2f}x as fast (int8 needs {INT8_MIN_SPEEDUP}x)", sound
+
+
+def _decide_torch() -> tuple[str, str, bool]:
     """(precision, why, whether the decision is sound to keep): bf16 where native and measurably faster."""
     if not cpu_has_native_bf16():
         return "fp32", "auto: the CPU has no native bf16 (AVX512-BF16 or AMX-BF16)", True
@@ -146,6 +170,8 @@ def measured_bf16_speedup() -> float:
     ``CALIBRATION_REPEATS`` runs each, the two interleaved after a warm-up. Above 1: bf16 is faster here."""
     import torch
 
+    from ctxrag.tasks.embedding.local_runtimes import autocast_to
+
     tokens, hidden, inner = CALIBRATION_SHAPE
     generator = torch.Generator().manual_seed(0)
     inputs = torch.randn(tokens, hidden, generator=generator)
@@ -162,13 +188,53 @@ def measured_bf16_speedup() -> float:
     return min(fp32 for fp32, _ in runs) / min(bf16 for _, bf16 in runs)
 
 
-def autocast_to(precision: str) -> contextlib.AbstractContextManager[object]:
-    """torch's bf16 autocast on the CPU for "bf16"; nothing for "fp32"."""
-    if precision != "bf16":
-        return contextlib.nullcontext()
-    import torch
+@lru_cache(maxsize=2)
+def measured_int8_speedup(torch_precision: str) -> float:
+    """Seconds of the real model in torch (``torch_precision``) / seconds in int8, on ``INT8_CALIBRATION``'s windows:
+    the best of its rounds each, the two interleaved after a warm-up (the int8 file is made first if missing). Above
+    1: int8 is faster here."""
+    import numpy as np
 
-    return torch.autocast("cpu", dtype=torch.bfloat16)
+    from ctxrag.storage.environment import models_dir
+    from ctxrag.tasks.embedding.local_runtimes import int8_encoder, packaged_model_path, sentence_transformer, torch_vectors
+    from ctxrag.tasks.embedding.windows import local_special_ids
+
+    windows, tokens, rounds = INT8_CALIBRATION
+    first, last, pad = local_special_ids()
+    body = np.random.default_rng(0).integers(1000, 29000, size=(windows, tokens - 2)).tolist()
+    ids = [[first, *row, last] for row in body]
+    spec = EmbedderSpec()
+    model = sentence_transformer(str(packaged_model_path()), spec.max_seq_length)
+    encoder = int8_encoder(models_dir(), spec.model, spec.max_seq_length)
+
+    def seconds(on_torch: bool) -> float:
+        started = time.perf_counter()
+        if on_torch:
+            torch_vectors(model, ids, torch_precision, "cpu", windows, pad)
+        else:
+            encoder.embed_ids(ids)
+        return time.perf_counter() - started
+
+    seconds(True), seconds(False)  # loads both and builds their kernels
+    runs = [(seconds(True), seconds(False)) for _ in range(rounds)]
+    return min(slow for slow, _ in runs) / min(fast for _, fast in runs)
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a GPU (``torch.cuda.is_available()``). A CPU-only torch build ("+cpu") cannot: known
+    without importing torch. Any failure to tell means no."""
+    try:
+        if _cpu_only_torch():
+            return False
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - no usable torch: the CPU
+        return False
+
+
+def _cpu_only_torch() -> bool:
+    return metadata.version("torch").endswith("+cpu")
 
 
 def cpu_has_native_bf16() -> bool:

@@ -93,11 +93,24 @@ def _local_tokenizer():  # type: ignore[no-untyped-def]
 
 def local_word_pieces(texts: list[str]) -> list[int]:
     """Word pieces of each text as the packaged local model reads it, special tokens excluded, not truncated."""
+    return [len(ids) for ids in local_piece_ids(texts)]
+
+
+def local_piece_ids(texts: list[str]) -> list[list[int]]:
+    """Word-piece ids of each text as the packaged local model reads it, special tokens excluded, not truncated (the
+    ids transformers' tokenizer of the model gives: the same ``tokenizer.json``)."""
     if not texts:
         return []
     tokenizer = _local_tokenizer()
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)  # no offsets: faster (tokenizers 0.21+)
-    return [len(encoding.ids) for encoding in encode(texts, add_special_tokens=False)]
+    return [encoding.ids for encoding in encode(texts, add_special_tokens=False)]
+
+
+@lru_cache(maxsize=1)
+def local_special_ids() -> tuple[int, int, int]:
+    """The local model's [CLS], [SEP] and [PAD] ids."""
+    tokenizer = _local_tokenizer()
+    return tuple(tokenizer.token_to_id(token) for token in ("[CLS]", "[SEP]", "[PAD]"))  # type: ignore[return-value]
 
 
 def split_windows(text: str, window_tokens: int, count_tokens: TokenCounter) -> list[str]:

@@ -56,8 +56,8 @@ def embed_corpus(plan: BuildPlan, run: IndexRun) -> Vectors:
         embedded = sum(future.result() for future in futures)
     else:
         embedded = sum(embed_batch(batch, spec, home, run.run_id, label) for batch, label in zip(batches, labels))
-        if embedded and spec.provider == Provider.LOCAL:  # torch is loaded here now: the query export costs ~2 s, once
-            prepare_query_encoder(spec)
+        if embedded and spec.provider == Provider.LOCAL and spec.precision != "int8":  # torch is loaded here now: the
+            prepare_query_encoder(spec)  # query export costs ~2 s, once (an int8 index's queries run on its int8 file)
     del todo, batches
     vectors, found = embeddings_cache(home).matrix(keys, allocate=lambda rows, dimension: scratch_matrix(rows, dimension, home))
     forget_pages(vectors)  # a large matrix is in its scratch file until the publish stage reads it, a block at a time

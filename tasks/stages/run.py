@@ -58,7 +58,7 @@ class IndexRun:
             yield
 
     def keep_index_precision(self) -> None:
-        """One precision per index, kept across runs (the local embedder's bf16 or fp32)."""
+        """One precision per index, kept across runs (the local embedder's int8, bf16 or fp32)."""
         self.embedder, why = with_index_precision(self.embedder, self.store.manifest(self.name))
         if why:
             get_run_logger().info("local embedder precision for %r: %s, %s", self.name, self.embedder.precision, why)

@@ -203,6 +203,7 @@ def test_a_run_that_embeds_locally_makes_the_query_export_and_a_run_that_embeds_
     from ctxrag.tasks.embedding.onnx_queries import export_path
 
     monkeypatch.setenv("CTXRAG_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("CTXRAG_EMBED_PRECISION", "fp32")  # an int8 index's queries run on its int8 file: no export
     export = export_path(tmp_path / "models", "all-MiniLM-L6-v2")
     run(corpus_dir, home)
     assert export.is_file()  # made while torch was loaded for the documents: the first search loads no torch
@@ -232,7 +233,7 @@ def test_a_docs_corpus_indexed_with_and_without_summaries_gets_each_its_own_cont
 def test_an_index_keeps_its_embedding_precision_and_a_forced_change_reembeds_every_chunk(
     corpus_dir: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One index never mixes bf16 and fp32 vectors: its manifest records the precision, a re-index keeps it even where
+    """One index never mixes int8, bf16 and fp32 vectors: its manifest records the precision, a re-index keeps it even where
     this machine would now pick the other, and CTXRAG_EMBED_PRECISION changing it embeds every chunk again."""
     import ctxrag.tasks.embedding.precision as precision
 
@@ -254,3 +255,6 @@ def test_an_index_keeps_its_embedding_precision_and_a_forced_change_reembeds_eve
     monkeypatch.setenv("CTXRAG_EMBED_PRECISION", "bf16")
     forced = run(corpus_dir, home)
     assert recorded() == "bf16" and forced["chunks_embedded"] == forced["chunks"]  # every chunk again, none mixed
+    monkeypatch.setenv("CTXRAG_EMBED_PRECISION", "int8")
+    forced = run(corpus_dir, home)
+    assert recorded() == "int8" and forced["chunks_embedded"] == forced["chunks"]

@@ -13,7 +13,7 @@ import pytest
 
 from ctxrag.storage.environment import models_dir
 from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder, packaged_model_path
-from ctxrag.tasks.embedding.onnx_queries import OnnxQueryEncoder, export_path
+from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder, export_path
 
 SPEC = EmbedderSpec(max_seq_length=512)
 pytestmark = pytest.mark.slow  # the ONNX export, torch's model, a new process
@@ -32,7 +32,7 @@ def onnx_file() -> Path:
 
 def test_onnx_query_vectors_equal_torchs_fp32_vectors(onnx_file: Path) -> None:
     torch_vectors = LocalEmbedder(SPEC, precision="fp32").embed(QUERIES, input_type="query")
-    onnx_vectors = OnnxQueryEncoder(onnx_file, packaged_model_path(), SPEC.max_seq_length).embed(QUERIES)
+    onnx_vectors = OnnxEncoder(onnx_file, packaged_model_path(), SPEC.max_seq_length).embed(QUERIES)
     assert onnx_vectors.shape == torch_vectors.shape == (len(QUERIES), 384)
     assert np.abs(onnx_vectors - torch_vectors).max() < 1e-4
     assert np.allclose(np.linalg.norm(onnx_vectors, axis=1), 1.0, atol=1e-5)
@@ -40,7 +40,7 @@ def test_onnx_query_vectors_equal_torchs_fp32_vectors(onnx_file: Path) -> None:
 
 def test_a_query_s_vector_is_the_same_alone_or_batched_with_others(onnx_file: Path) -> None:
     """Batches are formed by token count (little padding); the padding is masked, so each row is the one alone."""
-    encoder = OnnxQueryEncoder(onnx_file, packaged_model_path(), SPEC.max_seq_length)
+    encoder = OnnxEncoder(onnx_file, packaged_model_path(), SPEC.max_seq_length)
     texts = [f"{word} " * (index % 23 + 1) + "retry backoff" for index, word in enumerate(["queue", "task", "worker"] * 25)]
     batched = encoder.embed(texts)
     assert batched.shape == (len(texts), 384)
