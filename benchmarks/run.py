@@ -56,7 +56,10 @@ def bench_corpus(label: str, corpus: Path, evalset: Path, queries: list[str]) ->
     assert warm["chunks_embedded"] == 0 and warm["status"] == "unchanged", warm
     metrics, eval_seconds = ctxrag(home, "evaluate", str(evalset), "--name", label)
     embed_seconds = cold["seconds"]["embed"]
-    return {
+    from ctxrag.storage.index_store import IndexStore
+
+    precision = IndexStore(home).manifest(label)["config"]["embedder"].get("precision")
+    return {"precision": precision,
         "corpus": corpus.name, "evalset": evalset.name, "chunks": cold["chunks"], "cold_index_seconds": round(cold_seconds, 1),
         "cold_stage_seconds": cold["seconds"], "warm_index_seconds": round(warm_seconds, 1),
         "embedding_chunks_per_second": round(cold["chunks_embedded"] / embed_seconds, 1) if embed_seconds else None,
@@ -93,7 +96,8 @@ def render(results: dict) -> str:
         "# ctxrag benchmark results", "", f"Machine: {results['machine']['cpus']} cores ({results['machine']['cpu']}), Python {results['machine']['python']}, "
         f"{results['machine']['date']}. Produced by `benchmarks/run.py`: embedded defaults (the local model reads windows "
         f"of {options.embedding.window_tokens} word pieces, the context cut to {options.embedding.context_tokens}; the default strategy is "
-        f"`{DEFAULT_STRATEGY}`), no API and no simulator; the last section runs the Elasticsearch backend against the "
+        f"`{DEFAULT_STRATEGY}`; the local model ran in {'/'.join(sorted({str(run.get('precision')) for run in results['runs']}))}, "
+        "`auto`'s choice on this machine), no API and no simulator; the last section runs the Elasticsearch backend against the "
         "noida-db emulator." + (f" {results['note']}" if results.get("note") else ""), ""]
     for run in results["runs"]:
         metrics = run["metrics"]
