@@ -2,11 +2,12 @@
 
 ``make_int8_model``: torch exports the transformer (eager attention), onnxruntime's transformer optimizer fuses each
 layer (one Attention, SkipLayerNormalization, BiasGelu), and ``quantize_dynamic`` makes the weights of every linear
-layer and attention projection int8 per output channel (activations are quantized per batch at run time, so nothing
-is calibrated); the embeddings stay fp32. Fusing made int8 1.27x as fast; keeping in fp32 the feed-forward output of
-the three layers whose int8 loses most took it from 1.25x to 1.08x bf16's speed for +0.4 on the suite's mean at most
-(benchmarks/results/int8.md). The file is kept only if its vectors are within ``MIN_COSINE`` of torch's fp32 vectors
-on probe texts; its name is its signature (model package, ``INT8_RECIPE``, onnxruntime's version).
+layer and attention projection int8 per output channel (activations are quantized per run, and each input runs alone,
+so nothing is calibrated and a text's vector is its own); the embeddings stay fp32. Fusing made int8 1.27x as fast;
+keeping in fp32 the feed-forward output of the three layers whose int8 loses most took it from 1.25x to 1.08x bf16's
+speed for +0.4 on the suite's mean at most (the first int8 record: `git show 091fb78:benchmarks/results/int8.md`). The
+file is kept only if its vectors are within ``MIN_COSINE`` of torch's fp32 vectors on probe texts; its name is its
+signature (model package, ``INT8_RECIPE``, onnxruntime's version).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def make_int8_model(model_dir: Path, target: Path) -> bool:
                 str(fused), str(partial), op_types_to_quantize=["MatMul", "Attention"], per_channel=True,
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
-            got = OnnxEncoder(partial, model_dir, 512).embed(INT8_PROBES)
+            got = OnnxEncoder(partial, model_dir, 512, alone=True).embed(INT8_PROBES)  # as the product runs it
             cosine = float(np.min(np.sum(expected * got, axis=1)))
             if cosine < MIN_COSINE:
                 logger.warning("int8: %s's vectors are %.4f cosine from fp32 (%s needed); not kept", model_dir.name, cosine, MIN_COSINE)
