@@ -56,7 +56,7 @@ def make_task_runner(kind: str | None = None, address: str | None = None) -> Tas
         if address:
             return DaskTaskRunner(address=address)
         return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 2, "processes": True, "dashboard_address": None,
-                                              "config": WORKER_CONFIG})
+                                              "scheduler_kwargs": {"dashboard_address": ":0"}, "config": WORKER_CONFIG})
     raise InvalidInput(f"unknown task runner {kind!r}; choose threads or dask")
 
 
