@@ -7,9 +7,9 @@ definitions that enclose the chunk; for prose, the page, title and heading path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from collections.abc import Sequence
 from typing import Callable, Protocol
 
 from ctxrag.storage.errors import InvalidInput
