@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
+from ctxrag.storage.chunk_table import ChunkTable
 from ctxrag.tasks.common.languages import language_of
 from ctxrag.tasks.retrieval.fusion import RankedRow
-from ctxrag.tasks.retrieval.locate import Location, Locator, values_at
+from ctxrag.tasks.retrieval.locate import Location, Locator
 
 __all__ = ["Hit", "Location", "hits_of"]
 
@@ -62,10 +61,10 @@ class Hit:
 COLUMNS = ["chunk_id", "doc_id", "chunk_index", "content", "context"]
 
 
-def hits_of(chunks: pa.Table, ranked: list[RankedRow], locator: Locator) -> list[Hit]:
-    """``ranked`` rows of an index's ``chunks`` as hits, ranked from 1 (read without ``take``: ``values_at``)."""
+def hits_of(chunks: ChunkTable, ranked: list[RankedRow], locator: Locator) -> list[Hit]:
+    """``ranked`` rows of an index's ``chunks`` as hits, ranked from 1 (only their row groups are read)."""
     positions = [hit.row for hit in ranked]
-    rows = [dict(zip(COLUMNS, values)) for values in zip(*(values_at(chunks[name], positions) for name in COLUMNS))]
+    rows = [dict(zip(COLUMNS, values)) for values in zip(*(chunks.values(name, positions) for name in COLUMNS))]
     return [
         Hit(rank=rank, score=hit.score, ranks=dict(hit.ranks), location=locator.location(hit.row), **row)
         for rank, (hit, row) in enumerate(zip(ranked, rows), start=1)

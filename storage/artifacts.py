@@ -212,10 +212,10 @@ class RowCache:
             found[rows] = True
 
         for part in self.parts():
-            table = pq.ParquetFile(part).read(columns=[KEY, column])
-            hits = [(position, rows_of[key]) for position, key in enumerate(table[KEY].to_pylist()) if key in rows_of]
-            if hits:
-                fill([row for _, row in hits], _float_matrix(table[column].combine_chunks(), [position for position, _ in hits]))
+            stored = pq.ParquetFile(part)
+            hits = [(position, rows_of[key]) for position, key in enumerate(stored.read(columns=[KEY])[KEY].to_pylist()) if key in rows_of]
+            if hits:  # a part's vectors are read only if it holds one asked for (a query's: none of 1M documents')
+                fill([row for _, row in hits], _float_matrix(stored.read(columns=[column])[column].combine_chunks(), [position for position, _ in hits]))
         for record in self._journal_rows():
             if record.get(KEY) in rows_of:
                 fill([rows_of[record[KEY]]], np.asarray([record[column]], dtype=np.float32))

@@ -56,7 +56,7 @@ class Postings:
         params = json.loads((directory / "params.index.json").read_text())
         if params.get("method") not in SUMMED_METHODS:
             raise CorruptIndexError(f"{directory}: BM25 method {params.get('method')!r} is not one ctxrag builds")
-        arrays = {name: np.load(directory / f"{name}.csc.index.npy") for name in ("data", "indices", "indptr")}
+        arrays = {name: np.load(directory / f"{name}.csc.index.npy", mmap_mode="r") for name in ("data", "indices", "indptr")}
         return cls(json.loads((directory / "vocab.index.json").read_text(encoding="utf-8")), **arrays)
 
     def scores(self, query_tokens: list[str], size: int) -> np.ndarray:

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctxrag.storage.backends import Ranker, backend_for
+from ctxrag.storage.chunk_table import GROUP_ROWS, ChunkTable
 from ctxrag.storage.locks import held_or_refused
 from ctxrag.storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError
 from ctxrag.storage.names import NAME_PATTERN, validate_name
@@ -48,11 +49,16 @@ def read_json_file(path: Path, what: str) -> dict[str, Any]:
 
 @dataclass
 class StoredIndex:
-    """A loaded index version: its manifest, its chunk rows (in ranking row order) and its backend's ranker."""
+    """A loaded index version: its manifest, its chunk rows (in ranking row order; read as they are asked for) and its
+    backend's ranker."""
 
     manifest: dict[str, Any]
-    chunks: pa.Table
+    chunks: ChunkTable
     ranker: Ranker
+
+    def __post_init__(self) -> None:
+        if isinstance(self.chunks, pa.Table):  # rows already in memory (a test's, a program's)
+            self.chunks = ChunkTable(self.chunks)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -136,7 +142,7 @@ class IndexStore:
                 f"{FORMAT_VERSION}: re-run `ctxrag index` for it"
             )
         try:
-            chunks = pq.ParquetFile(version / "chunks.parquet").read()
+            chunks = ChunkTable(path=version / "chunks.parquet")
         except pa.ArrowInvalid as error:
             raise CorruptIndexError(f"{version / 'chunks.parquet'}: corrupt chunk table: {error}") from None
         backend = _backend_of(manifest)
@@ -257,13 +263,14 @@ class IndexStore:
 
 
 def _write_rows(tables: Iterable[pa.Table], path: Path) -> None:
-    """``path`` as ``pq.write_table`` writes one table (the same bytes), a table at a time."""
+    """``path`` as ``pq.write_table`` writes one table in row groups of ``GROUP_ROWS`` (the same bytes), a table at a
+    time."""
     writer = None
     try:
         for table in tables:
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema)
-            writer.write_table(table)
+            writer.write_table(table, row_group_size=GROUP_ROWS)
     finally:
         if writer is not None:
             writer.close()

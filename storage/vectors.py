@@ -99,4 +99,8 @@ class VectorIndex:
 
     @classmethod
     def load(cls, directory: Path) -> "VectorIndex":
-        return cls(np.load(directory / cls.FILE))
+        """The stored matrix, memory-mapped: its rows are unit rows already (``save``, ``save_unit_rows``), so nothing
+        is read until a query scores them, and no second matrix is made."""
+        index = cls.__new__(cls)
+        index.matrix = np.load(directory / cls.FILE, mmap_mode="r")
+        return index

@@ -109,7 +109,7 @@ def evaluate(
         row: dict[str, object] = {"strategy": name, "query_id": query.query_id, "query": query.query, "golden": golden}
         row.update(query_metrics(evalset.format, retrieved, golden, ks))
         if end_to_end is not None:
-            documents = [searcher.index.chunks["content"][hit.row].as_py() for hit in hits[: min(ks)]]
+            documents = [searcher.index.chunks.value("content", hit.row) for hit in hits[: min(ks)]]
             answer = end_to_end.answer(query.query, documents)
             row["answer"], row["correct"] = answer, end_to_end.judge(query.query, answer, query.answer)
         row["retrieved"] = retrieved

@@ -17,7 +17,6 @@ from ctxrag.storage.errors import CorruptIndexError, InvalidInput
 from ctxrag.storage.artifacts import RowCache
 from ctxrag.storage.backends import Ranking
 from ctxrag.storage.fusion import FUSION_DEPTH, RRF_K
-from ctxrag.tasks.retrieval.locate import values_at
 from ctxrag.tasks.retrieval.fusion import (
     DOC_FUSION_DOCUMENT_WEIGHTS,
     DOC_FUSION_WEIGHTS,
@@ -206,15 +205,15 @@ class Searcher:
         if not names or not rows:
             return set()
         if DEFINES in self.index.chunks.column_names:
-            defined = values_at(self.index.chunks[DEFINES], rows)
+            defined = self.index.chunks.values(DEFINES, rows)
         else:
-            defined = [self._defined_by_row.setdefault(row, defined_names(self.index.chunks["content"][row].as_py())) for row in rows]
+            defined = [self._defined_by_row.setdefault(row, defined_names(self.index.chunks.value("content", row))) for row in rows]
         return {row for row, found in zip(rows, defined) if names.intersection(found)}
 
     def candidate_text(self, row: int) -> str:
         """What a reranker reads: the chunk with its context."""
-        content = self.index.chunks["content"][row].as_py()
-        context = self.index.chunks["context"][row].as_py()
+        content = self.index.chunks.value("content", row)
+        context = self.index.chunks.value("context", row)
         return f"{content}\n\nContext: {context}" if context else content
 
     def search(self, query: str, strategy: Strategy | StrategyConfig, k: int, reranker: "Reranker | None" = None) -> list[RankedRow]:
@@ -250,7 +249,7 @@ class Searcher:
     def evidence(self, query: str, rows: list[int]) -> tuple[dict[int, str], set[int]]:
         """What ``hybrid-doc`` reads of the index for ``rows``: each row's document, and the rows whose chunk defines
         a name the query mentions."""
-        documents = dict(zip(rows, values_at(self.index.chunks["doc_id"], rows)))
+        documents = dict(zip(rows, self.index.chunks.values("doc_id", rows)))
         return documents, self.rows_defining(mentioned_names(query), rows)
 
 

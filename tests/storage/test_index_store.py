@@ -89,7 +89,7 @@ def test_publish_then_open_round_trip(tmp_path: Path) -> None:
 
     opened = store.open("docs")
     assert isinstance(opened, StoredIndex)
-    assert opened.chunks.equals(chunks)
+    assert opened.chunks.read().equals(chunks)
     assert opened.manifest["tag"] == "v1"
     assert opened.manifest["format_version"] == FORMAT_VERSION
     assert opened.manifest["name"] == "docs"
@@ -117,7 +117,7 @@ def test_rows_given_as_consecutive_tables_are_written_a_row_group_each(tmp_path:
     monkeypatch.setattr(backend, "build", recording)
     final = store.publish("docs", manifest, iter([chunks.slice(0, 2), chunks.slice(2)]), iter(texts), vectors)
     assert index_store.pq.ParquetFile(final / "chunks.parquet").metadata.num_row_groups == 2
-    assert store.open("docs").chunks.equals(chunks) and read[0].equals(chunks)
+    assert store.open("docs").chunks.read().equals(chunks) and read[0].equals(chunks)
 
 
 def test_a_tuning_is_kept_across_versions_replaced_forgotten_and_deleted_with_the_index(tmp_path: Path) -> None:

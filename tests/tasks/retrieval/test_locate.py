@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from ctxrag.storage.chunk_table import ChunkTable
 from ctxrag.tasks.common.models import sha256_hex
 from ctxrag.tasks.load.directory import load_directory
 from ctxrag.tasks.retrieval.locate import Location, Locator, definitions_in, line_span
@@ -36,21 +37,21 @@ def test_lines_count_the_chunks_before_in_document_order_whatever_the_row_order(
     parts = ["import os\n\n\n", "def first():\n    pass\n\n\n", "def second():\n    return 2\n"]
     assert "".join(parts) == text
     table = rows([("a.py", 2, "", parts[2]), ("a.py", 0, "", parts[0]), ("a.py", 1, "", parts[1])], {"a.py": text})
-    locator = Locator(table)
+    locator = Locator(ChunkTable(table))
     assert [locator.lines(row) for row in range(3)] == [(8, 9), (1, 1), (4, 5)]
     assert locator.location(0) == Location(definitions=("second",), lines=(8, 9))
 
 
 def test_no_lines_when_the_chunks_joined_are_not_the_document() -> None:
     table = rows([("doc-1", 0, "Intro", "first part"), ("doc-1", 1, "Intro > More", "second part")], {"doc-1": "first part\n\nsecond part"})
-    located = Locator(table).location(1)
+    located = Locator(ChunkTable(table)).location(1)
     assert located == Location(heading="Intro > More", lines=None)  # a heading: its definitions are not looked for
     assert str(located) == "Intro > More" and located.to_dict() == {"heading": "Intro > More", "definitions": [], "lines": None}
 
 
 def test_an_index_without_the_columns_gives_what_it_can() -> None:
     table = pa.table({"chunk_id": ["x#0"], "doc_id": ["x"], "chunk_index": [0], "content": ["class Widget:\n    pass\n"]})
-    assert Locator(table).location(0) == Location(definitions=("Widget",))
+    assert Locator(ChunkTable(table)).location(0) == Location(definitions=("Widget",))
 
 
 def test_names_keep_their_case_and_the_text_names_the_first_two() -> None:
@@ -66,7 +67,7 @@ def test_every_sample_chunk_s_lines_hold_its_text(relative: str) -> None:
     document = next(document for document in corpus.documents if document.doc_id == relative)
     table = rows([(chunk.doc_id, chunk.chunk_index, chunk.heading, chunk.content) for chunk in chunks], {relative: document.content})
     lines = Path(SAMPLE_CORPUS, relative).read_text().splitlines()
-    locator = Locator(table)
+    locator = Locator(ChunkTable(table))
     for row, chunk in enumerate(chunks):
         span = locator.lines(row)
         assert span is not None

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from ctxrag.storage.chunk_table import ChunkTable
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.retrieval.fusion import (
     DOC_FUSION_DEFINITION_WEIGHT,
@@ -321,7 +322,7 @@ def test_search_hybrid_doc_adds_the_weight_to_the_chunk_that_defines_a_name_the_
 def test_rows_defining_reads_the_defines_column_when_the_index_has_one() -> None:
     searcher = make_searcher(DEFINING_TEXTS)
     assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == {0}  # from the chunks' text
-    searcher.index.chunks = searcher.index.chunks.append_column(DEFINES, pa.array([[], ["header"], []], pa.list_(pa.string())))
+    searcher.index.chunks = ChunkTable(searcher.index.chunks.read().append_column(DEFINES, pa.array([[], ["header"], []], pa.list_(pa.string()))))
     assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == set()  # the column, not the text
     assert searcher.rows_defining({"header"}, [0, 1, 2]) == {1}
     assert searcher.rows_defining(set(), [0, 1, 2]) == set()
