@@ -29,7 +29,7 @@ from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.context.structure import defined_names
 
 TEXT_BLOCK = 16_384  # rows whose embedded texts are made at a time
-ROW_GROUP = 65_536  # rows made into Arrow and written to chunks.parquet at a time
+ROW_GROUP = 65_536  # rows made into Arrow and written to chunks.parquet at a time (in row groups of GROUP_ROWS)
 
 
 @dataclass
@@ -84,10 +84,10 @@ class BuildPlan:
 
     def row_groups(self, rows: int = ROW_GROUP) -> Iterator[pa.Table]:
         """The version's stored rows, ``rows`` at a time: the chunks, their contexts and context keys (which
-        ctxrag.tasks.gc keeps), and the names each chunk defines. Published a group at a time (a row group of
-        chunks.parquet each), so the rows of 1M chunks (~1 GB in Arrow) are never all held. Made only when a version
-        is published: a re-index with nothing to publish makes none (pyarrow imports pandas, 0.3 s, to make an array
-        from Python values)."""
+        ctxrag.tasks.gc keeps), and the names each chunk defines. Published a group at a time (written to
+        chunks.parquet in row groups of ``GROUP_ROWS``: a search reads its hits' groups), so the rows of 1M chunks
+        (~1 GB in Arrow) are never all held. Made only when a version is published: a re-index with nothing to
+        publish makes none (pyarrow imports pandas, 0.3 s, to make an array from Python values)."""
         for start in range(0, max(len(self.chunks), 1), rows):  # no chunks: one empty table, its columns typed as ever
             chunks = self.chunks[start : start + rows]
             yield pa.table({
