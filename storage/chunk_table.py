@@ -8,6 +8,7 @@ group of 65,536 rows (versions written before ``GROUP_ROWS``) takes 75 ms to rea
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
 from itertools import accumulate
 from pathlib import Path
@@ -28,6 +29,7 @@ class ChunkTable:
         self._file = pq.ParquetFile(path) if path is not None else None  # reads the footer: a corrupt file fails here
         self._columns: dict[str, pa.ChunkedArray] = {name: table[name] for name in table.column_names} if table is not None else {}
         self._groups: dict[tuple[str, int], pa.ChunkedArray] = {}
+        self._reading = threading.Lock()  # one read of the file at a time: a program may search from several threads
         if self._file is not None:
             metadata = self._file.metadata
             self.column_names: list[str] = self._file.schema_arrow.names
@@ -45,7 +47,8 @@ class ChunkTable:
         if name not in self._columns:
             if self._file is None or name not in self.column_names:
                 raise KeyError(f"no column {name!r} in the chunk table (columns: {', '.join(self.column_names)})")
-            self._columns[name] = self._file.read(columns=[name])[name]
+            with self._reading:
+                self._columns[name] = self._file.read(columns=[name])[name]
         return self._columns[name]
 
     def values(self, name: str, rows: list[int]) -> list[Any]:
@@ -59,7 +62,8 @@ class ChunkTable:
                 raise IndexError(f"row {row} of a chunk table of {self.num_rows} rows")
             group = bisect_right(self._starts, row) - 1
             if (name, group) not in self._groups:
-                self._groups[(name, group)] = self._file.read_row_group(group, columns=[name])[name]
+                with self._reading:
+                    self._groups[(name, group)] = self._file.read_row_group(group, columns=[name])[name]
             found.append(self._groups[(name, group)][row - self._starts[group]].as_py())
         return found
 

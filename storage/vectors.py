@@ -76,8 +76,8 @@ class VectorIndex:
 
     FILE = "embeddings.npy"
 
-    def __init__(self, matrix: np.ndarray) -> None:
-        self.matrix = normalize_rows(matrix)
+    def __init__(self, matrix: np.ndarray, unit_rows: bool = False) -> None:
+        self.matrix = matrix if unit_rows else normalize_rows(matrix)
 
     @property
     def size(self) -> int:
@@ -101,6 +101,4 @@ class VectorIndex:
     def load(cls, directory: Path) -> "VectorIndex":
         """The stored matrix, memory-mapped: its rows are unit rows already (``save``, ``save_unit_rows``), so nothing
         is read until a query scores them, and no second matrix is made."""
-        index = cls.__new__(cls)
-        index.matrix = np.load(directory / cls.FILE, mmap_mode="r")
-        return index
+        return cls(np.load(directory / cls.FILE, mmap_mode="r"), unit_rows=True)
