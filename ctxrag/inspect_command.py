@@ -18,8 +18,7 @@ from ctxrag.tasks.common.display import console
 def chunk_rows(name: str, path: str) -> list[dict[str, Any]]:
     """The live version's chunks of ``path`` (its document id, or a file under the indexed folder), in order, each with
     its 1-based line range (``Locator``'s, as a hit's; None where the stored chunks do not make up the document)."""
-    import pyarrow.parquet as pq
-
+    from ctxrag.storage.chunk_table import ChunkTable
     from ctxrag.storage.index_store import IndexStore
     from ctxrag.tasks.retrieval.locate import Locator
 
@@ -29,13 +28,13 @@ def chunk_rows(name: str, path: str) -> list[dict[str, Any]]:
         store.open(name)  # refuses, naming the indexes there are
     assert live is not None
     doc_id = _doc_id(path, Path(str((store.manifest(name) or {}).get("source") or ".")))
-    table = pq.ParquetFile(live / "chunks.parquet").read(columns=["doc_id", "chunk_index", "heading", "content", "context", "doc_sha"])
-    rows = sorted((row for row, found in enumerate(table["doc_id"].to_pylist()) if found == doc_id), key=lambda row: table["chunk_index"][row].as_py())
+    table = ChunkTable(path=live / "chunks.parquet")  # the file's rows only are read, with its whole doc_id column
+    rows = sorted((row for row, found in enumerate(table["doc_id"].to_pylist()) if found == doc_id), key=lambda row: table.value("chunk_index", row))
     if not rows:
         raise InvalidInput(f"{path}: no chunks of it in index {name!r} (documents are named as in `ctxrag search --json`'s doc_id)")
     locator = Locator(table)
     columns = ("doc_id", "chunk_index", "heading", "content", "context")
-    return [{**{column: table[column][row].as_py() for column in columns}, "lines": list(lines) if (lines := locator.lines(row)) else None}
+    return [{**{column: table.value(column, row) for column in columns}, "lines": list(lines) if (lines := locator.lines(row)) else None}
             for row in rows]
 
 

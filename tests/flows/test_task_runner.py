@@ -21,8 +21,8 @@ def test_an_index_run_on_a_local_dask_cluster(home: Path, tmp_path: Path) -> Non
     assert report["status"] == "published" and report["documents_contextualized"] == 8
     threads_home = tmp_path / "threads"
     index_corpus(source=str(SAMPLE_CORPUS), name="threads", home=str(threads_home))
-    on_dask_rows = IndexStore(home).open("dask").chunks
-    on_threads_rows = IndexStore(threads_home).open("threads").chunks
+    on_dask_rows = IndexStore(home).open("dask").chunks.read()
+    on_threads_rows = IndexStore(threads_home).open("threads").chunks.read()
     assert on_dask_rows.select(["key", "context"]).equals(on_threads_rows.select(["key", "context"]))
 
 
