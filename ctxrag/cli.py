@@ -253,22 +253,22 @@ def gc(
     paid_older_than: Optional[float] = typer.Option(None, "--paid-older-than", min=0, help="Also remove paid results no index uses, older than DAYS."),
     as_json: bool = typer.Option(False, "--json", help="Print the counts kept and removed, and bytes_freed, as one JSON object."),
 ) -> None:
-    """Remove stored contexts and embeddings that no kept index version references; paid ones stay unless asked."""
+    """Remove stored contexts, embeddings and query vectors that no kept index version references; paid ones stay unless asked."""
     from ctxrag.storage.index_store import IndexStore
-    from ctxrag.tasks.gc import collect_garbage
+    from ctxrag.tasks.gc import TABLES, collect_garbage
 
     with user_errors():
         IndexStore(ctxrag_home()).check_manifests()  # a corrupt one fails here, named (gc would not name it)
         report = collect_garbage(ctxrag_home(), include_paid=include_paid, paid_older_than_days=paid_older_than)
-    for table in ("contexts", "embeddings"):
+    for table in TABLES:
         if report[f"{table}_kept_paid"]:
             err.print(f"kept {report[f'{table}_kept_paid']} paid {table} no index uses (paid for; "
                       "--include-paid or --paid-older-than DAYS removes them)", highlight=False)
     if as_json:
         print(json.dumps(report))
         return
-    removed = " and ".join(f"{report[f'{table}_removed']:,} {table}" for table in ("contexts", "embeddings"))
-    kept = " and ".join(f"{report[f'{table}_kept']:,} {table}" for table in ("contexts", "embeddings"))
+    removed = ", ".join(f"{report[f'{table}_removed']:,} {table}" for table in TABLES)
+    kept = ", ".join(f"{report[f'{table}_kept']:,} {table}" for table in TABLES)
     out.print(f"removed {removed} no index uses, freeing {_size(report['bytes_freed'])}; kept {kept}", highlight=False)
 
 

@@ -330,3 +330,9 @@ def contexts_cache(home: Path) -> RowCache:
 def embeddings_cache(home: Path) -> RowCache:
     """Stored vectors, keyed by embedding key (ctxrag.tasks.embedding.embed.EmbedderSpec.cache_key)."""
     return RowCache(home, "embeddings")
+
+
+def queries_cache(home: Path) -> RowCache:
+    """Stored query vectors (a search's), keyed as ``embeddings_cache``'s rows: a table of their own, so looking one up
+    reads the keys of queries, not of every chunk (a million chunks' keys took 0.7 s of a one-query search)."""
+    return RowCache(home, "queries")

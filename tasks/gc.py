@@ -1,4 +1,5 @@
-"""``ctxrag gc``: drop stored contexts and embeddings that no kept index version references, except paid ones.
+"""``ctxrag gc``: drop stored contexts, embeddings and query vectors that no kept index version references, except paid
+ones (no version references a query's vector).
 
 Referenced keys are derived from each kept version (live and previous) of every index: a context's key from the
 chunk key and the contextualizer, an embedding's from the indexed text and the embedder. The ledger, evaluation
@@ -24,6 +25,8 @@ from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.context.offline import CONTEXT_KEY, context_key_of
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 
+TABLES = ("contexts", "embeddings", "queries")  # the stored tables gc rewrites (ctxrag.storage.artifacts)
+
 
 def artifact_lock(home: Path, exclusive: bool) -> AbstractContextManager[None]:
     """Shared for builds, exclusive for gc; gc fails at once rather than wait for builds to end."""
@@ -48,8 +51,8 @@ def referenced_keys(home: Path) -> tuple[set[str], set[str]]:
 
 
 def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days: float | None = None) -> dict[str, int]:
-    """Rewrite the contexts and embeddings tables without the rows no kept version references; returns counts per
-    table (``*_kept``, ``*_kept_paid``, ``*_removed``) and ``bytes_freed`` on disk by both.
+    """Rewrite the contexts, embeddings and queries tables without the rows no kept version references; returns counts
+    per table (``*_kept``, ``*_kept_paid``, ``*_removed``) and ``bytes_freed`` on disk by all three.
 
     Paid rows (Claude contexts and summaries, Voyage vectors, and rows of unknown origin, written before ctxrag
     recorded it) are kept even then, unless ``include_paid`` (all of them) or ``paid_older_than_days`` (those
@@ -59,8 +62,8 @@ def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days
     with artifact_lock(home, exclusive=True):
         contexts, embeddings = referenced_keys(home)
         report: dict[str, int] = {}
-        size_before = sum(_stored_bytes(RowCache(home, table_name)) for table_name in ("contexts", "embeddings"))
-        for table_name, keep in (("contexts", contexts), ("embeddings", embeddings)):
+        size_before = sum(_stored_bytes(RowCache(home, table_name)) for table_name in TABLES)
+        for table_name, keep in (("contexts", contexts), ("embeddings", embeddings), ("queries", set())):  # no version keeps a query
             cache = RowCache(home, table_name)
             table = cache.read()
             if table is None:
@@ -73,7 +76,7 @@ def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days
             report[f"{table_name}_kept"] = kept.num_rows
             report[f"{table_name}_kept_paid"] = pc.sum(pc.and_(pc.invert(referenced), paid_kept)).as_py() or 0
             report[f"{table_name}_removed"] = table.num_rows - kept.num_rows
-        size_after = sum(_stored_bytes(RowCache(home, table_name)) for table_name in ("contexts", "embeddings"))
+        size_after = sum(_stored_bytes(RowCache(home, table_name)) for table_name in TABLES)
         report["bytes_freed"] = max(0, size_before - size_after)
         return report
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ctxrag.storage.environment import models_dir
 from ctxrag.storage.errors import CorruptIndexError, InvalidInput
-from ctxrag.storage.artifacts import RowCache
+from ctxrag.storage.artifacts import embeddings_cache, queries_cache
 from ctxrag.storage.backends import Ranking
 from ctxrag.storage.fusion import FUSION_DEPTH, RRF_K
 from ctxrag.tasks.retrieval.fusion import (
@@ -30,7 +30,8 @@ from ctxrag.tasks.retrieval.fusion import (
     weighted_fusion,
 )
 from ctxrag.storage.index_store import IndexStore, StoredIndex
-from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_with_cache
+from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_with_cache, vector_rows
 from ctxrag.tasks.embedding.embedders import make_embedder
 from ctxrag.tasks.context.structure import defined_names, mentioned_names
 
@@ -170,7 +171,8 @@ class Searcher:
         self.index = index
         self.spec = EmbedderSpec.from_dict(index.config["embedder"])
         self.embedder = make_embedder(self.spec, ledger, run_id, models_dir=models_dir())
-        self._query_store = RowCache(home, "embeddings") if home is not None else None
+        self._home = home
+        self._query_store = queries_cache(home) if home is not None else None
         self._query_vectors: dict[str, np.ndarray] = {}
         self.candidates = candidates
         self.server_rrf = server_rrf
@@ -191,7 +193,21 @@ class Searcher:
     def _embed_queries(self, queries: list[str]) -> np.ndarray:
         if self._query_store is None:
             return self.embedder.embed(queries, input_type="query")
+        if self.spec.provider != Provider.LOCAL and self._home is not None:
+            self._adopt_paid_queries(queries, self._home)
         return embed_with_cache(queries, self.spec, self._query_store, "query", embedder=self.embedder)[0]
+
+    def _adopt_paid_queries(self, queries: list[str], home: Path) -> None:
+        """Copy paid query vectors stored with the chunks' (before queries had a table of their own) into the queries'
+        table, so none is paid for again; only queries missing there are looked for."""
+        assert self._query_store is not None
+        keys = list(dict.fromkeys(self.spec.cache_key(query, "query") for query in queries))
+        stored = self._query_store.stored(keys)
+        missing = [key for key in keys if key not in stored]
+        if missing:
+            vectors, found = embeddings_cache(home).matrix(missing)
+            if found.any():
+                self._query_store.append(vector_rows([key for key, kept in zip(missing, found) if kept], vectors[found], paid=True))
 
     def rank_vector(self, query: str, depth: int) -> Ranking:
         return self.index.ranker.rank_vector(self.query_vector(query), depth)

@@ -30,7 +30,7 @@ def test_gc_prints_what_it_removed_and_the_space_freed(tmp_path: Path) -> None:
     result = ctxrag(home, "gc")
     assert result.exit_code == 0, result.stderr
     line = result.stdout.strip()
-    assert re.fullmatch(r"removed 2 contexts and 2 embeddings no index uses, freeing [\d.]+ (kB|bytes); kept 1 contexts and 0 embeddings", line), line
+    assert re.fullmatch(r"removed 2 contexts, 2 embeddings, 0 queries no index uses, freeing [\d.]+ (kB|bytes); kept 1 contexts, 0 embeddings, 0 queries", line), line
     assert "kept 1 paid contexts no index uses" in result.stderr  # the paid one, and how to remove it
 
 
@@ -41,5 +41,6 @@ def test_gc_json_is_one_object_with_the_counts_and_bytes_freed(tmp_path: Path) -
     assert {key: value for key, value in report.items() if key != "bytes_freed"} == {
         "contexts_kept": 1, "contexts_kept_paid": 1, "contexts_removed": 2,
         "embeddings_kept": 0, "embeddings_kept_paid": 0, "embeddings_removed": 2,
+        "queries_kept": 0, "queries_kept_paid": 0, "queries_removed": 0,
     }
     assert report["bytes_freed"] > 2 * 384 * 4  # at least the two random vectors' floats

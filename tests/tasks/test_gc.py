@@ -8,7 +8,7 @@ from tests.helpers import index_options
 from ctxrag.flows.index import index_corpus
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.gc import artifact_lock, collect_garbage
-from ctxrag.storage.artifacts import contexts_cache, embeddings_cache
+from ctxrag.storage.artifacts import contexts_cache, embeddings_cache, queries_cache
 from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -26,7 +26,8 @@ def test_gc_drops_only_what_no_index_references(home) -> None:  # type: ignore[n
     after = collect_garbage(home)
     assert after.pop("bytes_freed") > 0  # the plain index's contexts and vectors are gone from disk
     assert after == {"contexts_kept": chunks, "contexts_kept_paid": 0, "contexts_removed": chunks,
-                     "embeddings_kept": chunks, "embeddings_kept_paid": 0, "embeddings_removed": chunks}
+                     "embeddings_kept": chunks, "embeddings_kept_paid": 0, "embeddings_removed": chunks,
+                     "queries_kept": 0, "queries_kept_paid": 0, "queries_removed": 0}
     report = index_corpus(source=str(SAMPLE_CORPUS), name="structural", home=str(home))
     assert report["chunks_embedded"] == 0 and report["documents_contextualized"] == 0  # what stayed is still used
     assert contexts_cache(home).read().num_rows == embeddings_cache(home).read().num_rows == chunks
@@ -54,11 +55,14 @@ def test_paid_results_no_index_uses_stay_until_the_user_asks(home) -> None:  # t
     ])
     embeddings_cache(home).append(vector_rows(["voyage", "local"], np.ones((2, 3), dtype=np.float32), paid=True))
     embeddings_cache(home).append(vector_rows(["local"], np.ones((1, 3), dtype=np.float32), paid=False))
+    queries_cache(home).append(vector_rows(["a voyage query"], np.ones((1, 3), dtype=np.float32), paid=True))
+    queries_cache(home).append(vector_rows(["a local query"], np.ones((1, 3), dtype=np.float32), paid=False))
 
     report = collect_garbage(home)
     assert report["contexts_kept_paid"] == 2 and report["contexts_removed"] == 1  # only the free one went
     assert contexts_cache(home).keys() == {"paid-new", "paid-old"}
     assert embeddings_cache(home).keys() == {"voyage"} and report["embeddings_removed"] == 1  # "local" was rewritten free
+    assert queries_cache(home).keys() == {"a voyage query"} and report["queries_kept_paid"] == 1  # no version keeps a query
 
     assert collect_garbage(home, paid_older_than_days=30)["contexts_removed"] == 1
     assert contexts_cache(home).keys() == {"paid-new"}
@@ -67,6 +71,7 @@ def test_paid_results_no_index_uses_stay_until_the_user_asks(home) -> None:  # t
     assert released == {
         "contexts_kept": 0, "contexts_kept_paid": 0, "contexts_removed": 1,
         "embeddings_kept": 0, "embeddings_kept_paid": 0, "embeddings_removed": 1,
+        "queries_kept": 0, "queries_kept_paid": 0, "queries_removed": 1,
     }
 
 

@@ -346,3 +346,33 @@ def test_strategy_of_is_the_named_one_else_the_tuned_one_else_the_default(tmp_pa
     tuning.write_text('{"strategy": {"strategy": "rrf"}}')
     with pytest.raises(CorruptIndexError, match="index 'docs': its tuning.json names no strategy ctxrag knows .*run ctxrag tune again"):
         strategy_of(store, "docs")
+
+
+def test_query_vectors_have_their_own_table_and_a_paid_one_stored_with_the_chunks_is_not_paid_again(tmp_path) -> None:
+    from ctxrag.storage.artifacts import embeddings_cache, queries_cache
+    from ctxrag.tasks.embedding.embed import EmbedderSpec, vector_rows
+
+    calls: list[list[str]] = []
+
+    class FakeEmbedder:
+        def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
+            calls.append(list(texts))
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    def searcher_for(spec: EmbedderSpec) -> Searcher:
+        searcher = Searcher.__new__(Searcher)
+        searcher.index, searcher.spec, searcher.embedder = stored_index(TEXTS), spec, FakeEmbedder()
+        searcher._home, searcher._query_store, searcher._query_vectors = tmp_path, queries_cache(tmp_path), {}
+        return searcher
+
+    voyage = EmbedderSpec("voyage", "voyage-2", 0)
+    before = voyage.cache_key("asked before", "query")  # stored with the chunks' vectors by an earlier release
+    embeddings_cache(tmp_path).append(vector_rows([before], np.full((1, 4), 0.5, dtype=np.float32), paid=True))
+    searcher = searcher_for(voyage)
+    searcher.prefetch(["asked before", "new"])
+    assert calls == [["new"]] and np.allclose(searcher.query_vector("asked before"), 0.5)
+    assert queries_cache(tmp_path).keys() == {before, voyage.cache_key("new", "query")}
+    local = EmbedderSpec.choose("local", None, 512, None)
+    searcher_for(local).prefetch(["a local query"])
+    assert calls[-1] == ["a local query"] and embeddings_cache(tmp_path).keys() == {before}  # queries never go there
+    assert local.cache_key("a local query", "query") in queries_cache(tmp_path).keys()
