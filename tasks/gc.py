@@ -63,7 +63,7 @@ def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days
         contexts, embeddings = referenced_keys(home)
         report: dict[str, int] = {}
         size_before = sum(_stored_bytes(RowCache(home, table_name)) for table_name in TABLES)
-        for table_name, keep in (("contexts", contexts), ("embeddings", embeddings), ("queries", set())):  # no version keeps a query
+        for table_name, keep in zip(TABLES, (contexts, embeddings, set())):  # no version keeps a query's vector
             cache = RowCache(home, table_name)
             table = cache.read()
             if table is None:
