@@ -1,14 +1,8 @@
-"""The local Prefect server, the one every ctxrag command uses when none is configured: Prefect's own server.
-
-With no ``PREFECT_API_URL`` (environment, or the active profile), a command that needs a server runs
-``prefect server start`` detached in ``PREFECT_HOME`` (on 127.0.0.1:4200 when it is free), its output in
-``server.log``. Prefect's pid file finds it later, and ``prefect server stop`` stops it. ctxrag adds only what Prefect
-lacks: a migrated empty database to start from (``server_template``), an environment with no secrets, a log, an
-identity check (the pid runs a Prefect server, and the server that answers names this home), and a stop when the
-start fails or is interrupted. A configured server always wins; under ``CI=true`` or
-``CTXRAG_PREFECT_SERVER=temporary`` nothing outlives the command, and the Python API starts none that outlives the
-program unless asked (``server="background"``, or that variable set to background). Nothing here
-imports Prefect until a flow runs, so ``ctxrag server status`` answers at once.
+"""The local Prefect server every ctxrag command uses when none is configured: Prefect's own ``prefect server start``,
+detached in ``PREFECT_HOME`` with its output in ``server.log`` and its pid in Prefect's pid file, so ``prefect server
+stop`` stops it. ctxrag adds what Prefect lacks: a migrated empty database to start from (``server_template``), an
+environment with no secrets, and an identity check (the pid runs a Prefect server; the server that answers names this
+home). No Prefect import here until a flow runs, so ``ctxrag server status`` answers at once (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -19,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import urllib.request
@@ -28,6 +23,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
+import psutil
 from filelock import FileLock
 
 from ctxrag.prefect_commands.server_mode import MODE_VARIABLE, ServerMode, server_mode, temporary_server_settings
@@ -35,32 +31,25 @@ from ctxrag.prefect_commands.server_template import prepare_database
 from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
 
-PID_FILE = "server.pid"  # Prefect's own: `prefect server stop` reads it (as `prefect server start --background` writes it)
-LOG_FILE = "server.log"  # the server's output (Prefect's background mode keeps none)
-STOP_SECONDS = 15.0
-STARTUP_SECONDS = BUSY_SECONDS = 90.0  # a start, or a live server's answer, waited for this long (it is never replaced)
-SERVER_COMMAND = "prefect.server.api.server:create_app"  # what `prefect server start --background` runs (a user's own)
+PID_FILE, LOG_FILE = "server.pid", "server.log"  # Prefect's pid file (`prefect server stop` reads it); the server's output
+STOP_SECONDS, WAIT_SECONDS = 15.0, 90.0  # a stop's SIGTERM before SIGKILL; a start, or a live server's answer
+SERVER_COMMAND = "prefect.server.api.server:create_app"  # what `prefect server start --background` runs
 SERVICES_OFF = ("TRIGGERS",)  # automations only; the scheduler and late runs serve deployments (docs/decisions.md)
 _KEPT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
 _SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "AUTH", "PASSWORD")
-NO_SERVER = (f"no Prefect server: {MODE_VARIABLE}=temporary (the default under CI=true) starts none that outlives a "
-             f"command. Unset it (or set {MODE_VARIABLE}=background) to use the local server, or set PREFECT_API_URL.")
+_CAUSES = {  # what the server's output says at a failed start -> the cause told to the user
+    "already in use": "port {port} on 127.0.0.1 is taken by another program",
+    "can't locate revision": "the database in {home} was migrated by a newer Prefect than this one; use its environment or another PREFECT_HOME",
+    "read-only": "PREFECT_HOME ({home}) or its database is read-only", "readonly database": "PREFECT_HOME ({home}) or its database is read-only",
+}
 
 
-class ServerDidNotStart(UserError):
-    """The local server exited or did not answer in time; the message says why."""
+class ServerError(UserError):
+    """The local server did not start, does not answer, or runs another Prefect version; the message says which."""
 
 
-class PortTaken(ServerDidNotStart):
-    """Another process bound the port after ``choose_port`` saw it free."""
-
-
-class ServerDoesNotAnswer(UserError):
-    """The home's server lives but does not answer; no second server is started on its database."""
-
-
-class ServerOfAnotherVersion(UserError):
-    """The home's server runs another Prefect version; it is left alone."""
+class PortTaken(ServerError):
+    """Another process took the port after ``choose_port`` saw it free: the start is tried once more."""
 
 
 @dataclass(frozen=True)
@@ -102,10 +91,9 @@ def server_environment(home: Path, source: dict[str, str] | None = None, port: i
     """The server's environment: what a process needs, Prefect's settings but the client's (PREFECT_API_*, the
     profile) and any secret-like name outside PREFECT_SERVER_*, its address, telemetry off."""
     def kept(name: str) -> bool:
-        if name in _KEPT or name.startswith("PREFECT_SERVER_"):
-            return True
-        return (name.startswith("PREFECT_") and not name.startswith("PREFECT_API_") and name != "PREFECT_PROFILE"
-                and not any(word in name for word in _SECRET_WORDS))
+        return name in _KEPT or name.startswith("PREFECT_SERVER_") or (
+            name.startswith("PREFECT_") and not name.startswith("PREFECT_API_") and name != "PREFECT_PROFILE"
+            and not any(word in name for word in _SECRET_WORDS))
 
     env = {name: value for name, value in (os.environ if source is None else source).items() if kept(name)}
     env.update({"PREFECT_HOME": str(home), "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -116,51 +104,42 @@ def server_environment(home: Path, source: dict[str, str] | None = None, port: i
 
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+    return psutil.pid_exists(pid)
 
 
 def _command_line(pid: int) -> list[str] | None:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
         return None
 
 
 def is_prefect_server(pid: int) -> bool:
-    """Whether ``pid`` runs a Prefect server (by its command line: a reused pid is not taken for it)."""
-    command = _command_line(pid)
-    if command is None:
-        return alive(pid)  # no /proc (not Linux): the pid file is trusted
+    """Whether ``pid`` runs a Prefect server, by its command line: a reused pid is not taken for it."""
+    command = _command_line(pid) or []
     return SERVER_COMMAND in command or {"server", "start"} <= set(command) and any("prefect" in part for part in command)
 
 
-def _get(url: str, timeout: float = 5.0) -> object:
-    """The JSON of a 200 answer to GET ``url`` (never through a proxy), else None."""
+def _get(api_url: str, path: str, timeout: float = 5.0) -> object:
+    """The JSON of a 200 answer to GET ``api_url/path`` (never through a proxy), else None."""
     try:
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=timeout) as response:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"{api_url}/{path}", timeout=timeout) as response:
             return json.loads(response.read() or b"null") if response.status == 200 else None
     except (OSError, ValueError):
         return None
 
 
 def answers(api_url: str, timeout: float = 5.0) -> bool:
-    return _get(f"{api_url}/health", timeout) is not None
+    return _get(api_url, "health", timeout) is not None
 
 
 def server_version(api_url: str) -> str | None:
-    found = _get(f"{api_url}/admin/version")
-    return str(found) if found is not None else None
+    return None if (found := _get(api_url, "admin/version")) is None else str(found)
 
 
 def server_home(api_url: str) -> Path | None:
     """The PREFECT_HOME the server at ``api_url`` names in its settings (None when it does not say)."""
-    settings = _get(f"{api_url}/admin/settings")
+    settings = _get(api_url, "admin/settings")
     return Path(settings["home"]) if isinstance(settings, dict) and settings.get("home") else None
 
 
@@ -175,56 +154,26 @@ def choose_port(preferred: int) -> int:
         return int(probe.getsockname()[1])
 
 
-def terminate(pid: int, wait_seconds: float = STOP_SECONDS) -> bool:
-    """SIGTERM (as `prefect server stop`), SIGKILL after ``wait_seconds``; True once the process is gone."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+def terminate(pid: int) -> None:
+    """SIGTERM, as `prefect server stop` sends; SIGKILL if the process has not exited after STOP_SECONDS."""
+    try:
+        process = psutil.Process(pid)
+        process.terminate()
         try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        deadline = time.monotonic() + wait_seconds
-        while time.monotonic() < deadline:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:  # our own child (a test's): reaped
-                    return True
-            except ChildProcessError:
-                if not alive(pid):
-                    return True
-            time.sleep(0.05)
-    return not alive(pid)
-
-
-@contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Within the block SIGTERM raises KeyboardInterrupt, so clean-ups run (main thread only)."""
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: nothing changes
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+            process.wait(STOP_SECONDS)
+        except psutil.TimeoutExpired:
+            process.kill()
+            process.wait(STOP_SECONDS)
+    except psutil.NoSuchProcess:
+        pass
 
 
 def why_it_died(home: Path, port: int, code: int | None, log: str) -> str:
     """Why the server exited at start, read from its output; then the exit code and the output's last lines."""
     said = log.lower()
-    if "already in use" in said:
-        cause = f"port {port} on 127.0.0.1 is taken by another program"
-    elif "can't locate revision" in said or "no such revision" in said:
-        cause = f"the database in {home} was migrated by a newer Prefect than this one; use its environment or another PREFECT_HOME"
-    elif "readonly database" in said or "read-only" in said or "permission denied" in said:
-        cause = f"PREFECT_HOME ({home}) or its database is read-only"
-    else:
-        cause = "it exited during start-up"
-    return f"{cause} (exit code {code}); the last lines of `prefect server start`:\n" + ("\n".join(log.splitlines()[-15:]) or "(no output)")
+    cause = next((told for words, told in _CAUSES.items() if words in said), "it exited during start-up")
+    return (f"{cause.format(port=port, home=home)} (exit code {code}); the last lines of `prefect server start`:\n"
+            + ("\n".join(log.splitlines()[-15:]) or "(no output)"))
 
 
 def _read_pid(home: Path) -> int | None:
@@ -235,10 +184,9 @@ def _read_pid(home: Path) -> int | None:
 
 
 def find_server(home: Path) -> LocalServer | None:
-    """The Prefect server of ``home``'s pid file, if that pid lives and runs one (its address from its command line);
-    a stale pid file is removed."""
-    pid = _read_pid(home)
-    if pid is not None and alive(pid) and is_prefect_server(pid):
+    """The Prefect server of ``home``'s pid file, if that pid runs one (its address from its command line); a stale
+    pid file is removed."""
+    if (pid := _read_pid(home)) is not None and is_prefect_server(pid):
         command = _command_line(pid) or []
         port = command[command.index("--port") + 1] if "--port" in command[:-1] else "4200"
         return LocalServer(pid, f"http://127.0.0.1:{port}/api")
@@ -249,18 +197,30 @@ def find_server(home: Path) -> LocalServer | None:
 def check_writable(home: Path) -> None:
     try:
         home.mkdir(parents=True, exist_ok=True)
-        (probe := home / f".ctxrag-write-check-{os.getpid()}").write_bytes(b"")
-        probe.unlink()
+        tempfile.TemporaryFile(dir=home).close()
     except OSError as error:
-        raise ServerDidNotStart(f"cannot start a local Prefect server: PREFECT_HOME ({home}) is read-only or cannot "
-                                f"be created ({error.strerror or error})") from None
+        raise ServerError(f"cannot start a local Prefect server: PREFECT_HOME ({home}) is read-only or cannot be created "
+                          f"({error.strerror or error})") from None
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so a start's clean-up runs (main thread)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    except ValueError:  # not the main thread: nothing changes
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def start_server(home: Path, meanwhile: Callable[[], object] = lambda: None) -> LocalServer:
-    """``prefect server start`` detached, on a seeded database with a scrubbed environment, its output in
-    PREFECT_HOME/server.log and its pid in Prefect's pid file; ``meanwhile`` runs as it starts. Not Prefect's
-    ``--background``: that leaves the server writing to pipes its starter closed on exit, and a loaded server that
-    logs there dies (docs/decisions.md). Tried once more on a free port if another process takes the port first. A
+    """``prefect server start`` detached, on a seeded database with a scrubbed environment; ``meanwhile`` runs as it
+    starts. Not ``--background``: that server writes to pipes its starter closes on exit, and a loaded server that
+    logs there dies (docs/decisions.md). Tried once more on a free port if another process takes the port first; a
     start that fails or is interrupted (Ctrl-C, SIGTERM) stops the server again."""
     try:
         return _start_on(home, choose_port(int(os.environ.get("PREFECT_SERVER_API_PORT") or 4200)), meanwhile)
@@ -270,27 +230,26 @@ def start_server(home: Path, meanwhile: Callable[[], object] = lambda: None) -> 
 
 def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalServer:
     env = server_environment(home, port=port)
-    database = None if {"PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_API_DATABASE_CONNECTION_URL"} & set(os.environ) else home / "prefect.db"
-    prepare_database(database, prefect_version(), env)
+    database_set = {"PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_API_DATABASE_CONNECTION_URL"} & set(os.environ)
+    prepare_database(None if database_set else home / "prefect.db", prefect_version(), env)
     process: subprocess.Popen[bytes] | None = None
-    with sigterm_raises():
+    with _sigterm_interrupts():
         try:
             with open(home / LOG_FILE, "wb") as log:
                 process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                                            env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            (home / PID_FILE).write_text(str(process.pid))  # Prefect's own pid file: `prefect server stop` reads it
+            (home / PID_FILE).write_text(str(process.pid))
             meanwhile()
-            server = LocalServer(process.pid, f"http://127.0.0.1:{port}/api")
-            deadline = time.monotonic() + STARTUP_SECONDS
+            server, deadline = LocalServer(process.pid, f"http://127.0.0.1:{port}/api"), time.monotonic() + WAIT_SECONDS
             while not answers(server.api_url, timeout=2.0):
                 if process.poll() is not None:
                     said = (home / LOG_FILE).read_text(errors="replace")
                     words = " ".join(said.split())  # rich wraps Prefect's message at 80 columns
                     taken = f"Port {port} is already in use" in words or f"already running on port {port}" in words
-                    failure = PortTaken if taken else ServerDidNotStart
-                    raise failure(f"the local Prefect server did not start: {why_it_died(home, port, process.returncode, said)}")
+                    raise (PortTaken if taken else ServerError)(
+                        f"the local Prefect server did not start: {why_it_died(home, port, process.returncode, said)}")
                 if time.monotonic() > deadline:
-                    raise ServerDidNotStart(f"the local Prefect server did not answer in {STARTUP_SECONDS:.0f} s; its log: {home / LOG_FILE}")
+                    raise ServerError(f"the local Prefect server did not answer in {WAIT_SECONDS:.0f} s; its log: {home / LOG_FILE}")
                 time.sleep(0.1)
             if (answering := server_home(server.api_url)) is not None and answering.resolve() != home.resolve():
                 raise PortTaken(f"port {port} is served by the Prefect server of {answering}")  # ours could not bind it
@@ -310,18 +269,17 @@ def ensure_server(home: Path | None = None, meanwhile: Callable[[], object] = la
     home = home or prefect_home()
     check_writable(home)
     with FileLock(home / "ctxrag-server.lock"):
-        server = find_server(home)
-        if server is None:
+        if (server := find_server(home)) is None:
             return start_server(home, meanwhile), True
         meanwhile()
-        deadline = time.monotonic() + BUSY_SECONDS
+        deadline = time.monotonic() + WAIT_SECONDS
         while not answers(server.api_url):
             if not alive(server.pid) or time.monotonic() > deadline:
-                raise ServerDoesNotAnswer(f"the local Prefect server (pid {server.pid}, {server.ui_url}) has not answered "
-                                          f"for {BUSY_SECONDS:.0f} s or exited. `ctxrag server stop` stops it.")
+                raise ServerError(f"the local Prefect server (pid {server.pid}, {server.ui_url}) has not answered for "
+                                  f"{WAIT_SECONDS:.0f} s or exited. `ctxrag server stop` stops it.")
             time.sleep(0.2)
         if (running := server_version(server.api_url)) not in (prefect_version(), None):
-            raise ServerOfAnotherVersion(
+            raise ServerError(
                 f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url}) runs Prefect {running}; this "
                 f"environment has Prefect {prefect_version()}. It is left running: stop it from its own environment "
                 f"(`prefect server stop`), or set PREFECT_HOME to another folder, or {MODE_VARIABLE}=temporary.")
@@ -345,19 +303,19 @@ def announce_started(server: LocalServer, home: Path) -> None:
 
 
 @contextmanager
-def local_prefect_server(
-    meanwhile: Callable[[], object] = lambda: None, required: bool = False, mode: ServerMode | None = None
-) -> Iterator[str | None]:
-    """Point Prefect at the server to use within the block: the configured one, else the local one (started, and
-    announced, if it is not running; ``meanwhile`` runs as it starts). Yields its API URL; None in temporary mode,
-    where ``required`` refuses instead. ``mode``: the caller's choice (None: ``server_mode()``)."""
+def local_prefect_server(meanwhile: Callable[[], object] = lambda: None, required: bool = False,
+                         mode: ServerMode | None = None) -> Iterator[str | None]:
+    """Point Prefect at the server to use within the block and yield its API URL: the configured one, else the local
+    one (started, and announced, if it is not running; ``meanwhile`` runs as it starts). In temporary mode (``mode``,
+    else ``server_mode()``) Prefect's temporary server: yields None, or refuses if ``required``."""
     if configured := configured_api_url():
         meanwhile()
         yield configured
         return
     if (mode or server_mode()) == "temporary":
         if required:
-            raise UserError(NO_SERVER)
+            raise UserError(f"no Prefect server: {MODE_VARIABLE}=temporary (the default under CI=true) starts none that "
+                            f"outlives a command. Unset it (or set {MODE_VARIABLE}=background), or set PREFECT_API_URL.")
         meanwhile()
         with temporary_server_settings():
             yield None

@@ -1,6 +1,6 @@
 """A migrated, empty Prefect database kept once per machine and Prefect version: a new server's database is copied
 from it instead of spending ~8 s on migrations. It is migrated in a private scratch home that no server served, and
-checked to hold no row outside ``alembic_version`` (no runs, logs, blocks, variables...) both before it is saved and
+checked to hold no row outside ``alembic_version`` (no runs, logs, blocks, variables...) before it is saved and
 before each copy; a template that fails the check is deleted and Prefect migrates the database itself."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def tables_with_rows(database: Path) -> list[str]:
                 and connection.execute(f'SELECT 1 FROM "{name}" LIMIT 1').fetchone() is not None]
 
 
-def is_empty_template(database: Path) -> bool:
+def _empty(database: Path) -> bool:
     try:
         return database.is_file() and not tables_with_rows(database)
     except sqlite3.Error:
@@ -59,11 +59,11 @@ def make_template(template: Path, environment: dict[str, str]) -> bool:
         database = Path(scratch) / "prefect.db"
         env = {**environment, "PREFECT_HOME": scratch, "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}"}
         try:
-            result = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env,
-                                    cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True, timeout=300, check=False)
+            migrated = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env,
+                                      cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True, timeout=300).returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             return False
-        if result.returncode != 0 or not is_empty_template(database):
+        if not (migrated and _empty(database)):
             return False
         with closing(sqlite3.connect(database)) as connection:
             connection.execute("PRAGMA journal_mode=DELETE")  # one self-contained file to copy
@@ -76,7 +76,7 @@ def seed_database(database: Path | None, template: Path) -> bool:
     data is deleted, never copied. True if copied; on any failure Prefect migrates the database itself."""
     if database is None or database.exists() or not template.is_file():
         return False
-    if not is_empty_template(template):
+    if not _empty(template):
         template.unlink(missing_ok=True)
         return False
     try:

@@ -17,7 +17,7 @@ import pytest
 
 from ctxrag.prefect_commands import local_server, server_template
 from ctxrag.prefect_commands.local_server import (
-    PID_FILE, LocalServer, ServerDoesNotAnswer, ServerOfAnotherVersion, ensure_server, find_server, local_prefect_server,
+    PID_FILE, LocalServer, ServerError, ensure_server, find_server, local_prefect_server,
     stop_server,
 )
 from ctxrag.storage.errors import UserError
@@ -134,9 +134,9 @@ def test_a_slow_server_is_waited_for_never_replaced(tmp_path: Path, monkeypatch:
     busy = fake_server()
     try:
         (tmp_path / PID_FILE).write_text(str(busy.pid))
-        monkeypatch.setattr(local_server, "BUSY_SECONDS", 1.0)
+        monkeypatch.setattr(local_server, "WAIT_SECONDS", 1.0)
         monkeypatch.setattr(local_server, "start_server", lambda home: pytest.fail("started a second server on the same database"))
-        with pytest.raises(ServerDoesNotAnswer, match=f"pid {busy.pid}.*has not answered"):
+        with pytest.raises(ServerError, match=f"pid {busy.pid}.*has not answered"):
             ensure_server(tmp_path)
         assert busy.poll() is None and (tmp_path / PID_FILE).read_text() == str(busy.pid)
     finally:
@@ -151,7 +151,7 @@ def test_a_server_of_another_prefect_version_is_left_alone(tmp_path: Path, monke
         monkeypatch.setattr(local_server, "answers", lambda *args, **kwargs: True)
         monkeypatch.setattr(local_server, "server_version", lambda api_url: "3.0.0")
         monkeypatch.setattr(local_server, "start_server", lambda home: pytest.fail("started a second server"))
-        with pytest.raises(ServerOfAnotherVersion, match=rf"Prefect 3\.0\.0.*this environment has Prefect {local_server.prefect_version()}"):
+        with pytest.raises(ServerError, match=rf"Prefect 3\.0\.0.*this environment has Prefect {local_server.prefect_version()}"):
             ensure_server(tmp_path)
         assert other.poll() is None
     finally:
