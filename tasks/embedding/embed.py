@@ -27,14 +27,14 @@ from ctxrag.storage.environment import models_dir as default_models_dir
 from ctxrag.tasks.common.memory import release_freed_memory
 from ctxrag.tasks.embedding.local_runtimes import (
     int8_encoder, log as _log, packaged_model_path, query_encoder, query_model_export, sentence_transformer,
-    token_sorted_batches, torch_vectors,
+    torch_vectors,
 )
 from ctxrag.tasks.embedding.precision import choose_precision, cuda_available
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.windows import HEAD_SEPARATOR, local_piece_ids, local_special_ids, pooled_rows, window_runs
 from ctxrag.tasks.common.providers import Provider
 
-__all__ = ["EmbedderSpec", "LocalEmbedder", "packaged_model_path", "query_model_export", "preload_local_model", "token_sorted_batches"]
+__all__ = ["EmbedderSpec", "LocalEmbedder", "packaged_model_path", "query_model_export", "preload_local_model"]
 
 BATCH_SIZE = 32
 TEXTS_PER_TASK = 2048  # texts per embedding task: the local model's ~1 minute of work on 2 cores

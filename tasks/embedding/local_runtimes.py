@@ -38,18 +38,14 @@ def sentence_transformer(path: str, max_seq_length: int, device: str = "cpu"):  
     return model
 
 
-def token_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
-    """Positions grouped into batches of similar token count, longest first (ties keep their order)."""
-    order = sorted(range(len(lengths)), key=lambda position: -lengths[position])
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-
-
 def torch_vectors(model: Any, ids: list[list[int]], precision: str, device: str, batch_size: int, pad: int) -> np.ndarray:
     """sentence-transformers' ``model``'s vectors of tokenized inputs (special tokens included), in bf16 autocast
     when ``precision`` is bf16. Batches are formed here by token count, longest first (sentence-transformers would
     sort by characters, which for code pads about half again as many positions), padded with ``pad`` and run through
     the model directly (the texts are not tokenized again)."""
     import torch
+
+    from ctxrag.tasks.embedding.onnx_queries import token_sorted_batches
 
     vectors = np.zeros((len(ids), 0), dtype=np.float32)
     with autocast_to(precision, device), torch.inference_mode():

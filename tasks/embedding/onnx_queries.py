@@ -84,6 +84,12 @@ def export_onnx(model_dir: Path, target: Path, probes: list[str], attention: str
     return expected
 
 
+def token_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Positions grouped into batches of similar token count, longest first (ties keep their order)."""
+    order = sorted(range(len(lengths)), key=lambda position: -lengths[position])
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
 def _pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Mean over real tokens, then unit length (the model's sentence-transformers pooling)."""
     summed = (hidden * mask[..., None]).sum(axis=1)
@@ -128,10 +134,8 @@ class OnnxEncoder:
         fp32 an input's vector is the same alone or among others), or each input alone (``alone``)."""
         if self.alone:
             return self._embed_alone(ids)
-        order = sorted(range(len(ids)), key=lambda position: len(ids[position]))
         vectors = np.zeros((len(ids), 0), dtype=np.float32)
-        for start in range(0, len(order), BATCH):
-            batch = order[start : start + BATCH]
+        for batch in token_sorted_batches([len(row) for row in ids], BATCH):
             arrays = self._padded([ids[position] for position in batch])
             pooled = _pool(self.session.run(None, arrays)[0], arrays["attention_mask"])
             if vectors.shape[1] == 0:

@@ -13,6 +13,7 @@ from enum import Enum
 from pathlib import Path
 
 from ctxrag.tasks.common.models import CorpusError
+from ctxrag.tasks.load.jsonio import read_utf8
 
 
 class EvalFormat(str, Enum):
@@ -47,16 +48,8 @@ def golden_ref(doc_id: str, chunk_index: int) -> str:
 
 def load_evalset(path: str | Path) -> EvalSet:
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise CorpusError(f"{path}: cannot read evaluation set: {error.strerror or error}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise CorpusError(f"{path}: not UTF-8 (byte {error.start})") from None
-    stripped = text.lstrip()
-    if stripped.startswith("["):
+    text = read_utf8(path, "evaluation set")
+    if text.lstrip().startswith("["):
         return _load_docs(path, text)
     return _load_jsonl(path, text)
 

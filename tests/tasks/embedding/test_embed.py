@@ -9,7 +9,7 @@ import pytest
 
 from ctxrag.storage.artifacts import RowCache
 from ctxrag.tasks.embedding.embed import (
-    LOCAL_PERSIST_EVERY, PERSIST_EVERY, EmbedderSpec, LocalEmbedder, embed_missing, embed_with_cache, token_sorted_batches,
+    LOCAL_PERSIST_EVERY, PERSIST_EVERY, EmbedderSpec, LocalEmbedder, embed_missing, embed_with_cache,
 )
 from ctxrag.tasks.embedding.windows import split_windows
 
@@ -68,11 +68,6 @@ def test_the_key_depends_on_model_length_and_input_type() -> None:
     assert base.cache_key("t", "document") != EmbedderSpec(max_seq_length=256).cache_key("t", "document")
     assert base.cache_key("t", "document") != base.cache_key("t", "query")
     assert base.cache_key("t", "document") == EmbedderSpec().cache_key("t", "document")
-
-
-def test_batches_group_texts_by_token_count_longest_first() -> None:
-    assert token_sorted_batches([3, 9, 1, 9, 5], 2) == [[1, 3], [4, 0], [2]]
-    assert token_sorted_batches([], 32) == []
 
 
 class TokenCountingEmbedder(CountingEmbedder):

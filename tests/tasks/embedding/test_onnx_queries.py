@@ -13,7 +13,7 @@ import pytest
 
 from ctxrag.storage.environment import models_dir
 from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder, packaged_model_path
-from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder, export_path
+from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder, export_path, token_sorted_batches
 
 SPEC = EmbedderSpec(max_seq_length=512)
 pytestmark = pytest.mark.slow  # the ONNX export, torch's model, a new process
@@ -85,3 +85,8 @@ def test_an_export_that_does_not_match_torch_is_not_kept(tmp_path: Path, monkeyp
     target = export_path(tmp_path, SPEC.model)
     assert onnx_queries.export_query_model(packaged_model_path(), target) is False
     assert list(tmp_path.iterdir()) == []  # neither the export nor its partial file
+
+
+def test_batches_group_texts_by_token_count_longest_first() -> None:
+    assert token_sorted_batches([3, 9, 1, 9, 5], 2) == [[1, 3], [4, 0], [2]]
+    assert token_sorted_batches([], 32) == []

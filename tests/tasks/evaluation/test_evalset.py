@@ -263,7 +263,7 @@ def test_non_utf8_file(tmp_path: Path) -> None:
     path = write(tmp_path, "latin.jsonl", '{"query": "caf'.encode() + b"\xe9" + b'"}\n')
     with pytest.raises(CorpusError) as raised:
         load_evalset(path)
-    assert str(raised.value) == f"{path}: not UTF-8 (byte 14)"
+    assert str(raised.value) == f"{path}: not valid UTF-8 (byte offset 14): invalid continuation byte"
 
 
 def test_missing_file(tmp_path: Path) -> None:
