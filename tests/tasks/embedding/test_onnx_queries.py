@@ -16,7 +16,7 @@ from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder, packaged_m
 from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder, export_path, token_sorted_batches
 
 SPEC = EmbedderSpec(max_seq_length=512)
-pytestmark = pytest.mark.slow  # the ONNX export, torch's model, a new process
+SLOW = pytest.mark.slow  # the ONNX export, torch's model, a new process
 
 QUERIES = ["where are retries configured?", "How does the tokenizer split camelCase identifiers", "x", "pooling " * 300]
 
@@ -30,6 +30,7 @@ def onnx_file() -> Path:
     return path
 
 
+@SLOW
 def test_onnx_query_vectors_equal_torchs_fp32_vectors(onnx_file: Path) -> None:
     torch_vectors = LocalEmbedder(SPEC, precision="fp32").embed(QUERIES, input_type="query")
     onnx_vectors = OnnxEncoder(onnx_file, packaged_model_path(), SPEC.max_seq_length).embed(QUERIES)
@@ -38,6 +39,7 @@ def test_onnx_query_vectors_equal_torchs_fp32_vectors(onnx_file: Path) -> None:
     assert np.allclose(np.linalg.norm(onnx_vectors, axis=1), 1.0, atol=1e-5)
 
 
+@SLOW
 def test_a_query_s_vector_is_the_same_alone_or_batched_with_others(onnx_file: Path) -> None:
     """Batches are formed by token count (little padding); the padding is masked, so each row is the one alone."""
     encoder = OnnxEncoder(onnx_file, packaged_model_path(), SPEC.max_seq_length)
@@ -48,6 +50,7 @@ def test_a_query_s_vector_is_the_same_alone_or_batched_with_others(onnx_file: Pa
     assert encoder.embed([]).shape[0] == 0
 
 
+@SLOW
 def test_documents_are_still_embedded_by_torch(onnx_file: Path) -> None:
     calls = []
     original = LocalEmbedder.model.fget
@@ -65,6 +68,7 @@ def test_documents_are_still_embedded_by_torch(onnx_file: Path) -> None:
     assert calls == ["torch"]
 
 
+@SLOW
 def test_a_query_in_a_new_process_imports_no_torch(onnx_file: Path) -> None:
     code = (
         "import sys, json\n"
@@ -78,6 +82,7 @@ def test_a_query_in_a_new_process_imports_no_torch(onnx_file: Path) -> None:
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"torch": False, "shape": [1, 384]}
 
 
+@SLOW
 def test_an_export_that_does_not_match_torch_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ctxrag.tasks.embedding.onnx_queries as onnx_queries
 
