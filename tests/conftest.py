@@ -40,8 +40,11 @@ os.environ.pop("PREFECT_API_URL", None)
 os.environ["CTXRAG_PREFECT_SERVER"] = "temporary"
 # A local server a test starts takes a free port, not Prefect's 4200: tests on several xdist workers never race for it.
 os.environ["PREFECT_SERVER_API_PORT"] = "0"
-os.environ["CTXRAG_MODELS_DIR"] = str(_SESSION_HOME / "models")  # the ONNX query export: made once per session
-os.environ["CTXRAG_CACHE_DIR"] = str(_SESSION_HOME / "cache")  # e.g. the local server's migrated database template
+# What ctxrag makes once per machine (the ONNX exports, the precision decision, the server's database template): made
+# once per test session, by the first worker that needs it while the others wait (ctxrag.storage.locks).
+_MACHINE = Path(_CONTROLLER_HOME) if _CONTROLLER_HOME else _SESSION_HOME
+os.environ["CTXRAG_MODELS_DIR"] = str(_MACHINE / "models")
+os.environ["CTXRAG_CACHE_DIR"] = str(_MACHINE / "cache")
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 

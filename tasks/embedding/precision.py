@@ -30,6 +30,7 @@ from typing import Any
 
 from ctxrag.storage.environment import cache_dir
 from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.locks import one_process_at_a_time
 from ctxrag.tasks.embedding.embedder_spec import PRECISIONS as MADE_IN, EmbedderSpec
 from ctxrag.tasks.common.providers import Provider
 
@@ -90,15 +91,16 @@ def machine_precision() -> tuple[str, str]:
         return "fp32", "auto: torch sees a GPU, so the model runs on it (cuda) in fp32"
     path = cache_dir() / DECISIONS_FILE
     key = json.dumps(machine_signature(), sort_keys=True)
-    decisions = _read_decisions(path)
-    if key in decisions:
-        kept = decisions[key]
-        return kept["precision"], f"{kept['why']} (decided once for this machine on {kept['decided']}, kept in {path})"
-    chosen, why, timed = _decide_auto()
-    if timed:
-        decisions[key] = {"precision": chosen, "why": why, "decided": time.strftime("%Y-%m-%d")}
-        _write_decisions(path, decisions)
-    return chosen, why
+    with one_process_at_a_time(path.with_name(f"{path.name}.lock")):  # no two processes time each other's work
+        decisions = _read_decisions(path)
+        if key in decisions:
+            kept = decisions[key]
+            return kept["precision"], f"{kept['why']} (decided once for this machine on {kept['decided']}, kept in {path})"
+        chosen, why, timed = _decide_auto()
+        if timed:
+            decisions[key] = {"precision": chosen, "why": why, "decided": time.strftime("%Y-%m-%d")}
+            _write_decisions(path, decisions)
+        return chosen, why
 
 
 def machine_signature() -> dict[str, str]:
