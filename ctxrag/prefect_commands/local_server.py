@@ -37,10 +37,12 @@ SERVER_COMMAND = "prefect.server.api.server:create_app"  # what `prefect server 
 SERVICES_OFF = ("TRIGGERS",)  # automations only; the scheduler and late runs serve deployments (docs/decisions.md)
 _KEPT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
 _SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "AUTH", "PASSWORD")
+_READ_ONLY = "PREFECT_HOME ({home}) or its database is read-only"
 _CAUSES = {  # what the server's output says at a failed start -> the cause told to the user
     "already in use": "port {port} on 127.0.0.1 is taken by another program",
     "can't locate revision": "the database in {home} was migrated by a newer Prefect than this one; use its environment or another PREFECT_HOME",
-    "read-only": "PREFECT_HOME ({home}) or its database is read-only", "readonly database": "PREFECT_HOME ({home}) or its database is read-only",
+    "no such revision": "the database in {home} was migrated by a newer Prefect than this one; use its environment or another PREFECT_HOME",
+    "readonly database": _READ_ONLY, "read-only": _READ_ONLY, "permission denied": _READ_ONLY,
 }
 
 
@@ -164,7 +166,7 @@ def terminate(pid: int) -> None:
         except psutil.TimeoutExpired:
             process.kill()
             process.wait(STOP_SECONDS)
-    except psutil.NoSuchProcess:
+    except (psutil.NoSuchProcess, psutil.AccessDenied):  # gone already, or another user's: not ours to stop
         pass
 
 
