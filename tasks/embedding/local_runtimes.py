@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from ctxrag.storage.locks import one_process_at_a_time
 
 logger = logging.getLogger(__name__)
 
-_export_lock = threading.Lock()
 MAKING_LOCK = ".making.lock"  # in models_dir: one process of the machine makes a file, the others wait and read it
 
 
@@ -80,7 +78,7 @@ def query_model_export(models_dir: Path, model: str) -> Path | None:
     """The ONNX export for queries in ``models_dir``, made now (by torch) if missing; None if it cannot be made."""
     from ctxrag.tasks.embedding.onnx_queries import export_path, export_query_model
 
-    with _export_lock, one_process_at_a_time(models_dir / MAKING_LOCK):
+    with one_process_at_a_time(models_dir / MAKING_LOCK):
         try:
             target = export_path(models_dir, model)
             if not target.exists():
@@ -113,7 +111,7 @@ def int8_model(models_dir: Path, model: str) -> Path:
     cannot be made (an int8 vector is never made another way)."""
     from ctxrag.tasks.embedding.onnx_int8 import Int8Refused, int8_path, make_int8_model
 
-    with _export_lock, one_process_at_a_time(models_dir / MAKING_LOCK):
+    with one_process_at_a_time(models_dir / MAKING_LOCK):
         target = int8_path(models_dir, model)
         if not target.exists():
             log(f"making int8 weights of {model} (once): {target}")
