@@ -93,7 +93,7 @@ class WarmIndexes:
             if opened is not None:
                 self.reopened += 1
                 log.warning("index %r: version %s is live; reopening", name, key[0] if key else None)
-            self._open[name] = (key, ctxrag.open(name))  # type: ignore[assignment]
+            self._open[name] = (key, ctxrag.open(name, long_lived=True))  # type: ignore[assignment]
         return self._open[name][1]
 
     def _key(self, name: str) -> Key | None:
