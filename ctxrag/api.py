@@ -43,7 +43,7 @@ class Index:
     """An open index for many searches in one process (``ctxrag.open(name)``): its version, embedder and the query
     vectors already computed stay loaded between searches. Paid calls (Voyage queries, reranks) are written to the
     ledger under one run id per open index. ``long_lived``: for a process that searches for hours (a service): the
-    most recent 10,000 query vectors stay in memory, and the local model's are not stored for later processes."""
+    10,000 most recently embedded query vectors stay in memory, and the local model's are not stored for later processes."""
 
     @keeps_host_state
     def __init__(self, name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf, long_lived: bool = False) -> None:
