@@ -4,13 +4,13 @@ Every request first reads the index's live pointer and the mtime of its tuning f
 tens of microseconds); when either changed since the index was opened (``ctxrag index`` promoted a version,
 ``ctxrag tune`` chose a strategy, the index was deleted), the open ``Index`` is replaced before the search runs. So a
 service never needs a restart to see what a later run published. Searches run one at a time (an ``Index`` is not
-shared between threads): both doors call from worker threads.
+shared between threads): both doors call from worker threads, and hand each search to one search thread.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,23 +36,28 @@ class WarmIndexes:
         self.home = home
         self._store = IndexStore(home)
         self._open: dict[str, tuple[Key, Index]] = {}
-        self._lock = threading.Lock()
+        # Every search runs on this one thread, one at a time (an Index is not shared between threads). Searches
+        # spread over the doors' worker threads grew the RSS by ~1.8 MB every ~15,000 searches; on one thread, flat.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxrag-search")
         self.reopened = 0  # how many times a newer version replaced an open one (tests, logs)
 
     def search(self, request: SearchRequest) -> dict[str, Any]:
         """``request``'s hits as JSON-ready dicts, with the index's name, version and the strategy used; any
         problem is a ``ServiceError``."""
         keep = request.check()
+        return self._thread.submit(self._search, request, keep).result()
+
+    def _search(self, request: SearchRequest, keep: HitFilter | None) -> dict[str, Any]:
+        """``search`` on the search thread."""
         try:
-            with self._lock:
-                index = self._current(request.index)
-                strategy = request.strategy or index.strategy
-                try:
-                    hits = _search(index, request, strategy, keep)
-                except FileNotFoundError:  # a version pruned between the check and the read: reopen once and retry
-                    index = self._current(request.index, force=True)
-                    hits = _search(index, request, strategy, keep)
-                return {"index": request.index, "version": index.version, "strategy": strategy, "hits": [hit_json(hit) for hit in hits]}
+            index = self._current(request.index)
+            strategy = request.strategy or index.strategy
+            try:
+                hits = _search(index, request, strategy, keep)
+            except FileNotFoundError:  # a version pruned between the check and the read: reopen once and retry
+                index = self._current(request.index, force=True)
+                hits = _search(index, request, strategy, keep)
+            return {"index": request.index, "version": index.version, "strategy": strategy, "hits": [hit_json(hit) for hit in hits]}
         except UserError as error:
             raise ServiceError.of(error) from None
         except ServiceError:
