@@ -16,7 +16,7 @@ def evaluate_index(evalset: str, name: str = DEFAULT_NAME, options: EvaluateOpti
     """Score every strategy (or the given ones) of index NAME on EVALSET; returns metrics and where results went.
     Every strategy includes the one ``ctxrag tune`` chose for the index, when it is not one of the others.
 
-    ``options.rerank`` (cohere, claude, local:PATH) adds ``<strategy>+rerank-<provider>`` rows; ``end_to_end`` adds
+    ``options.rerank`` (cohere, claude, local:MODEL) adds ``<strategy>+rerank-<provider>`` rows; ``end_to_end`` adds
     ``accuracy`` (Claude answers, a Claude judge grades). Rows or metrics whose key is not configured are listed
     under ``unavailable`` with the variable to set, never computed.
     """

@@ -51,7 +51,12 @@ _announced: set[tuple[str, int, str, str]] = set()
 def preload_local_model(spec: EmbedderSpec) -> None:
     """Load what will embed a new index of ``spec`` into this process now (a run that will embed loads it while it
     waits for something else; every ``LocalEmbedder`` of the same spec then reuses it)."""
-    LocalEmbedder(spec).preload()
+    if spec.source:
+        from ctxrag.tasks.embedding.model_embedder import ModelEmbedder
+
+        ModelEmbedder(spec).preload()
+    else:
+        LocalEmbedder(spec).preload()
 
 
 class LocalEmbedder:
