@@ -103,7 +103,7 @@ class ModelCard:
         """A hash of what decides this model's vectors: its config, tokenizer and weights, pooling, prefixes, length."""
         digest = hashlib.sha256()
         for path in (self.folder / "config.json", self.folder / "tokenizer.json", self.weights):
-            digest.update(_file_signature(path))
+            digest.update(_file_signature(path) if path.exists() else b"absent")
         digest.update(json.dumps([self.pooling, self.query_prefix, self.document_prefix, self.max_length, self.normalize]).encode())
         return digest.hexdigest()[:16]
 
@@ -122,21 +122,25 @@ def _file_signature(path: Path) -> bytes:
     return hashlib.sha256(str(size).encode() + head + tail).digest()
 
 
-def read_model_folder(folder: Path, name: str = "", want: str = "bi-encoder") -> ModelCard:
-    """The card of the model in ``folder``, checked to be complete and a ``want`` model; ``ModelFolderError`` if not."""
+def read_model_folder(folder: Path, name: str = "", want: str | None = "bi-encoder") -> ModelCard:
+    """The card of the model in ``folder``, checked to be complete and a ``want`` model (None: any kind, as a search
+    reads the model its index was built with); ``ModelFolderError`` if not."""
     folder = folder.expanduser()
     shown = name or str(folder)
     if not folder.is_dir():
         raise ModelFolderError(f"model {shown}: {folder} is not a folder")
-    config = _json(folder / "config.json", shown)
     if not (folder / "tokenizer.json").is_file():
         raise ModelFolderError(f"model {shown}: {folder} has no tokenizer.json (a fast tokenizer's file is needed)")
-    kind = model_kind(config, folder)
-    if kind != want:
-        raise ModelFolderError(f"model {shown}: {folder} holds a {kind} ({', '.join(config.get('architectures') or ['?'])}), "
-                               f"not a {want}")
     weights = _weights(folder, shown)
-    known = KNOWN.get((name or folder.name).rsplit("/", 1)[-1].lower(), Known())
+    config = _json(folder / "config.json", shown, required=weights.suffix != ".onnx")  # an ONNX graph says enough
+    if want is None:
+        kind = model_kind(config, folder) if config.get("architectures") else "bi-encoder"
+    else:
+        kind = model_kind(config, folder) if config.get("architectures") or weights.suffix != ".onnx" else onnx_kind(weights)
+    if want is not None and kind != want:
+        what = ", ".join(config.get("architectures") or []) or f"{weights.name}'s outputs"
+        raise ModelFolderError(f"model {shown}: {folder} holds a {kind} ({what}), not a {want}")
+    known = known_needs(name or folder.name)
     sentence = _json(folder / "sentence_bert_config.json", shown, required=False)
     prompts = _json(folder / "config_sentence_transformers.json", shown, required=False).get("prompts") or {}
     positions = int(config.get("max_position_embeddings") or MAX_LENGTH)
@@ -154,6 +158,25 @@ def read_model_folder(folder: Path, name: str = "", want: str = "bi-encoder") ->
         reference=name if name else str(folder.resolve()),
         config=config,
     )
+
+
+def known_needs(name: str) -> Known:
+    """The table's row for a model id or folder name (its longest key that the name starts with), else defaults."""
+    short = name.rsplit("/", 1)[-1].lower()
+    matches = [key for key in KNOWN if short.startswith(key)]
+    return KNOWN[max(matches, key=len)] if matches else Known()
+
+
+def onnx_kind(weights: Path) -> str:
+    """bi-encoder or cross-encoder, from an ONNX graph's outputs (``logits``: a classifier), read without its weights."""
+    import onnx
+
+    try:
+        graph = onnx.load(str(weights), load_external_data=False).graph
+    except Exception as error:  # noqa: BLE001 - a damaged or foreign file: say so once
+        raise ModelFolderError(f"model {weights.parent}: {weights.name} is not a readable ONNX model ({type(error).__name__})") from None
+    outputs = [output.name for output in graph.output]
+    return "cross-encoder" if outputs and outputs[0] == "logits" else "bi-encoder"
 
 
 def model_kind(config: dict[str, Any], folder: Path) -> str:
@@ -203,7 +226,7 @@ def _json(path: Path, shown: str, required: bool = True) -> dict[str, Any]:
     return data
 
 
-def resolve_model(reference: str, want: str = "bi-encoder") -> ModelCard:
+def resolve_model(reference: str, want: str | None = "bi-encoder") -> ModelCard:
     """The card of the model ``reference`` names: a folder, or a Hugging Face id (its snapshot in Hugging Face's
     cache, downloaded only where the network and ``HF_HUB_OFFLINE`` allow)."""
     path = Path(reference).expanduser()

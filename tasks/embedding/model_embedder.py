@@ -88,7 +88,7 @@ class ModelEmbedder:
 
 def card_for(spec: EmbedderSpec) -> ModelCard:
     """The card of the model an index was built with, checked to be that model (its fingerprint)."""
-    card = resolve_model(spec.source)
+    card = resolve_model(spec.source, want=None)  # checked when the index was built
     if spec.fingerprint and card.fingerprint() != spec.fingerprint:
         raise InvalidInput(f"model {spec.source}: its files are not those the index was built with (fingerprint "
                            f"{card.fingerprint()}, the index's {spec.fingerprint}); index again to use it")

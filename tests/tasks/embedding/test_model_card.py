@@ -50,7 +50,8 @@ def test_the_table_fills_what_a_known_model_s_folder_does_not_say(tmp_path: Path
 
 @pytest.mark.parametrize(("setup", "message"), [
     (lambda path: path, "is not a folder"),
-    (lambda path: (path.mkdir(), path)[1], "has no config.json"),
+    (lambda path: (path.mkdir(), path)[1], "has no tokenizer.json"),
+    (lambda path: ((folder(path), (path / "config.json").unlink()), path)[1], "has no config.json"),
     (lambda path: ((folder(path), (path / "tokenizer.json").unlink()), path)[1], "has no tokenizer.json"),
     (lambda path: folder(path, weights=""), "has no weights"),
     (lambda path: ((folder(path), (path / "config.json").write_text("{not json")), path)[1], "is not readable JSON"),
@@ -89,3 +90,25 @@ def test_a_folder_model_s_spec_records_where_it_is_and_its_fingerprint_keys_ever
     assert changed.cache_key("text", "document") != spec.cache_key("text", "document")
     packaged = EmbedderSpec.choose("local", None, 512, None)
     assert packaged.packaged and "source" not in packaged.to_dict() and packaged == EmbedderSpec.choose("local", "all-MiniLM-L6-v2", 512, None)
+
+
+def onnx_only(path: Path, output: str) -> Path:
+    """A folder as some packages ship a model: an ONNX file and its tokenizer, no config (a one-node graph here)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    path.mkdir(parents=True, exist_ok=True)
+    graph = helper.make_graph([helper.make_node("Identity", ["input_ids"], [output])], "g",
+                              [helper.make_tensor_value_info("input_ids", TensorProto.INT64, None)],
+                              [helper.make_tensor_value_info(output, TensorProto.INT64, None)])
+    onnx.save(helper.make_model(graph), str(path / "model_quantized.onnx"))
+    (path / "tokenizer.json").write_text("{}")
+    return path
+
+
+def test_an_onnx_file_and_its_tokenizer_are_enough_and_its_outputs_tell_its_kind(tmp_path: Path) -> None:
+    card = read_model_folder(onnx_only(tmp_path / "bge-small-en-v1.5-int8", "last_hidden_state"))
+    assert (card.kind, card.precision, card.pooling, card.query_prefix, card.max_length) == ("bi-encoder", "int8", "cls", BGE_QUERY, 512)
+    with pytest.raises(ModelFolderError, match=r"holds a cross-encoder \(model_quantized.onnx's outputs\), not a bi-encoder"):
+        read_model_folder(onnx_only(tmp_path / "reranker", "logits"))
+    assert read_model_folder(tmp_path / "reranker", want="cross-encoder").kind == "cross-encoder"
