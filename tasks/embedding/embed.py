@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 import pyarrow as pa
 
-from ctxrag.storage.artifacts import KEY, RowCache
+from ctxrag.storage.artifacts import RowCache, vector_table
 from ctxrag.storage.environment import models_dir as default_models_dir
 from ctxrag.tasks.common.memory import release_freed_memory
 from ctxrag.tasks.embedding.local_runtimes import (
@@ -268,9 +268,4 @@ def embed_with_cache(
 
 def vector_rows(keys: list[str], vectors: np.ndarray, paid: bool) -> pa.Table:
     """Stored vectors: ``paid`` ones (an API's) are never removed by gc unless the user asks (see ctxrag.tasks.gc)."""
-    return pa.table({
-        KEY: keys,
-        "vector": pa.array(list(vectors), type=pa.list_(pa.float32())),
-        "paid": pa.array([paid] * len(keys), type=pa.bool_()),
-        "created_at": pa.array([time.time()] * len(keys), type=pa.float64()),
-    })
+    return vector_table(keys, vectors, paid, time.time())
