@@ -14,7 +14,7 @@ from ctxrag.cli_options import with_options
 from ctxrag.inspect_command import inspect
 from ctxrag.prefect_commands import register as register_prefect_commands
 from ctxrag.errors import fail, user_errors
-from ctxrag.storage.environment import apply_offline_defaults, ctxrag_home
+from ctxrag.storage.environment import apply_offline_defaults, apply_private_umask, ctxrag_home
 from ctxrag.tasks.common.display import console, figure
 
 app = typer.Typer(
@@ -281,9 +281,10 @@ def _size(count: int) -> str:
 
 
 def main() -> None:
-    """The ``ctxrag`` command: its process defaults (telemetry off, offline; ``apply_offline_defaults``) are set here,
-    for this process only, before Prefect or a model is imported."""
+    """The ``ctxrag`` command: its process defaults (telemetry off, offline; ``apply_offline_defaults``; umask 077,
+    ``apply_private_umask``) are set here, for this process only, before Prefect or a model is imported."""
     apply_offline_defaults()
+    apply_private_umask()
     app()
 
 

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ctxrag.storage.errors import UserError
+from ctxrag.storage.environment import PRIVATE_FILE, private_dirs
 
 KEY = "key"
 _TAIL_BLOCK = 1 << 16
@@ -89,7 +90,7 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     """Write ``table`` to ``path`` so that readers see either nothing or the whole file, durably: the file and then its
     folder are fsynced, so once this returns the file survives a power loss (compaction relies on it before it
     truncates the journal)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         pq.write_table(table, temporary)
@@ -98,6 +99,11 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
         _fsync(path.parent)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _private_opener(path: str, flags: int) -> int:
+    """``open``'s opener for a file made 0600 (the ledger's and the stores' journals)."""
+    return os.open(path, flags, PRIVATE_FILE)
 
 
 def _fsync(path: Path) -> None:
@@ -128,9 +134,9 @@ class RowCache:
         """Persist rows now, durably, as JSON lines (cheap for one row; safe across threads and processes)."""
         if not rows:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.directory)
         payload = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows).encode("utf-8")
-        with journal_lock(self.journal), open(self.journal, "a+b") as handle:
+        with journal_lock(self.journal), open(self.journal, "a+b", opener=_private_opener) as handle:
             _end_torn_write(handle.fileno())
             handle.write(payload)
             handle.flush()
@@ -245,7 +251,7 @@ class RowCache:
 
     def replace(self, table: pa.Table) -> None:
         """Make ``table`` the table's whole content (gc)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.directory)
         self._rewrite(lambda _: table)
 
     def _rewrite(

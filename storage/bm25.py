@@ -14,6 +14,7 @@ import numpy as np
 from ctxrag.storage.bm25_build import build_postings
 from ctxrag.storage.errors import CorruptIndexError
 from ctxrag.storage.tokenize import tokenize
+from ctxrag.storage.environment import private_dirs
 
 if TYPE_CHECKING:
     import bm25s
@@ -139,7 +140,7 @@ class Bm25Index:
     def save(self, directory: Path) -> None:
         if self.postings is not None and self._retriever is None:
             raise ValueError("a BM25 index read back from disk is saved by copying its folder")
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dirs(directory)
         (directory / "ctxrag.json").write_text(json.dumps({"size": self.size, "empty": self.postings is None}))
         if self._retriever is not None:
             self._retriever.save(str(directory), show_progress=False)
