@@ -144,7 +144,7 @@ def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
     if spec and (variable := spec.missing_key()):
         raise MissingKey(f"rerank {rerank} needs {variable}")
     if spec and spec.provider == "local":
-        from ctxrag.tasks.embedding.model_card import resolve_model
+        from ctxrag.tasks.embedding.model_sources import resolve_model
 
         resolve_model(spec.path, want="cross-encoder")  # a missing or wrong model fails before the index is read
     return spec

@@ -141,7 +141,7 @@ class EmbedderSpec:
             return local
         from dataclasses import replace
 
-        from ctxrag.tasks.embedding.model_card import resolve_model
+        from ctxrag.tasks.embedding.model_sources import resolve_model
 
         card = resolve_model(model)
         return replace(local, model=card.name, max_seq_length=min(max_seq_length, card.max_length), source=card.reference,

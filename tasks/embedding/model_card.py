@@ -1,9 +1,8 @@
 """A local model's needs, read from its own files or from one small table: the model is data, not code.
 
-``--embedding-model`` and ``--rerank`` name a model by a folder, by a name in ``KNOWN`` or by a Hugging Face id
-(fetched into Hugging Face's cache only where the network allows; ``ctxrag`` itself runs with ``HF_HUB_OFFLINE=1``
-unless the user sets it otherwise). ``read_model_folder`` checks the folder before anything is embedded: one
-``ModelFolderError`` names the folder and what is missing or of the wrong kind.
+``--embedding-model`` and ``--rerank`` name a model by a folder, a model a package ships or a Hugging Face id
+(``ctxrag.tasks.embedding.model_sources``); its needs are read here. ``read_model_folder`` checks the folder before
+anything is embedded: one ``ModelFolderError`` names the folder and what is missing or of the wrong kind.
 
 What a card says, first from the folder's own sentence-transformers files, else from ``KNOWN``, else defaults:
 - pooling: ``1_Pooling/config.json`` (``pooling_mode_cls_token`` / ``pooling_mode_mean_tokens``), else mean;
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,30 +222,3 @@ def _json(path: Path, shown: str, required: bool = True) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelFolderError(f"model {shown}: {path} is not a JSON object")
     return data
-
-
-def resolve_model(reference: str, want: str | None = "bi-encoder") -> ModelCard:
-    """The card of the model ``reference`` names: a model a package on the package index ships
-    (``ctxrag.tasks.embedding.shipped_models``, fetched into the cache once), a folder, or a Hugging Face id (its
-    snapshot in Hugging Face's cache, downloaded only where the network and ``HF_HUB_OFFLINE`` allow)."""
-    from ctxrag.tasks.embedding.shipped_models import SHIPPED, shipped_folder
-
-    if reference in SHIPPED:
-        return read_model_folder(shipped_folder(reference), name=reference, want=want)
-    path = Path(reference).expanduser()
-    if path.exists() or reference.startswith((".", "/", "~")) or reference.count("/") != 1:
-        return read_model_folder(path, want=want)
-    return read_model_folder(_hub_snapshot(reference), name=reference, want=want)
-
-
-def _hub_snapshot(model_id: str) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:  # pragma: no cover - transformers depends on it
-        raise ModelFolderError(f"model {model_id}: not a folder, and huggingface_hub is not installed to fetch it") from None
-    try:
-        return Path(snapshot_download(model_id))
-    except Exception as error:  # noqa: BLE001 - offline, unknown id, no access: one line says which
-        offline = " (HF_HUB_OFFLINE is set: unset it to download, or give the model's folder)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
-        raise ModelFolderError(f"model {model_id}: not a folder here, and Hugging Face did not give it{offline}: "
-                               f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None

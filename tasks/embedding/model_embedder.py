@@ -18,7 +18,8 @@ import numpy as np
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.common.memory import release_freed_memory
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
-from ctxrag.tasks.embedding.model_card import ModelCard, resolve_model
+from ctxrag.tasks.embedding.model_card import ModelCard
+from ctxrag.tasks.embedding.model_sources import resolve_model
 from ctxrag.tasks.embedding.windows import pooled_rows, split_windows
 
 BATCH_SIZE = 32

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxrag.tasks.embedding.model_card import ModelCard, resolve_model
+from ctxrag.tasks.embedding.model_card import ModelCard
+from ctxrag.tasks.embedding.model_sources import resolve_model
 
 DEPTH = 30  # candidates a cross-encoder reads per query, at least (k more when k is larger)
 PAIR_TOKENS = 256  # word pieces of a (query, candidate) pair: the candidate's start is what the model reads

@@ -10,7 +10,8 @@ import pytest
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
-from ctxrag.tasks.embedding.model_card import BGE_QUERY, ModelFolderError, read_model_folder, resolve_model
+from ctxrag.tasks.embedding.model_card import BGE_QUERY, ModelFolderError, read_model_folder
+from ctxrag.tasks.embedding.model_sources import resolve_model
 
 BERT = {"architectures": ["BertModel"], "model_type": "bert", "max_position_embeddings": 512}
 

