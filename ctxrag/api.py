@@ -36,15 +36,17 @@ __all__ = [
 ]
 
 _SEARCH = SearchOptions()
+LONG_LIVED_QUERIES = 10_000  # query vectors an Index(long_lived=True) keeps in memory: ~15 MB with the local model
 
 
 class Index:
     """An open index for many searches in one process (``ctxrag.open(name)``): its version, embedder and the query
     vectors already computed stay loaded between searches. Paid calls (Voyage queries, reranks) are written to the
-    ledger under one run id per open index."""
+    ledger under one run id per open index. ``long_lived``: for a process that searches for hours (a service): the
+    10,000 most recently embedded query vectors stay in memory, and the local model's are not stored for later processes."""
 
     @keeps_host_state
-    def __init__(self, name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> None:
+    def __init__(self, name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf, long_lived: bool = False) -> None:
         from ctxrag.storage.environment import ctxrag_home
         from ctxrag.storage.index_store import IndexStore
         from ctxrag.tasks.retrieval.locate import Locator
@@ -55,7 +57,8 @@ class Index:
         self.name = name
         self.run_id = f"search-{uuid.uuid4().hex[:12]}"
         self._ledger = _ledger_of(home)
-        self._searcher = Searcher(store.open(name), server_rrf=server_rrf, home=home, ledger=self._ledger, run_id=self.run_id)
+        self._searcher = Searcher(store.open(name), server_rrf=server_rrf, home=home, ledger=self._ledger, run_id=self.run_id,
+                                  remember=LONG_LIVED_QUERIES if long_lived else None)
         self.strategy = strategy_of(store, name).label
         """The strategy a search uses when none is named: what ``ctxrag.tune`` chose for the index, else the default."""
         self._rerankers: dict[tuple[str, str], Reranker] = {}
@@ -156,9 +159,10 @@ def configured_reranker() -> str:
 
 
 @keeps_host_state
-def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf) -> Index:  # noqa: A001  (ctxrag.open)
-    """Open index NAME for many searches (``server_rrf``: an Elasticsearch index's hybrid fused by the cluster)."""
-    return Index(name, server_rrf=server_rrf)
+def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf, long_lived: bool = False) -> Index:  # noqa: A001  (ctxrag.open)
+    """Open index NAME for many searches (``server_rrf``: an Elasticsearch index's hybrid fused by the cluster;
+    ``long_lived``: a service's index, its query vectors kept in bounded memory, as ``Index`` says)."""
+    return Index(name, server_rrf=server_rrf, long_lived=long_lived)
 
 
 @keeps_host_state

@@ -1,4 +1,4 @@
-"""The ``ctxrag`` command: index, search, evaluate, list, inspect, delete. Results on stdout; progress and logs on stderr."""
+"""The ``ctxrag`` command: index, search, evaluate, list, inspect, delete (and the services: mcp, serve-search). Results on stdout; progress and logs on stderr."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, Se
 from ctxrag.cli_options import with_options
 from ctxrag.inspect_command import inspect
 from ctxrag.prefect_commands import register as register_prefect_commands
+from ctxrag.service_commands import register as register_service_commands
 from ctxrag.errors import fail, user_errors
 from ctxrag.storage.environment import apply_offline_defaults, apply_private_umask, ctxrag_home
 from ctxrag.tasks.common.display import console, figure
@@ -186,20 +187,15 @@ def evaluate(
 @app.command("list")
 def list_indexes() -> None:
     """List the indexes under $CTXRAG_HOME: documents, chunks, contextualizer, search strategy, created, source."""
-    from ctxrag.storage.index_store import IndexStore
-    from ctxrag.tasks.retrieval.search import tuned_strategy
+    from ctxrag.listing import index_listing
 
-    store = IndexStore(ctxrag_home())
     with user_errors():
-        listed = [(index_name, store.manifest(index_name) or {}, store.tuning(index_name)) for index_name in store.names()]
-        strategies = [tuned_strategy(tuning, index_name).label for index_name, _, tuning in listed]
-    for (index_name, manifest, tuning), strategy in zip(listed, strategies):
-        counts = manifest.get("counts", {})
-        config = manifest.get("config", {})
-        how = "tuned" if tuning and tuning.get("strategy") else "default"
+        listed = index_listing(ctxrag_home())
+    for entry in listed:
+        how = "tuned" if entry["tuned"] else "default"
         print(
-            f"{index_name}\t{counts.get('documents')} documents\t{counts.get('chunks')} chunks\t"
-            f"{config.get('contextualizer', {}).get('name')}\t{strategy} ({how})\t{manifest.get('created_at')}\t{manifest.get('source')}"
+            f"{entry['name']}\t{entry['documents']} documents\t{entry['chunks']} chunks\t{entry['contextualizer']}\t"
+            f"{entry['strategy']} ({how})\t{entry['created_at']}\t{entry['source']}"
         )
 
 
@@ -289,6 +285,7 @@ def main() -> None:
 
 
 register_prefect_commands(app)  # serve, deploy, trigger (ctxrag.prefect_commands)
+register_service_commands(app)  # mcp, serve-search (ctxrag.service_commands)
 app.command("inspect")(inspect)
 
 

@@ -155,6 +155,8 @@ class Searcher:
     """Runs any strategy over one index version, whatever its backend (its ``Ranker`` answers BM25 and vector
     rankings); embeds queries with the index's own embedder; fuses here, or on the server where asked and offered."""
 
+    _remember: int | None = None  # the most query vectors kept in memory (None: all); see __init__
+
     def __init__(
         self,
         index: StoredIndex,
@@ -163,17 +165,22 @@ class Searcher:
         home: Path | None = None,
         ledger: SaveLedger | None = None,
         run_id: str = "",
+        remember: int | None = None,
     ) -> None:
         """``home``, ``ledger``, ``run_id``: query vectors are stored under ``home`` (a re-run pays nothing and loads no
-        local model for queries it has seen) and each paid request gets a ledger row."""
+        local model for queries it has seen) and each paid request gets a ledger row. ``remember``: for a long-lived
+        process (a service), the most query vectors kept in memory, and a local model's are not stored (embedding one
+        costs milliseconds once loaded; a stored part per query costs more); None: all kept, all stored."""
         if server_rrf and not index.ranker.server_fusion:
             raise InvalidInput(f"server-side RRF needs an index on the Elasticsearch backend (this one is {index.config.get('backend')})")
         self.index = index
         self.spec = EmbedderSpec.from_dict(index.config["embedder"])
         self.embedder = make_embedder(self.spec, ledger, run_id, models_dir=models_dir())
         self._home = home
-        self._query_store = queries_cache(home) if home is not None else None
+        stored = home is not None and (remember is None or self.spec.provider != Provider.LOCAL)
+        self._query_store = queries_cache(home) if stored and home is not None else None
         self._query_vectors: dict[str, np.ndarray] = {}
+        self._remember = remember
         self.candidates = candidates
         self.server_rrf = server_rrf
         self._defined_by_row: dict[int, list[str]] = {}
@@ -183,12 +190,28 @@ class Searcher:
         unique = [query for query in dict.fromkeys(queries) if query not in self._query_vectors]
         if unique:
             self._query_vectors.update(zip(unique, self._embed_queries(unique)))
+            self._forget_oldest(keep=queries)
 
     def query_vector(self, query: str) -> np.ndarray:
         """The query's vector; each query is embedded once per searcher (and once ever with a paid embedder)."""
         if query not in self._query_vectors:
             self._query_vectors[query] = self._embed_queries([query])[0]
+            self._forget_oldest(keep=[query])
         return self._query_vectors[query]
+
+    def _forget_oldest(self, keep: list[str]) -> None:
+        """Past ``remember`` vectors, drop the oldest (never one of ``keep``, about to be searched)."""
+        if self._remember is None:
+            return
+        excess, kept = len(self._query_vectors) - max(self._remember, len(keep)), set(keep)
+        oldest: list[str] = []
+        for query in self._query_vectors:  # in the order they were added
+            if len(oldest) >= excess:
+                break
+            if query not in kept:
+                oldest.append(query)
+        for query in oldest:
+            del self._query_vectors[query]
 
     def _embed_queries(self, queries: list[str]) -> np.ndarray:
         if self._query_store is None:

@@ -1,5 +1,5 @@
 """Each command imports only what it uses: ``search``, ``list``, ``--help``, ``--plan``, ``server status`` and every
-refusal of bad input never import Prefect, and ``--help`` imports none of the pipeline.
+refusal of bad input never import Prefect, and ``--help`` imports none of the pipeline (nor the services' mcp, FastAPI, uvicorn).
 
 Each command runs in a fresh interpreter (imports are per process) that writes the modules it loaded when it exits.
 """
@@ -31,7 +31,7 @@ PIPELINE = ("prefect", "torch", "transformers", "sentence_transformers", "onnxru
             "pandas", "scipy", "bm25s", "faiss", "anthropic", "voyageai", "cohere", "elasticsearch",
             "ctxrag.flows.index", "ctxrag.flows.evaluate", "ctxrag.tasks.stages", "ctxrag.tasks.embedding.embed",
             "ctxrag.tasks.retrieval", "ctxrag.storage.index_store", "ctxrag.storage.artifacts", "ctxrag.storage.backends",
-            "ctxrag.runs", "ctxrag.api")
+            "ctxrag.runs", "ctxrag.api", "mcp", "fastapi", "uvicorn", "ctxrag.services")
 
 
 def loaded_modules(home: Path, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -89,11 +89,12 @@ def test_a_local_search_of_a_seen_query_imports_no_table_library_no_keyword_buil
     assert new.returncode == seen.returncode == 0, new.stderr + seen.stderr
     assert not {"bm25s", "scipy", "pandas"} & modules_of_new
     heavy = {"pandas", "bm25s", "scipy", "tenacity", "voyageai", "ctxrag.prefect_commands.local_server",
-             "ctxrag.storage.ledger", "ctxrag.tasks.load"} & modules
+             "ctxrag.storage.ledger", "ctxrag.tasks.load", "mcp", "fastapi", "uvicorn", "ctxrag.services"} & modules
     assert not heavy, f"ctxrag search of a seen query imported {sorted(heavy)}"
 
 
-@pytest.mark.parametrize("args", [["--help"], ["index", "--help"], ["evaluate", "--help"], ["server", "--help"], ["trigger", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["index", "--help"], ["evaluate", "--help"], ["server", "--help"], ["trigger", "--help"],
+                                  ["mcp", "--help"], ["serve-search", "--help"]])
 def test_help_imports_none_of_the_pipeline(home: Path, tmp_path: Path, args: list[str]) -> None:
     result, modules = loaded_modules(home, tmp_path, *args)
     assert result.returncode == 0, result.stderr

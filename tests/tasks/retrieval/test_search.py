@@ -269,6 +269,28 @@ def test_local_query_vectors_are_stored_so_a_later_searcher_loads_no_model(tmp_p
     assert calls[1:] == [["new?"]]  # only the unseen query was embedded
 
 
+def test_a_long_lived_searcher_keeps_the_latest_local_query_vectors_in_memory_only(tmp_path, monkeypatch) -> None:
+    import ctxrag.tasks.retrieval.search
+
+    calls: list[list[str]] = []
+
+    class CountingEmbedder:
+        def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
+            calls.append(texts)
+            return np.array([[0.0, 1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
+
+    monkeypatch.setattr(ctxrag.tasks.retrieval.search, "make_embedder", lambda spec, ledger, run_id, models_dir=None: CountingEmbedder())
+    searcher = Searcher(stored_index(TEXTS), home=tmp_path, remember=2)
+    for query in ["a?", "b?", "c?"]:
+        assert searcher.rank_vector(query, 1) == [(1, 1.0)]
+    assert list(searcher._query_vectors) == ["b?", "c?"]  # the oldest forgotten
+    searcher.prefetch(["d?", "e?", "f?"])  # a batch larger than the bound is kept whole until searched
+    assert list(searcher._query_vectors) == ["d?", "e?", "f?"]
+    searcher.rank_vector("a?", 1)
+    assert calls == [["a?"], ["b?"], ["c?"], ["d?", "e?", "f?"], ["a?"]]  # a forgotten query is embedded again
+    assert not list(tmp_path.rglob("*.parquet"))  # and none was stored for later processes
+
+
 # --- document evidence (hybrid-doc) -------------------------------------------------------------------------------
 
 def test_search_hybrid_doc_uses_the_chunks_documents() -> None:

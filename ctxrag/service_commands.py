@@ -1,0 +1,60 @@
+"""``ctxrag mcp`` and ``ctxrag serve-search``: the search services' commands. Their libraries (``mcp``, FastAPI,
+uvicorn) are imported only when a service starts, so ``ctxrag --help`` and ``ctxrag search`` stay fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ctxrag.errors import user_errors
+from ctxrag.storage.environment import ctxrag_home
+from ctxrag.tasks.options import DEFAULT_NAME
+
+DEFAULT_PORT = 8750
+
+
+def mcp(
+    name: str = typer.Option(DEFAULT_NAME, "--name", help="The index the search tool uses when the caller names none (warmed at start)."),
+) -> None:
+    """Serve search as a Model Context Protocol server on stdin/stdout (for Claude Code, Claude Desktop, other agents)."""
+    with user_errors():
+        from ctxrag.storage.names import validate_name
+
+        validate_name(name)
+    from ctxrag.services.mcp_server import serve_stdio
+    from ctxrag.services.warm import WarmIndexes
+
+    serve_stdio(WarmIndexes(ctxrag_home()), name)
+
+
+def serve_search(
+    name: str = typer.Option(DEFAULT_NAME, "--name", help="The index /search uses when the request names none (warmed at start)."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on; any but a loopback one needs a token."),
+    port: int = typer.Option(DEFAULT_PORT, min=1, max=65535, help="Port to listen on."),
+    token_file: Optional[Path] = typer.Option(
+        None, "--token-file", help="Require the bearer token in this file (generated there, mode 600, if it does not exist); or set CTXRAG_SEARCH_TOKEN.",
+    ),
+) -> None:
+    """Serve search over HTTP: POST /search, GET /indexes, the OpenAPI schema at /openapi.json; JSON hits."""
+    from ctxrag.services.token import service_token
+
+    with user_errors():
+        from ctxrag.storage.names import validate_name
+
+        validate_name(name)
+        token, origin = service_token(host, token_file)
+    from ctxrag.services.http_server import serve_http
+    from ctxrag.services.warm import WarmIndexes
+    from ctxrag.tasks.common.display import console
+
+    where = f"[{host}]" if ":" in host else host
+    console(stderr=True).print(f"serving search on http://{where}:{port} (token: {origin}); Ctrl-C stops", highlight=False, markup=False)
+    serve_http(WarmIndexes(ctxrag_home()), name, token, host, port)
+
+
+def register(app: typer.Typer) -> None:
+    """Add mcp and serve-search to the ``ctxrag`` command."""
+    app.command("mcp")(mcp)
+    app.command("serve-search")(serve_search)

@@ -1,0 +1,137 @@
+"""Indexes kept open for a service's many searches, each reopened when a newer version goes live.
+
+Every request first reads the index's live pointer and the mtime of its tuning file (a ~100-byte read and a stat:
+tens of microseconds); when either changed since the index was opened (``ctxrag index`` promoted a version,
+``ctxrag tune`` chose a strategy, the index was deleted), the open ``Index`` is replaced before the search runs. So a
+service never needs a restart to see what a later run published. Searches run one at a time (an ``Index`` is not
+shared between threads): both doors call from worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctxrag.services.requests import HitFilter, SearchRequest, ServiceError
+from ctxrag.storage.errors import UserError
+
+if TYPE_CHECKING:
+    from ctxrag.api import Index
+    from ctxrag.hits import Hit
+
+log = logging.getLogger("ctxrag.services")
+FILTER_DEPTHS = (4, 16, 64)  # a filtered search draws k times these many candidates, deeper until k are kept
+Key = tuple[str, int | None]  # (live version, tuning.json's mtime in ns)
+
+
+class WarmIndexes:
+    """The indexes of one home, opened on first use and kept open; ``search`` and ``listing`` are what both doors
+    serve."""
+
+    def __init__(self, home: Path) -> None:
+        from ctxrag.storage.index_store import IndexStore
+
+        self.home = home
+        self._store = IndexStore(home)
+        self._open: dict[str, tuple[Key, Index]] = {}
+        self._lock = threading.Lock()
+        self.reopened = 0  # how many times a newer version replaced an open one (tests, logs)
+
+    def search(self, request: SearchRequest) -> dict[str, Any]:
+        """``request``'s hits as JSON-ready dicts, with the index's name, version and the strategy used; any
+        problem is a ``ServiceError``."""
+        keep = request.check()
+        try:
+            with self._lock:
+                index = self._current(request.index)
+                strategy = request.strategy or index.strategy
+                try:
+                    hits = _search(index, request, strategy, keep)
+                except FileNotFoundError:  # a version pruned between the check and the read: reopen once and retry
+                    index = self._current(request.index, force=True)
+                    hits = _search(index, request, strategy, keep)
+                return {"index": request.index, "version": index.version, "strategy": strategy, "hits": [hit_json(hit) for hit in hits]}
+        except UserError as error:
+            raise ServiceError.of(error) from None
+        except ServiceError:
+            raise
+        except Exception:
+            log.exception("search of index %r failed", request.index)
+            raise ServiceError("internal", "the search failed inside ctxrag (a bug); the service's log has the traceback") from None
+
+    def warm(self, name: str) -> bool:
+        """Open index ``name`` and run one search, so the first caller's does not load the model; False when the
+        index cannot be opened (the reason is logged)."""
+        try:
+            self.search(SearchRequest("warm up the index", name, k=1))
+        except ServiceError as error:
+            log.warning("index %r not warmed: %s", name, error.message)
+            return False
+        return True
+
+    def listing(self) -> list[dict[str, Any]]:
+        """The home's indexes, as ``ctxrag list`` reads them."""
+        from ctxrag.listing import index_listing
+
+        try:
+            return index_listing(self.home)
+        except UserError as error:
+            raise ServiceError.of(error) from None
+
+    def _current(self, name: str, force: bool = False) -> Index:
+        """The open index ``name`` at its live version (opened or reopened here)."""
+        import ctxrag
+
+        key = self._key(name)
+        if key is None:
+            self._open.pop(name, None)
+            self._store.open(name)  # raises UnknownIndexError, naming the indexes there are
+        opened = self._open.get(name)
+        if opened is None or opened[0] != key or force:
+            if opened is not None:
+                self.reopened += 1
+                log.warning("index %r: version %s is live; reopening", name, key[0] if key else None)
+            self._open[name] = (key, ctxrag.open(name, long_lived=True))  # type: ignore[assignment]
+        return self._open[name][1]
+
+    def _key(self, name: str) -> Key | None:
+        version = self._store.live_version(name)
+        if version is None:
+            return None
+        try:
+            tuned: int | None = (version.parent.parent / "tuning.json").stat().st_mtime_ns
+        except FileNotFoundError:
+            tuned = None
+        return version.name, tuned
+
+
+def _search(index: Index, request: SearchRequest, strategy: str, keep: HitFilter | None) -> list[Hit]:
+    """The top ``request.k`` hits, only those ``keep`` keeps: candidates drawn deeper until k are kept or the index
+    has no more."""
+    if keep is None:
+        return index.search(request.query, k=request.k, strategy=strategy)
+    kept: list[Hit] = []
+    for depth in (request.k * factor for factor in FILTER_DEPTHS):
+        found = index.search(request.query, k=depth, strategy=strategy)
+        kept = [hit for hit in found if keep.keeps(hit)]
+        if len(kept) >= request.k or len(found) < depth:
+            break
+    return [_ranked(hit, rank) for rank, hit in enumerate(kept[: request.k], start=1)]
+
+
+def _ranked(hit: Hit, rank: int) -> Hit:
+    import dataclasses
+
+    return dataclasses.replace(hit, rank=rank)
+
+
+def hit_json(hit: Hit) -> dict[str, Any]:
+    """A hit as both services return it: where it is (``source``, ``location``, ``lines``, ``language``), how it
+    ranked (``rank``, ``score``, ``found_by``) and its ``text`` (with the ``context`` the index gave it)."""
+    return {
+        "rank": hit.rank, "source": hit.source, "location": str(hit.location), "lines": list(hit.location.lines) if hit.location.lines else None,
+        "heading": hit.location.heading, "definitions": list(hit.location.definitions), "language": hit.language,
+        "score": round(hit.score, 6), "found_by": hit.found_by, "chunk_id": hit.chunk_id, "text": hit.content, "context": hit.context,
+    }

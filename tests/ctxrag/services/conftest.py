@@ -1,0 +1,48 @@
+"""The services' tests: the sample corpus indexed once (read-only for the tests that share it), and a copy of it
+indexed in a home of its own for a test that publishes a new version while a service runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import ctxrag
+from tests.helpers import SAMPLE_CORPUS
+
+CTXRAG = [sys.executable, "-c", "from ctxrag.cli import main; main()"]  # the command, run from this checkout
+
+
+@pytest.fixture(scope="package")
+def sample_home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
+    home = tmp_path_factory.mktemp("services") / "home"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CTXRAG_HOME", str(home))
+        assert ctxrag.index(SAMPLE_CORPUS, name="sample").status == "published"
+    return home
+
+
+@pytest.fixture
+def changing_home(tmp_path: Path, prefect_harness) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    """(home, corpus): a copy of the sample corpus indexed as "sample" in a home of its own, for a test to change."""
+    corpus, home = tmp_path / "corpus", tmp_path / "home"
+    shutil.copytree(SAMPLE_CORPUS, corpus)
+    publish(corpus, home)
+    return home, corpus
+
+
+def publish(corpus: Path, home: Path) -> str:
+    """Index ``corpus`` as "sample" in ``home`` (in this process); the version made live."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CTXRAG_HOME", str(home))
+        report = ctxrag.index(corpus, name="sample", contextualizer="none")
+    assert report.status == "published", report
+    return report.version
+
+
+def service_env(home: Path) -> dict[str, str]:
+    """This process's environment with CTXRAG_HOME = ``home``: what a service subprocess runs with."""
+    return {**os.environ, "CTXRAG_HOME": str(home)}

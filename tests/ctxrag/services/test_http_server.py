@@ -1,0 +1,126 @@
+"""``ctxrag serve-search`` as a program sees it: a real subprocess on a free port, asked over HTTP with httpx."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.ctxrag.services.conftest import CTXRAG, publish, service_env
+from tests.ctxrag.services.test_mcp_server import BAD_INPUT
+
+pytestmark = pytest.mark.slow
+GOOD = {"query": "retry backoff delay", "k": 2}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def serving(home: Path, *options: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``ctxrag serve-search --name sample OPTIONS`` on a free port of 127.0.0.1, up; its base URL. Stopped after."""
+    port = free_port()
+    process = subprocess.Popen([*CTXRAG, "serve-search", "--name", "sample", "--port", str(port), *options],
+                               env=env or service_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, f"serve-search ended: {process.stderr.read() if process.stderr else ''}"
+            try:
+                if httpx.get(f"{url}/health", timeout=2, headers=_auth(env)).status_code in (200, 401):
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve-search did not answer in 120 s"
+            time.sleep(0.3)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _auth(env: dict[str, str] | None) -> dict[str, str]:
+    token = (env or {}).get("CTXRAG_SEARCH_TOKEN")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def test_search_returns_json_hits_with_filters_and_the_schema_and_index_list(sample_home: Path) -> None:
+    with serving(sample_home) as url:
+        found = httpx.post(f"{url}/search", json={**GOOD, "k": 3}).json()
+        assert found["index"] == "sample" and [hit["rank"] for hit in found["hits"]] == [1, 2, 3]
+        assert {"source", "location", "language", "score", "text"} <= set(found["hits"][0])
+        python = httpx.post(f"{url}/search", json={**GOOD, "k": 5, "language": "python"}).json()
+        assert python["hits"] and {hit["language"] for hit in python["hits"]} == {"python"}
+        tests = httpx.post(f"{url}/search", json={**GOOD, "k": 5, "path": "*.py"}).json()
+        assert tests["hits"] and all(hit["source"].endswith(".py") for hit in tests["hits"])
+        schema = httpx.get(f"{url}/openapi.json").json()
+        assert {"/search", "/indexes"} <= set(schema["paths"]) and "SearchBody" in schema["components"]["schemas"]
+        assert [entry["name"] for entry in httpx.get(f"{url}/indexes").json()["indexes"]] == ["sample"]
+
+
+def test_each_bad_input_is_a_4xx_json_error_and_the_service_answers_after_it(sample_home: Path) -> None:
+    bodies = [(arguments, says) for arguments, says in BAD_INPUT]
+    with serving(sample_home) as url:
+        for arguments, says in bodies:
+            answer = httpx.post(f"{url}/search", json=arguments)
+            assert 400 <= answer.status_code < 500 and says in answer.json()["error"]["message"], (arguments, answer.text)
+            assert len(httpx.post(f"{url}/search", json=GOOD).json()["hits"]) == 2, f"no answer after {arguments}"
+        assert httpx.post(f"{url}/search", json={"query": "retry", "index": "no-such-index"}).status_code == 404
+        for raw in (b"not json", b"[1, 2]", b'{"query": "x", "k": 1.5}'):
+            answer = httpx.post(f"{url}/search", content=raw, headers={"content-type": "application/json"})
+            assert answer.status_code == 422 and answer.json()["error"]["kind"] == "invalid_request", answer.text
+        huge = httpx.post(f"{url}/search", json={"query": "x" * 100_000})
+        assert huge.status_code == 413 and huge.json()["error"]["kind"] == "too_large"
+        assert len(httpx.post(f"{url}/search", json=GOOD).json()["hits"]) == 2
+
+
+def test_a_promoted_version_is_searched_without_a_restart(changing_home: tuple[Path, Path]) -> None:
+    home, corpus = changing_home
+    word = "zanzibarquux"
+    with serving(home) as url:
+        before = httpx.post(f"{url}/search", json={"query": word, "k": 1, "strategy": "bm25"}).json()
+        (corpus / "README.md").write_text((corpus / "README.md").read_text() + f"\n\n## Islands\n\nThe {word} queue.\n")
+        version = publish(corpus, home)
+        after = httpx.post(f"{url}/search", json={"query": word, "k": 1, "strategy": "bm25"}).json()
+    assert after["version"] == version != before["version"]
+    assert word in after["hits"][0]["text"] and after["hits"][0]["source"] == "README.md"
+
+
+def test_a_token_is_required_on_every_path_when_one_is_set(sample_home: Path) -> None:
+    env = {**service_env(sample_home), "CTXRAG_SEARCH_TOKEN": "a-test-token-of-some-length"}
+    with serving(sample_home, env=env) as url:
+        for headers in ({}, {"Authorization": "Bearer wrong-token-of-some-length"}, {"Authorization": "Basic a-test-token-of-some-length"}):
+            refused = httpx.post(f"{url}/search", json=GOOD, headers=headers)
+            assert refused.status_code == 401 and refused.json()["error"]["kind"] == "unauthorized"
+            assert httpx.get(f"{url}/openapi.json", headers=headers).status_code == 401
+        assert len(httpx.post(f"{url}/search", json=GOOD, headers=_auth(env)).json()["hits"]) == 2
+
+
+def test_a_non_loopback_address_without_a_token_is_refused_and_a_token_file_is_made_private(sample_home: Path, tmp_path: Path) -> None:
+    env = service_env(sample_home)
+    env.pop("CTXRAG_SEARCH_TOKEN", None)
+    refused = subprocess.run([*CTXRAG, "serve-search", "--host", "0.0.0.0", "--port", str(free_port())], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "a token is required" in refused.stderr
+    token_file = tmp_path / "token"
+    with serving(sample_home, "--token-file", str(token_file)) as url:
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text().strip()
+        assert httpx.post(f"{url}/search", json=GOOD).status_code == 401
+        assert httpx.post(f"{url}/search", json=GOOD, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    os.chmod(token_file, 0o644)
+    shared = subprocess.run([*CTXRAG, "serve-search", "--token-file", str(token_file), "--port", str(free_port())], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert shared.returncode == 2 and "can be read by others" in shared.stderr and token not in shared.stderr
