@@ -70,7 +70,8 @@ def load(args: argparse.Namespace) -> tuple[list[sets_.SetSpec], list[sets_.SetD
     loaded, seconds = [], {}
     for spec in specs:
         started = time.perf_counter()
-        loaded.append(sets_.load_set(args.home, spec, rebuild=args.rebuild, context_tokens=args.context_tokens))
+        loaded.append(sets_.load_set(args.home, spec, rebuild=args.rebuild, context_tokens=args.context_tokens,
+                                     embedding_model=args.embedding_model))
         seconds[spec.name] = time.perf_counter() - started
         print(f"{spec.name}: {len(loaded[-1].texts)} questions, {seconds[spec.name]:.0f} s", file=sys.stderr, flush=True)
     return specs, loaded, skipped, seconds
@@ -233,6 +234,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--context-tokens", type=int, default=sets_.corpora.EmbeddingOptions().context_tokens,
                         help="ctxrag index --context-tokens for every corpus (default: the product's)")
+    parser.add_argument("--embedding-model", default=None, help="ctxrag index --embedding-model for every corpus: a model folder or id "
+                        "(default: the product's)")
     args = parser.parse_args()
     started = time.perf_counter()
     args.home = (args.home or Path(tempfile.mkdtemp(prefix="ctxrag-suite-"))).resolve()
@@ -244,7 +247,7 @@ def main() -> None:
         result["product check"] = product_check(args.home, specs, data)
     result["seconds"] = {"sets": seconds, **result["seconds"], "total": time.perf_counter() - started}
     meta = {**machine_meta(), "skipped": skipped, "seconds": result["seconds"], "indexing": sets_.corpora.indexing_seconds(args.home),
-            "embedder": sets_.corpora.embedder(args.context_tokens)}
+            "embedder": sets_.corpora.embedder(args.context_tokens, args.embedding_model)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "suite.json").write_text(relative(json.dumps({**result, "meta": meta}, indent=1)) + "\n")
     write_report(args.out / "suite.md", relative(render(result, meta)))

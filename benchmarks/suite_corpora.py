@@ -162,23 +162,26 @@ def readmes() -> Corpus:
     return Corpus("readmes", "readmes", "READMEs of the installed distributions (suite_questions)", prepare)
 
 
-def embedder(context_tokens: int) -> dict:
-    """The embedder ``ctxrag index --context-tokens N`` makes on offline defaults (manifest form; CTXRAG_EMBED_PRECISION's)."""
+def embedder(context_tokens: int, model: str | None = None) -> dict:
+    """The embedder ``ctxrag index --context-tokens N [--embedding-model MODEL]`` makes on offline defaults (manifest
+    form; CTXRAG_EMBED_PRECISION's for the packaged model)."""
     forced = os.environ.get("CTXRAG_EMBED_PRECISION", "").strip().lower()
-    return EmbeddingOptions(context_tokens=context_tokens).spec().to_dict() | ({"precision": forced} if forced not in ("", "auto") else {})
+    spec = EmbeddingOptions(context_tokens=context_tokens, embedding_model=model).spec().to_dict()
+    return spec | ({"precision": forced} if forced not in ("", "auto") and not model else {})
 
 
-def ensure_index(home: Path, corpus: Corpus, context_tokens: int = EmbeddingOptions().context_tokens) -> None:
+def ensure_index(home: Path, corpus: Corpus, context_tokens: int = EmbeddingOptions().context_tokens, model: str | None = None) -> None:
     """Make the corpus's index in ``home`` with ``ctxrag index`` on offline defaults (``--context-tokens`` as asked)
     unless its live version was built with that embedder (a new version, another precision too: its rankings are made again)."""
     store = IndexStore(home)
     live = store.manifest(corpus.index) if store.live_version(corpus.index) is not None else None
-    if live and {**(built := live["config"]["embedder"]), **(wanted := embedder(context_tokens))} == built and built.keys() - {"precision"} == wanted.keys() - {"precision"}:
+    if live and {**(built := live["config"]["embedder"]), **(wanted := embedder(context_tokens, model))} == built and built.keys() - {"precision"} == wanted.keys() - {"precision"}:
         return
     source = corpus.prepare(home)
     print(f"indexing {corpus.label} as {corpus.index!r} (context cut to {context_tokens or 'all'} word pieces) ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    run_ctxrag(["index", str(source), "--name", corpus.index, "--context-tokens", str(context_tokens), "--json"],
+    run_ctxrag(["index", str(source), "--name", corpus.index, "--context-tokens", str(context_tokens), "--json",
+                *(["--embedding-model", model] if model else [])],
                private_env(home, CTXRAG_PREFECT_SERVER="temporary"))
     # How long the command took (the report's cold-start cost; a re-embedded index gets the re-index's).
     path = home / "suite" / "indexing.json"

@@ -273,10 +273,11 @@ def cache_key(spec: SetSpec, home: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: int = corpora.EmbeddingOptions().context_tokens) -> SetData:
+def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: int = corpora.EmbeddingOptions().context_tokens,
+             embedding_model: str | None = None) -> SetData:
     """The set's cached rankings (made first if missing, stale or asked to), on the corpus's index as
     ``ctxrag index --context-tokens`` makes it (``corpora.ensure_index``: indexed again if its embedder differs)."""
-    corpora.ensure_index(home, spec.corpus, context_tokens)
+    corpora.ensure_index(home, spec.corpus, context_tokens, embedding_model)
     npz, meta_path = cache_paths(home, spec.name)
     current = json.loads(meta_path.read_text()) if meta_path.exists() and not rebuild else None
     if current is None or current.get("key") != cache_key(spec, home):

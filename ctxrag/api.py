@@ -80,7 +80,7 @@ class Index:
     ) -> list[Hit]:
         """The top ``k`` chunks for ``query`` by ``strategy`` (None: the index's, ``self.strategy``; a name such as
         ``hybrid`` or one with parameters, ``hybrid-score(vector_weight=0.3)``), reordered by a reranker if one is
-        named (cohere, claude, local:PATH)."""
+        named (cohere, claude, local:MODEL; default: CTXRAG_RERANK, else none)."""
         return self._search_all([query], k, strategy, rerank, rerank_model)[0]
 
     @keeps_host_state
@@ -135,7 +135,9 @@ def _ledger_of(home: Path) -> Callable[[list[LedgerRow]], None]:
 
 
 def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
-    """The reranker named (None for ``none``); an unknown one, or one whose key is not set, is a ``UserError``."""
+    """The reranker named (None for ``none``; "" is the one ``CTXRAG_RERANK`` configures, else none); an unknown one,
+    one whose key is not set, or a local model that is not a cross-encoder is a ``UserError``."""
+    rerank = rerank or configured_reranker()
     if rerank in {"", "none"}:
         return None  # without importing the rerankers (and their ledger)
     from ctxrag.storage.secrets import MissingKey
@@ -144,7 +146,16 @@ def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
     spec = RerankSpec.from_str(rerank, model)
     if spec and (variable := spec.missing_key()):
         raise MissingKey(f"rerank {rerank} needs {variable}")
+    if spec and spec.provider == "local":
+        from ctxrag.tasks.embedding.model_sources import resolve_model
+
+        resolve_model(spec.path, want="cross-encoder")  # a missing or wrong model fails before the index is read
     return spec
+
+
+def configured_reranker() -> str:
+    """The reranker every search uses unless it names one: ``CTXRAG_RERANK`` (e.g. ``local:/models/ms-marco``), else none."""
+    return os.environ.get("CTXRAG_RERANK", "").strip()
 
 
 @keeps_host_state

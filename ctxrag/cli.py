@@ -15,7 +15,7 @@ from ctxrag.inspect_command import inspect
 from ctxrag.prefect_commands import register as register_prefect_commands
 from ctxrag.service_commands import register as register_service_commands
 from ctxrag.errors import fail, user_errors
-from ctxrag.storage.environment import apply_offline_defaults, ctxrag_home
+from ctxrag.storage.environment import apply_offline_defaults, apply_private_umask, ctxrag_home
 from ctxrag.tasks.common.display import console, figure
 
 app = typer.Typer(
@@ -113,7 +113,7 @@ def search(
     name: str = NameOption,
     strategy: Optional[str] = typer.Option(SEARCH.strategy, help=STRATEGY_HELP),
     k: int = typer.Option(SEARCH.k, "-k", "--k", min=1),
-    rerank: str = typer.Option(SEARCH.rerank, help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:PATH or none."),
+    rerank: str = typer.Option(SEARCH.rerank, help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:MODEL (a cross-encoder's folder or Hugging Face id) or none (default: $CTXRAG_RERANK, else none)."),
     rerank_model: str = typer.Option(SEARCH.rerank_model, help="Reranker model (cohere: rerank-english-v3.0; claude: claude-haiku-4-5)."),
     server_rrf: bool = typer.Option(SEARCH.server_rrf, "--server-rrf", help="Elasticsearch backend: fuse hybrid with the cluster's rrf retriever."),
     as_json: bool = typer.Option(False, "--json"),
@@ -140,7 +140,7 @@ def evaluate(
     name: str = NameOption,
     k: Optional[list[str]] = typer.Option(None, "--k", help="Cut-offs, e.g. --k 5,10,20 (default: 5,10,20 for JSONL, 3 for docs)."),
     strategy: Optional[list[str]] = typer.Option(None, "--strategy", help="Repeatable, as search's --strategy; default: every strategy, and the index's tuned one."),
-    rerank: str = typer.Option(EVALUATE.rerank, help="Add <strategy>+rerank-<provider> rows: cohere, claude, local:PATH."),
+    rerank: str = typer.Option(EVALUATE.rerank, help="Add <strategy>+rerank-<provider> rows: cohere, claude, local:MODEL (a cross-encoder folder or id)."),
     rerank_model: str = typer.Option(EVALUATE.rerank_model, help="Reranker model."),
     end_to_end: bool = typer.Option(EVALUATE.end_to_end, "--end-to-end", help="Add accuracy: Claude answers, a Claude judge grades."),
     answer_model: str = typer.Option(EVALUATE.answer_model, help="--end-to-end: the answering model."),
@@ -277,9 +277,10 @@ def _size(count: int) -> str:
 
 
 def main() -> None:
-    """The ``ctxrag`` command: its process defaults (telemetry off, offline; ``apply_offline_defaults``) are set here,
-    for this process only, before Prefect or a model is imported."""
+    """The ``ctxrag`` command: its process defaults (telemetry off, offline; ``apply_offline_defaults``; umask 077,
+    ``apply_private_umask``) are set here, for this process only, before Prefect or a model is imported."""
     apply_offline_defaults()
+    apply_private_umask()
     app()
 
 

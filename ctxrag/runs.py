@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ctxrag.tasks.options import EvaluateOptions, IndexOptions
+from ctxrag.tasks.stages.input_checks import check_index_input  # noqa: F401  (the command's and the API's)
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.errors import user_message
 
@@ -82,32 +83,6 @@ def heartbeats_as_configured() -> Iterator[None]:
         return
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         yield
-
-
-def check_index_input(source: str, name: str, options: IndexOptions) -> None:
-    """What ``index`` can check without Prefect: the name, the choices, the ``--include``/``--exclude`` patterns, and
-    the source (a JSON corpus is read and validated in full, which takes well under a second; a folder must exist).
-    The cheap checks come first: a mistyped name or path is refused before the loaders are imported."""
-    from ctxrag.storage.names import validate_name
-    from ctxrag.tasks.common.models import CorpusError
-
-    validate_name(name)
-    if not Path(source).exists():
-        raise CorpusError(f"{source}: no such file or directory")  # as the loader says it
-    from ctxrag.storage.backends import backend_for
-    from ctxrag.tasks.context.offline import ContextualizerKind
-    from ctxrag.tasks.common.memory import release_freed_memory
-    from ctxrag.tasks.load import load_source
-    from ctxrag.tasks.load.directory import filter_spec
-
-    options.embedding.spec()
-    backend_for(options.backend)
-    ContextualizerKind.from_str(options.contextualizer)
-    filter_spec(options.files.include, "--include")  # a pattern pathspec cannot compile is named here, not after Prefect started
-    filter_spec(options.files.exclude, "--exclude")
-    if not Path(source).is_dir():
-        load_source(source)  # reads a JSON corpus in full; for a missing path, names what is missing, as the flow would
-        release_freed_memory()  # that corpus's pages go back to the OS before the flow reads it again
 
 
 def run_index(source: str, name: str, options: IndexOptions, server: ServerMode | None = None) -> dict[str, Any]:

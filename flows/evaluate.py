@@ -7,6 +7,7 @@ from prefect import flow
 
 from ctxrag.storage.names import DEFAULT_NAME
 from ctxrag.tasks.options import EvaluateOptions
+from ctxrag.tasks.stages.input_checks import check_deployment_run
 from ctxrag.tasks.runners import run_name
 from ctxrag.tasks.stages.scoring import Scoring, load_evaluation_set, report_evaluation, run_evaluation
 
@@ -16,10 +17,12 @@ def evaluate_index(evalset: str, name: str = DEFAULT_NAME, options: EvaluateOpti
     """Score every strategy (or the given ones) of index NAME on EVALSET; returns metrics and where results went.
     Every strategy includes the one ``ctxrag tune`` chose for the index, when it is not one of the others.
 
-    ``options.rerank`` (cohere, claude, local:PATH) adds ``<strategy>+rerank-<provider>`` rows; ``end_to_end`` adds
+    ``options.rerank`` (cohere, claude, local:MODEL) adds ``<strategy>+rerank-<provider>`` rows; ``end_to_end`` adds
     ``accuracy`` (Claude answers, a Claude judge grades). Rows or metrics whose key is not configured are listed
     under ``unavailable`` with the variable to set, never computed.
+    A deployment's run naming a path outside the folders it was served for is refused first.
     """
+    check_deployment_run({"evalset": evalset}, home)
     questions = load_evaluation_set(evalset)
     scoring = Scoring.plan(name, options, home, questions)
     result = run_evaluation(scoring, questions)

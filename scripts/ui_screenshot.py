@@ -18,16 +18,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.equipment.browser import browser_missing, page_text  # noqa: E402
-from tests.equipment.local_server import ctxrag_as_user, recorded_server, stopped_afterwards  # noqa: E402
+from tests.equipment.local_server import ctxrag_as_user, home_auth, recorded_server, stopped_afterwards  # noqa: E402
 
 
-def latest_index_run(api_url: str) -> tuple[str, str]:
+def latest_index_run(api_url: str, auth_string: str) -> tuple[str, str]:
     """(id, name) of the newest completed ctxrag-index flow run on the server."""
     from prefect.client.orchestration import SyncPrefectClient
     from prefect.client.schemas.filters import FlowFilter, FlowFilterName
     from prefect.client.schemas.sorting import FlowRunSort
 
-    with SyncPrefectClient(api_url) as client:
+    with SyncPrefectClient(api_url, auth_string=auth_string) as client:
         runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["ctxrag-index"])), sort=FlowRunSort.START_TIME_DESC)
     completed = [run for run in runs if run.state is not None and run.state.is_completed()]
     if not completed:
@@ -52,12 +52,13 @@ def main() -> int:
             print(run.stderr[-3000:], file=sys.stderr)
             return 1
         api_url = recorded_server(prefect_home)["api_url"]
-        run_id, run_name = latest_index_run(api_url)
+        auth = home_auth(prefect_home)  # what the UI's login takes
+        run_id, run_name = latest_index_run(api_url, auth)
         page = f"/runs/flow-run/{run_id}" if args.page == "run" else f"/artifacts/key/ctxrag-index-{args.name}".replace("_", "-")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.unlink(missing_ok=True)
         ui_url = api_url.removesuffix("/api")
-        text = page_text(f"{ui_url}{page}", run_name, wait_seconds=args.wait_seconds, screenshot=args.out.resolve(),
+        text = page_text(f"{ui_url}{page}", run_name, wait_seconds=args.wait_seconds, screenshot=args.out.resolve(), auth_string=auth,
                          settle_seconds=5.0)
         if run_name not in text:
             print(f"the page did not show {run_name!r} within {args.wait_seconds:.0f} s (screenshot kept): {text[:1000]}", file=sys.stderr)

@@ -31,9 +31,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ctxrag.storage.errors import UserError
+from ctxrag.storage.environment import PRIVATE_FILE, private_dirs
 
 KEY = "key"
 _TAIL_BLOCK = 1 << 16
+FOLD_PARTS = 16  # a table folding its journal into parts rewrites them all into one from this many
+QUERY_FOLD_BYTES = 1 << 20  # the queries table's journal (~8 KB a local query's vector) becomes a part from 1 MiB
+VECTOR_SCHEMA = pa.schema([("key", pa.string()), ("vector", pa.list_(pa.float32())), ("paid", pa.bool_()), ("created_at", pa.float64())])
 JOURNAL_LOCK_TIMEOUT_S = 600.0  # an append takes milliseconds: a lock held this long is a stuck process, said as one
 
 
@@ -86,7 +90,7 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     """Write ``table`` to ``path`` so that readers see either nothing or the whole file, durably: the file and then its
     folder are fsynced, so once this returns the file survives a power loss (compaction relies on it before it
     truncates the journal)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         pq.write_table(table, temporary)
@@ -95,6 +99,11 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
         _fsync(path.parent)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _private_opener(path: str, flags: int) -> int:
+    """``open``'s opener for a file made 0600 (the ledger's and the stores' journals)."""
+    return os.open(path, flags, PRIVATE_FILE)
 
 
 def _fsync(path: Path) -> None:
@@ -107,20 +116,27 @@ def _fsync(path: Path) -> None:
 
 
 class RowCache:
-    """Rows keyed by the string column ``key``; later parts (and then the journal) win when a key repeats."""
+    """Rows keyed by the string column ``key``; later parts (and then the journal) win when a key repeats.
 
-    def __init__(self, root: Path, table: str, schema: pa.Schema | None = None) -> None:
+    ``fold_bytes``: ``append`` writes rows to the journal (one fsynced line each: no file per call) and folds the
+    journal into a part once it holds this many bytes (all parts into one from ``FOLD_PARTS`` parts); 0: each
+    ``append`` is a part of its own. Readers read the journal before the parts, and a fold writes its part before it
+    empties the journal, so a row being folded is always seen.
+    """
+
+    def __init__(self, root: Path, table: str, schema: pa.Schema | None = None, fold_bytes: int = 0) -> None:
         self.directory = root / "artifacts" / table
         self.journal = self.directory / "journal.jsonl"
         self.schema = schema
+        self.fold_bytes = fold_bytes
 
     def append_rows(self, rows: list[dict]) -> None:
         """Persist rows now, durably, as JSON lines (cheap for one row; safe across threads and processes)."""
         if not rows:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.directory)
         payload = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows).encode("utf-8")
-        with journal_lock(self.journal), open(self.journal, "a+b") as handle:
+        with journal_lock(self.journal), open(self.journal, "a+b", opener=_private_opener) as handle:
             _end_torn_write(handle.fileno())
             handle.write(payload)
             handle.flush()
@@ -159,8 +175,8 @@ class RowCache:
         """The stored rows (only those whose key is in ``keys``, when given), deduplicated by key; None if empty."""
         wanted = None if keys is None else pa.array(sorted(set(keys)), type=pa.string())
         names = None if columns is None else [KEY, *(c for c in columns if c != KEY)]
+        journal = self._journal_table()  # before the parts: a fold writes its part before it empties the journal
         tables = [pq.ParquetFile(part).read(columns=names) for part in self.parts()]
-        journal = self._journal_table()
         if journal is not None:
             tables.append(journal.select(names) if names else journal)
         if not tables:
@@ -173,18 +189,19 @@ class RowCache:
     def stored(self, keys: Iterable[str]) -> set[str]:
         """Which of ``keys`` have a stored row (only the key column is read)."""
         wanted = set(keys)
-        found = {key for part in self.parts() for key in pq.ParquetFile(part).read(columns=[KEY])[KEY].to_pylist() if key in wanted}
-        return found | {row[KEY] for row in self._journal_rows() if row.get(KEY) in wanted}
+        journaled = {row[KEY] for row in self._journal_rows() if row.get(KEY) in wanted}  # first: see ``RowCache``
+        return journaled | {key for part in self.parts() for key in pq.ParquetFile(part).read(columns=[KEY])[KEY].to_pylist() if key in wanted}
 
     def lookup(self, keys: Iterable[str], column: str) -> dict[str, Any]:
         """``column``'s stored value of each of ``keys`` that has a row (later rows win), read as Python values: no
         Arrow array is made from them (see ``vectors``)."""
         wanted = set(keys)
         found: dict[str, Any] = {}
+        journaled = [(row[KEY], row.get(column)) for row in self._journal_rows() if row.get(KEY) in wanted]  # first: see ``RowCache``
         for part in self.parts():
             table = pq.ParquetFile(part).read(columns=[KEY, column])
             found.update((key, value) for key, value in zip(table[KEY].to_pylist(), table[column].to_pylist()) if key in wanted)
-        found.update((row[KEY], row.get(column)) for row in self._journal_rows() if row.get(KEY) in wanted)
+        found.update(journaled)
         return found
 
     def matrix(
@@ -203,6 +220,7 @@ class RowCache:
                 repeats.append((row, first))
         matrix = np.zeros((len(keys), 0), dtype=np.float32)
         found = np.zeros(len(keys), dtype=bool)
+        journaled = [record for record in self._journal_rows() if record.get(KEY) in rows_of]  # first: see ``RowCache``
 
         def fill(rows: list[int], vectors: np.ndarray) -> None:
             nonlocal matrix
@@ -216,9 +234,8 @@ class RowCache:
             hits = [(position, rows_of[key]) for position, key in enumerate(stored.read(columns=[KEY])[KEY].to_pylist()) if key in rows_of]
             if hits:  # a part's vectors are read only if it holds one asked for (a query's: none of 1M documents')
                 fill([row for _, row in hits], _float_matrix(stored.read(columns=[column])[column].combine_chunks(), [position for position, _ in hits]))
-        for record in self._journal_rows():
-            if record.get(KEY) in rows_of:
-                fill([rows_of[record[KEY]]], np.asarray([record[column]], dtype=np.float32))
+        for record in journaled:
+            fill([rows_of[record[KEY]]], np.asarray([record[column]], dtype=np.float32))
         for row, first in repeats:
             matrix[row], found[row] = matrix[first], found[first]
         return matrix, found
@@ -234,7 +251,7 @@ class RowCache:
 
     def replace(self, table: pa.Table) -> None:
         """Make ``table`` the table's whole content (gc)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.directory)
         self._rewrite(lambda _: table)
 
     def _rewrite(
@@ -254,13 +271,35 @@ class RowCache:
                 return
             table = transform(self.read())
             if table is not None and table.num_rows:
-                self.append(table)  # newest part, holding every row, fsynced with its folder before the journal goes
+                self._append_part(table)  # newest part, holding every row, fsynced with its folder before the journal goes
             for part in parts:
                 part.unlink(missing_ok=True)
             os.truncate(self.journal, 0)
 
     def append(self, table: pa.Table) -> None:
-        """Persist new rows as one more part file (atomic)."""
+        """Persist new rows: as one more part file (atomic), or with ``fold_bytes`` as journal lines, folded into a
+        part when the journal has grown to ``fold_bytes``."""
+        if self.fold_bytes and table.num_rows:
+            self.append_rows(table.to_pylist())
+            if self.journal.stat().st_size >= self.fold_bytes:
+                self._fold()
+            return
+        self._append_part(table)
+
+    def _fold(self) -> None:
+        """The journal into a part of its own, or every part and the journal into one from ``FOLD_PARTS`` parts."""
+        with journal_lock(self.journal):
+            if self.journal.stat().st_size < self.fold_bytes:
+                return  # another process folded it meanwhile
+            if len(self.parts()) + 1 >= FOLD_PARTS:
+                self._rewrite(lambda table: table)
+                return
+            rows = self._journal_table()
+            if rows is not None:
+                self._append_part(_last_per_key(rows))  # fsynced before the journal is emptied
+            os.truncate(self.journal, 0)
+
+    def _append_part(self, table: pa.Table) -> None:
         if table.num_rows:
             # Names sort by creation time, so "later parts win" holds when reading in name order.
             name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
@@ -322,6 +361,25 @@ def _last_per_key(table: pa.Table) -> pa.Table:
     return table.take(pa.array(sorted(last.values()), type=pa.int64()))
 
 
+def vector_table(keys: list[str], vectors: np.ndarray, paid: bool, created_at: float) -> pa.Table:
+    """Rows of ``VECTOR_SCHEMA`` made from buffers: ``pa.array`` of any value imports pandas (0.4 s of a new query's
+    ``ctxrag search``)."""
+    rows = len(keys)
+    encoded = [key.encode("utf-8") for key in keys]
+    key_offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum([len(key) for key in encoded], out=key_offsets[1:])
+    width = vectors.shape[1] if rows else 0
+    flat = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1)
+    columns = [
+        pa.StringArray.from_buffers(rows, pa.py_buffer(key_offsets.tobytes()), pa.py_buffer(b"".join(encoded))),
+        pa.ListArray.from_buffers(VECTOR_SCHEMA.field("vector").type, rows, [None, pa.py_buffer(np.arange(0, rows * width + 1, width or 1, dtype=np.int32)[: rows + 1].tobytes())],
+                                  children=[pa.Array.from_buffers(pa.float32(), flat.size, [None, pa.py_buffer(flat.tobytes())])]),
+        pa.Array.from_buffers(pa.bool_(), rows, [None, pa.py_buffer(np.packbits(np.full(rows, paid), bitorder="little").tobytes())]),
+        pa.Array.from_buffers(pa.float64(), rows, [None, pa.py_buffer(np.full(rows, created_at, dtype=np.float64).tobytes())]),
+    ]
+    return pa.Table.from_arrays(columns, schema=VECTOR_SCHEMA)
+
+
 def contexts_cache(home: Path) -> RowCache:
     """Stored contexts, keyed by context key (ctxrag.tasks.context.offline.context_key)."""
     return RowCache(home, "contexts")
@@ -334,5 +392,6 @@ def embeddings_cache(home: Path) -> RowCache:
 
 def queries_cache(home: Path) -> RowCache:
     """Stored query vectors (a search's), keyed as ``embeddings_cache``'s rows: a table of their own, so looking one up
-    reads the keys of queries, not of every chunk (a million chunks' keys took 0.7 s of a one-query search)."""
-    return RowCache(home, "queries")
+    reads the keys of queries, not of every chunk (a million chunks' keys took 0.7 s of a one-query search). A new
+    query's vector is a journal line, not a part file of its own, folded into a part every ``QUERY_FOLD_BYTES``."""
+    return RowCache(home, "queries", VECTOR_SCHEMA, fold_bytes=QUERY_FOLD_BYTES)

@@ -14,6 +14,7 @@ import numpy as np
 from ctxrag.storage.bm25_build import build_postings
 from ctxrag.storage.errors import CorruptIndexError
 from ctxrag.storage.tokenize import tokenize
+from ctxrag.storage.environment import private_dirs
 
 if TYPE_CHECKING:
     import bm25s
@@ -35,12 +36,48 @@ def _bm25s() -> Any:
     return bm25s
 
 
+TERMS_FILE, TERM_OFFSETS_FILE, TERM_IDS_FILE = "terms.ctxrag.bin", "terms.ctxrag.offsets.npy", "terms.ctxrag.ids.npy"
+
+
+class SortedTerms:
+    """bm25s's vocabulary (term -> id) as files ctxrag writes beside it: the terms' UTF-8 bytes sorted, their offsets
+    and ids, memory-mapped and searched by bisection. A query looks up a few terms without parsing the whole
+    vocabulary (a million chunks' ``vocab.index.json``, 5.8 MB, took 0.36 s to parse)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._terms = np.memmap(directory / TERMS_FILE, dtype=np.uint8, mode="r") if (directory / TERMS_FILE).stat().st_size else np.zeros(0, np.uint8)
+        self._offsets = np.load(directory / TERM_OFFSETS_FILE, mmap_mode="r")
+        self._ids = np.load(directory / TERM_IDS_FILE, mmap_mode="r")
+
+    @staticmethod
+    def write(vocab: dict[str, int], directory: Path) -> None:
+        terms = sorted((term.encode("utf-8"), number) for term, number in vocab.items())
+        offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum([len(term) for term, _ in terms], out=offsets[1:])
+        (directory / TERMS_FILE).write_bytes(b"".join(term for term, _ in terms))
+        np.save(directory / TERM_OFFSETS_FILE, offsets)
+        np.save(directory / TERM_IDS_FILE, np.array([number for _, number in terms], dtype=np.int64))
+
+    def _term(self, position: int) -> bytes:
+        return self._terms[int(self._offsets[position]) : int(self._offsets[position + 1])].tobytes()
+
+    def get(self, term: str) -> int | None:
+        wanted, low, high = term.encode("utf-8"), 0, len(self._ids)
+        while low < high:
+            middle = (low + high) // 2
+            if self._term(middle) < wanted:
+                low = middle + 1
+            else:
+                high = middle
+        return int(self._ids[low]) if low < len(self._ids) and self._term(low) == wanted else None
+
+
 @dataclass(frozen=True)
 class Postings:
     """The index bm25s built and saved: each term's documents and their precomputed BM25 scores, a sparse matrix in
     compressed columns (``indptr[t]:indptr[t+1]`` are term ``t``'s entries in ``indices`` and ``data``)."""
 
-    vocab: dict[str, int]
+    vocab: dict[str, int] | SortedTerms
     data: np.ndarray
     indices: np.ndarray
     indptr: np.ndarray
@@ -57,13 +94,15 @@ class Postings:
         if params.get("method") not in SUMMED_METHODS:
             raise CorruptIndexError(f"{directory}: BM25 method {params.get('method')!r} is not one ctxrag builds")
         arrays = {name: np.load(directory / f"{name}.csc.index.npy", mmap_mode="r") for name in ("data", "indices", "indptr")}
+        if (directory / TERM_IDS_FILE).exists():  # versions written before these files read bm25s's JSON
+            return cls(SortedTerms(directory), **arrays)
         return cls(json.loads((directory / "vocab.index.json").read_text(encoding="utf-8")), **arrays)
 
     def scores(self, query_tokens: list[str], size: int) -> np.ndarray:
         """Each document's BM25 score: the sum of the query terms' entries (a repeated term counts each time), in
         float32, as ``bm25s.BM25.get_scores`` adds them."""
         scores = np.zeros(size, dtype=np.float32)
-        for term in (self.vocab[token] for token in query_tokens if token in self.vocab):
+        for term in (found for token in query_tokens if (found := self.vocab.get(token)) is not None):
             start, end = self.indptr[term], self.indptr[term + 1]
             np.add.at(scores, self.indices[start:end], self.data[start:end])
         return scores
@@ -101,10 +140,11 @@ class Bm25Index:
     def save(self, directory: Path) -> None:
         if self.postings is not None and self._retriever is None:
             raise ValueError("a BM25 index read back from disk is saved by copying its folder")
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dirs(directory)
         (directory / "ctxrag.json").write_text(json.dumps({"size": self.size, "empty": self.postings is None}))
         if self._retriever is not None:
             self._retriever.save(str(directory), show_progress=False)
+            SortedTerms.write(self._retriever.vocab_dict, directory)
 
     @classmethod
     def load(cls, directory: Path) -> "Bm25Index":

@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+PRIVATE_UMASK = 0o077  # the ``ctxrag`` command's: what it creates (homes, stores, the ledger, the server's files) is its user's only
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
+
 OFFLINE_DEFAULTS: dict[str, str] = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -41,6 +44,28 @@ def models_dir() -> Path:
     if os.environ.get("CTXRAG_MODELS_DIR"):
         return Path(os.environ["CTXRAG_MODELS_DIR"]).expanduser().resolve()
     return cache_dir() / "models"
+
+
+def private_dirs(path: Path) -> Path:
+    """Make ``path`` and any missing folder above it, each created with mode 0700 (an existing folder is left as it
+    is): a home or store made here is its user's only from the start, whatever the process's umask."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.is_dir():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, PRIVATE_DIR)
+        except FileExistsError:  # made meanwhile by another process
+            continue
+    return path
+
+
+def apply_private_umask() -> None:
+    """The ``ctxrag`` command's umask (077): every file and folder it, its local Prefect server and its served runs
+    create is readable by its user only. Called by the command's entry point, never on import."""
+    os.umask(PRIVATE_UMASK)
 
 
 def apply_offline_defaults() -> None:

@@ -28,6 +28,7 @@ from ctxrag.storage.chunk_table import GROUP_ROWS, ChunkTable
 from ctxrag.storage.locks import held_or_refused
 from ctxrag.storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError
 from ctxrag.storage.names import NAME_PATTERN, validate_name
+from ctxrag.storage.environment import private_dirs
 
 FORMAT_VERSION = 2  # 2: BM25 files carry ctxrag.json
 
@@ -180,14 +181,15 @@ class IndexStore:
         version_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"  # sorts by creation, whatever the time zone
         staging = directory / f".staging-{version_id}"
         try:
-            staging.mkdir(parents=True)
+            private_dirs(directory)
+            staging.mkdir(0o700)
             rows = staging / "chunks.parquet"
             _write_rows([chunks] if isinstance(chunks, pa.Table) else chunks, rows)
             state = backend.build(name, staging, lambda: pq.ParquetFile(rows).read(), texts, vectors, live)
             full = {**manifest, "format_version": FORMAT_VERSION, "name": name, "version": version_id, backend.name: state}
             (staging / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
             final = directory / "versions" / version_id
-            final.parent.mkdir(exist_ok=True)
+            private_dirs(final.parent)
             os.rename(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -11,11 +11,13 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ctxrag.storage.environment import private_dirs
+
 
 @contextmanager
 def held_or_refused(path: Path, refusal: Exception, shared: bool = False) -> Iterator[None]:
     """Hold ``path``'s lock (shared, or exclusive) for the block; raise ``refusal`` at once if it is held against us."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     with open(path, "w") as handle:
         try:
             fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
@@ -33,7 +35,7 @@ def one_process_at_a_time(path: Path) -> Iterator[None]:
     what the others then read (two would make it twice, and time each other's work). A folder that cannot be
     written only means no lock."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
         lock = FileLock(path)  # a lock of its own: it excludes this process's other threads too
         lock.acquire()
     except OSError:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxrag.storage.environment import private_dirs
+
 BLOCK_ROWS = 16_384  # rows normalized and written at a time: 24 MiB of 384-dimension rows
 SCRATCH_MIN_BYTES = 256 << 20  # a matrix this large is kept in a scratch file: 1M 384-dimension rows are 1.5 GB
 
@@ -19,7 +21,7 @@ def scratch_matrix(rows: int, dimension: int, folder: Path) -> np.ndarray:
     process once written or read: the index run then holds no 1.5 GB matrix while it builds BM25."""
     if rows * dimension * 4 < SCRATCH_MIN_BYTES:
         return np.zeros((rows, dimension), dtype=np.float32)
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dirs(folder)
     with tempfile.TemporaryFile(dir=folder) as handle:  # the mapping keeps the file; the handle is not needed
         return np.memmap(handle, dtype=np.float32, mode="w+", shape=(rows, dimension))
 

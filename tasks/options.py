@@ -42,7 +42,9 @@ class EmbeddingOptions:
     embedder: str = field(default=Provider.LOCAL.value, metadata=about(
         "local (MiniLM shipped in a package, offline), voyage or voyage-context-3 (each chunk with its document; VOYAGE_API_KEY)."))
     embedding_model: str | None = field(default=None, metadata=about(
-        "Voyage model (default voyage-2, or voyage-context-3 with --embedder voyage-context-3; voyage-3.5, voyage-code-3, ...)."))
+        "local: a model folder (sentence-transformers or ONNX bi-encoder) or a Hugging Face id (default: the packaged "
+        "all-MiniLM-L6-v2). Voyage: its model (default voyage-2, or voyage-context-3 with --embedder voyage-context-3; "
+        "voyage-3.5, voyage-code-3, ...)."))
     output_dimension: int | None = field(default=None, metadata=about("Voyage output dimension, where the model supports it."))
     max_seq_length: int = field(default=DEFAULT_MAX_SEQ_LENGTH, metadata=about("Local embedding model's max word pieces per chunk."))
     window_tokens: int = field(default=LOCAL_WINDOW_TOKENS, metadata=about(
@@ -115,7 +117,7 @@ class SearchOptions:
 
     k: int = 10
     strategy: str | None = None  # None: the index's strategy (what ctxrag tune chose, or the default)
-    rerank: str = "none"  # cohere, claude, local:PATH
+    rerank: str = ""  # cohere, claude, local:MODEL, none; "": the configured one (CTXRAG_RERANK), else none
     rerank_model: str = ""  # the provider's default when empty
     server_rrf: bool = False  # Elasticsearch backend: hybrid fused by the cluster
 
@@ -132,7 +134,7 @@ class EvaluateOptions:
 
     k: int | list[int] | None = field(default=None, metadata=about("Cut-offs (default: 5, 10, 20 for JSONL sets, 3 for docs sets)."))
     strategy: str | list[str] | None = field(default=None, metadata=about("Strategies (default: every one, and the index's tuned one)."))
-    rerank: str = field(default=_SEARCH.rerank, metadata=about("Add <strategy>+rerank-<provider> rows: cohere, claude, local:PATH."))
+    rerank: str = field(default=_SEARCH.rerank, metadata=about("Add <strategy>+rerank-<provider> rows: cohere, claude, local:MODEL (a cross-encoder folder or id)."))
     rerank_model: str = field(default=_SEARCH.rerank_model, metadata=about("Reranker model."))
     end_to_end: bool = field(default=False, metadata=about("Add accuracy: Claude answers, a Claude judge grades."))
     answer_model: str = field(default=_JUDGE.answer_model, metadata=about("End to end: the answering model."))

@@ -40,8 +40,7 @@ def deploy(
             err.print(f"$ (cd {folder} && prefect --no-prompt deploy {' '.join(selection)})", highlight=False, markup=False)
             # The prefect CLI's own output is progress: it goes to stderr, so stdout holds only the deployments made.
             sys.stderr.flush()
-            result = subprocess.run(command, cwd=folder, stdout=sys.stderr, stderr=sys.stderr,
-                                    env={**os.environ, "PWD": str(folder), "PREFECT_API_URL": api_url})
+            result = subprocess.run(command, cwd=folder, stdout=sys.stderr, stderr=sys.stderr, env=client_environment(folder, api_url))
             if result.returncode != 0:
                 fail(f"`prefect deploy` failed (exit code {result.returncode}); its output is above", code=result.returncode)
             lines = _deployed(folder / "prefect.yaml", name)
@@ -50,7 +49,29 @@ def deploy(
     for line in lines:
         print(line)
     worker = f"prefect worker start --pool {pools[0]}"
-    err.print(f"start a worker to run them: PREFECT_API_URL={api_url} {worker}", highlight=False)
+    err.print(f"start a worker to run them: {worker_settings(api_url)} {worker}", highlight=False, markup=False)
+
+
+def client_environment(folder: Path, api_url: str) -> dict[str, str]:
+    """The environment of the ``prefect`` CLI run here: ours, pointed at the server, with its auth string when the
+    server takes one (by environment: a command line is world-readable)."""
+    from prefect.settings import get_current_settings
+
+    env = {**os.environ, "PWD": str(folder), "PREFECT_API_URL": api_url}
+    if (auth := get_current_settings().api.auth_string) is not None:
+        env["PREFECT_API_AUTH_STRING"] = auth.get_secret_value()
+    return env
+
+
+def worker_settings(api_url: str) -> str:
+    """What a worker's shell sets for this server: the URL, and for the local server its auth string read from its
+    file by the shell (the secret itself is never printed)."""
+    from ctxrag.prefect_commands.local_server import configured_api_url, prefect_home
+    from ctxrag.prefect_commands.server_auth import export_line
+
+    if configured_api_url():
+        return f"PREFECT_API_URL={api_url}"
+    return export_line(api_url, prefect_home()).removeprefix("export ")
 
 
 def ensure_process_pool(api: SyncPrefectClient, name: str) -> bool:

@@ -2,7 +2,9 @@
 detached in ``PREFECT_HOME`` with its output in ``server.log`` and its pid in Prefect's pid file, so ``prefect server
 stop`` stops it. ctxrag adds what Prefect lacks: a migrated empty database to start from (``server_template``), an
 environment with no secrets, and an identity check (the pid runs a Prefect server; the server that answers names this
-home). No Prefect import here until a flow runs, so ``ctxrag server status`` answers at once (docs/operations.md).
+home), and an auth string (``server_auth``): the server answers only its user's commands. Its files are its user's
+only (umask 077, 0600). No Prefect import here until a flow runs, so ``ctxrag server status`` answers at once
+(docs/operations.md).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import tempfile
 import time
 import tomllib
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,8 +29,10 @@ from pathlib import Path
 import psutil
 from filelock import FileLock
 
+from ctxrag.prefect_commands.server_auth import SERVER_VARIABLE, auth_file, basic_authorization, ensure_auth_string
 from ctxrag.prefect_commands.server_mode import MODE_VARIABLE, ServerMode, server_mode, temporary_server_settings
 from ctxrag.prefect_commands.server_template import prepare_database
+from ctxrag.storage.environment import PRIVATE_FILE, PRIVATE_UMASK, private_dirs
 from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
 
@@ -89,9 +94,10 @@ def configured_api_url() -> str | None:
     return str(url) if url else None
 
 
-def server_environment(home: Path, source: dict[str, str] | None = None, port: int = 4200) -> dict[str, str]:
+def server_environment(home: Path, source: dict[str, str] | None = None, port: int = 4200, auth: str | None = None) -> dict[str, str]:
     """The server's environment: what a process needs, Prefect's settings but the client's (PREFECT_API_*, the
-    profile) and any secret-like name outside PREFECT_SERVER_*, its address, telemetry off."""
+    profile) and any secret-like name outside PREFECT_SERVER_*, its address, telemetry off, and ``auth``: the auth
+    string every request but /health must carry (by environment: a command line is world-readable)."""
     def kept(name: str) -> bool:
         return name in _KEPT or name.startswith("PREFECT_SERVER_") or (
             name.startswith("PREFECT_") and not name.startswith("PREFECT_API_") and name != "PREFECT_PROFILE"
@@ -102,6 +108,8 @@ def server_environment(home: Path, source: dict[str, str] | None = None, port: i
                 "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port)})  # the UI calls this API
     env.update({f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in SERVICES_OFF})
     env.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+    if auth is not None:
+        env[SERVER_VARIABLE] = auth
     return env
 
 
@@ -122,27 +130,54 @@ def is_prefect_server(pid: int) -> bool:
     return SERVER_COMMAND in command or {"server", "start"} <= set(command) and any("prefect" in part for part in command)
 
 
-def _get(api_url: str, path: str, timeout: float = 5.0) -> object:
-    """The JSON of a 200 answer to GET ``api_url/path`` (never through a proxy), else None."""
+def _request(api_url: str, path: str, auth: str | None = None, timeout: float = 5.0) -> tuple[int | None, object]:
+    """GET ``api_url/path`` (never through a proxy; with ``auth``'s basic authorization): the status (None: no
+    answer) and, for a 200, its JSON."""
+    request = urllib.request.Request(f"{api_url}/{path}", headers={"Authorization": basic_authorization(auth)} if auth else {})
     try:
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"{api_url}/{path}", timeout=timeout) as response:
-            return json.loads(response.read() or b"null") if response.status == 200 else None
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null") if response.status == 200 else None
+    except urllib.error.HTTPError as error:
+        return error.code, None
     except (OSError, ValueError):
-        return None
+        return None, None
+
+
+def _get(api_url: str, path: str, timeout: float = 5.0, auth: str | None = None) -> object:
+    """The JSON of a 200 answer to GET ``api_url/path``, else None."""
+    return _request(api_url, path, auth, timeout)[1]
 
 
 def answers(api_url: str, timeout: float = 5.0) -> bool:
-    return _get(api_url, "health", timeout) is not None
+    return _get(api_url, "health", timeout) is not None  # /health answers without the auth string
 
 
-def server_version(api_url: str) -> str | None:
-    return None if (found := _get(api_url, "admin/version")) is None else str(found)
+def server_version(api_url: str, auth: str | None = None) -> str | None:
+    return None if (found := _get(api_url, "admin/version", auth=auth)) is None else str(found)
 
 
-def server_home(api_url: str) -> Path | None:
-    """The PREFECT_HOME the server at ``api_url`` names in its settings (None when it does not say)."""
-    settings = _get(api_url, "admin/settings")
+def server_home(api_url: str, auth: str | None = None) -> Path | None:
+    """The PREFECT_HOME the server at ``api_url`` names in its settings (None when it does not say, or refuses
+    ``auth``)."""
+    settings = _get(api_url, "admin/settings", auth=auth)
     return Path(settings["home"]) if isinstance(settings, dict) and settings.get("home") else None
+
+
+def check_guarded(server: LocalServer, home: Path, auth: str) -> str | None:
+    """The running server's Prefect version, once it is known to refuse a request without the home's auth string and
+    to take one with it; a server that answers anyone, or wants another string, is refused with what to do."""
+    where = f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url})"
+    open_status, version = _request(server.api_url, "admin/version")
+    if open_status == 200:
+        raise ServerError(f"{where} answers requests without an auth string, so every user of this machine can read "
+                          f"its Secret blocks and runs and start runs. It was started by an earlier ctxrag or by "
+                          f"`prefect server start`; stop it (`ctxrag server stop`: its runs stay in the database) and the "
+                          f"next command starts one that requires the auth string in {auth_file(home)}.")
+    status, version = _request(server.api_url, "admin/version", auth)
+    if status == 401:
+        raise ServerError(f"{where} wants an auth string other than the one in {auth_file(home)}; stop it (`ctxrag "
+                          f"server stop`) and the next command starts one that takes it.")
+    return None if version is None else str(version)
 
 
 def choose_port(preferred: int) -> int:
@@ -198,7 +233,7 @@ def find_server(home: Path) -> LocalServer | None:
 
 def check_writable(home: Path) -> None:
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        private_dirs(home)
         tempfile.TemporaryFile(dir=home).close()
     except OSError as error:
         raise ServerError(f"cannot start a local Prefect server: PREFECT_HOME ({home}) is read-only or cannot be created "
@@ -230,17 +265,36 @@ def start_server(home: Path, meanwhile: Callable[[], object] = lambda: None) -> 
         return _start_on(home, choose_port(0), lambda: None)
 
 
+def keep_private(home: Path) -> None:
+    """Before a start: the database and the log 0600, as ctxrag now creates them, when an earlier ctxrag or Prefect
+    left them readable by others (the home's own mode is the user's: it may be a folder others share)."""
+    for path in (*home.glob("prefect.db*"), home / LOG_FILE):
+        try:
+            if path.stat().st_uid == os.getuid() and path.is_file():
+                os.chmod(path, PRIVATE_FILE)
+        except OSError:
+            continue
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, PRIVATE_FILE)
+
+
 def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalServer:
-    env = server_environment(home, port=port)
+    keep_private(home)
+    auth = ensure_auth_string(home)
+    env = server_environment(home, port=port, auth=auth)
     database_set = {"PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_API_DATABASE_CONNECTION_URL"} & set(os.environ)
     prepare_database(None if database_set else home / "prefect.db", prefect_version(), env)
     process: subprocess.Popen[bytes] | None = None
     with _sigterm_interrupts():
         try:
-            with open(home / LOG_FILE, "wb") as log:
+            with open(home / LOG_FILE, "wb", opener=_private) as log:
                 process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                                           env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            (home / PID_FILE).write_text(str(process.pid))
+                                           env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True, umask=PRIVATE_UMASK)  # its database, WAL and files: 0600
+            with open(home / PID_FILE, "w", opener=_private) as pid_file:
+                pid_file.write(str(process.pid))
             meanwhile()
             server, deadline = LocalServer(process.pid, f"http://127.0.0.1:{port}/api"), time.monotonic() + WAIT_SECONDS
             while not answers(server.api_url, timeout=2.0):
@@ -253,8 +307,10 @@ def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalSe
                 if time.monotonic() > deadline:
                     raise ServerError(f"the local Prefect server did not answer in {WAIT_SECONDS:.0f} s; its log: {home / LOG_FILE}")
                 time.sleep(0.1)
-            if (answering := server_home(server.api_url)) is not None and answering.resolve() != home.resolve():
-                raise PortTaken(f"port {port} is served by the Prefect server of {answering}")  # ours could not bind it
+            status, settings = _request(server.api_url, "admin/settings", auth)
+            answering = Path(settings["home"]) if isinstance(settings, dict) and settings.get("home") else None
+            if status == 401 or answering is not None and answering.resolve() != home.resolve():  # ours could not bind it
+                raise PortTaken(f"port {port} is served by another Prefect server ({answering or 'it refuses this auth string'})")
             return server
         except BaseException:
             if process is not None and process.poll() is None:
@@ -270,7 +326,7 @@ def ensure_server(home: Path | None = None, meanwhile: Callable[[], object] = la
     replaced, and one of another Prefect version is left alone."""
     home = home or prefect_home()
     check_writable(home)
-    with FileLock(home / "ctxrag-server.lock"):
+    with FileLock(home / "ctxrag-server.lock", mode=PRIVATE_FILE):
         if (server := find_server(home)) is None:
             return start_server(home, meanwhile), True
         meanwhile()
@@ -280,7 +336,7 @@ def ensure_server(home: Path | None = None, meanwhile: Callable[[], object] = la
                 raise ServerError(f"the local Prefect server (pid {server.pid}, {server.ui_url}) has not answered for "
                                   f"{WAIT_SECONDS:.0f} s or exited. `ctxrag server stop` stops it.")
             time.sleep(0.2)
-        if (running := server_version(server.api_url)) not in (prefect_version(), None):
+        if (running := check_guarded(server, home, ensure_auth_string(home))) not in (prefect_version(), None):
             raise ServerError(
                 f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url}) runs Prefect {running}; this "
                 f"environment has Prefect {prefect_version()}. It is left running: stop it from its own environment "
@@ -290,8 +346,8 @@ def ensure_server(home: Path | None = None, meanwhile: Callable[[], object] = la
 
 def stop_server(home: Path) -> LocalServer | None:
     """Stop the server of ``home``'s pid file, as ``prefect server stop`` does, and wait until it has exited."""
-    home.mkdir(parents=True, exist_ok=True)
-    with FileLock(home / "ctxrag-server.lock"):
+    private_dirs(home)
+    with FileLock(home / "ctxrag-server.lock", mode=PRIVATE_FILE):
         if (server := find_server(home)) is not None:
             terminate(server.pid)
         (home / PID_FILE).unlink(missing_ok=True)
@@ -325,7 +381,8 @@ def local_prefect_server(meanwhile: Callable[[], object] = lambda: None, require
     server, started = ensure_server(meanwhile=meanwhile)
     if started:
         announce_started(server, prefect_home())
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+    # Prefect settings, not os.environ: Prefect hands them to the runs `serve` starts (their environment), never a log
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url, PREFECT_API_AUTH_STRING: ensure_auth_string(prefect_home())}):
         yield server.api_url

@@ -3,12 +3,17 @@
 The deployments are prefect.yaml's: names, entrypoints, descriptions, tags, parameters, schedules and concurrency
 limits. The options override some of them for this process: a parameter option sets that parameter in every
 deployment prefect.yaml gives it to; ``--cron``/``--timezone`` replace the schedules of the scheduled ones.
+
+A run reads only under the folders served for: its deployment's ``source`` (a file's folder), ``evalset`` and gate
+evaluation set's folders, and each ``--allow-source``; a run naming a path elsewhere is refused by the flow itself
+(``CTXRAG_ALLOWED_SOURCES``, which this process sets for its runs: ``tasks/stages/input_checks.py``).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -40,6 +45,9 @@ def serve(
     backend: Optional[str] = typer.Option(None, help="embedded or elasticsearch.", show_default=YAML),
     evalset: Optional[str] = typer.Option(None, help="Evaluation set of the evaluate deployment.", show_default=YAML),
     limit: Optional[int] = typer.Option(None, min=1, help="Most flow runs this process runs at once."),
+    allow_source: Optional[list[Path]] = typer.Option(
+        None, "--allow-source", help="Another folder a triggered run may read (source, evalset; repeatable). Runs read only under "
+        "the folders of the served source and evalset, and these."),
 ) -> None:
     """Serve ctxrag-index/reindex (scheduled) and ctxrag-evaluate/evaluate from this process: no work pool needed."""
     options = {
@@ -51,9 +59,14 @@ def serve(
                 served = load(project_dir())
                 _refuse_pool_deployments(api, [full_name(entry, flow) for entry, flow in served])
             deployments = build(served, {key: value for key, value in options.items() if value is not None}, cron, timezone)
+            folders = allowed_for(deployments, allow_source or [])
+            from ctxrag.tasks.stages.input_checks import ALLOWED_VARIABLE
+
+            os.environ[ALLOWED_VARIABLE] = os.pathsep.join(map(str, folders))  # the runs' environment: no parameter changes it
             from prefect import serve as prefect_serve
 
-            err.print(f"serving {_summary(served, deployments)}; Ctrl-C stops", highlight=False)
+            err.print(f"serving {_summary(served, deployments)}; runs read only under {', '.join(map(str, folders))}; Ctrl-C stops",
+                      highlight=False, markup=False)
             prefect_serve(*deployments, limit=limit, print_starting_message=False)
     except UserError as error:  # CommandError, or the server's own
         fail(str(error))
@@ -109,6 +122,25 @@ def _parameters(entry: Deployment, options: dict[str, Any]) -> dict[str, Any]:
                 raise CommandError(f"--{key} {path} not found (relative paths are read from {Path.cwd()})")
             parameters[key] = str(path.resolve())
     return parameters
+
+
+def allowed_for(deployments: list[RunnerDeployment], extra: list[Path]) -> list[Path]:
+    """The folders the runs may read: each deployment's ``source`` (a file's folder), ``evalset`` and
+    ``options.gate.evalset`` folders, and ``extra`` (``--allow-source``: existing folders), resolved, without repeats."""
+    folders: list[Path] = []
+    for deployment in deployments:
+        parameters = deployment.parameters or {}
+        options: dict[str, Any] = parameters.get("options") or {}
+        gate: dict[str, Any] = options.get("gate") or {}
+        for value in (parameters.get("source"), parameters.get("evalset"), gate.get("evalset")):
+            if value:
+                path = Path(str(value)).resolve()
+                folders.append(path if path.is_dir() else path.parent)
+    for folder in extra:
+        if not folder.is_dir():
+            raise CommandError(f"--allow-source {folder}: no such folder (relative paths are read from {Path.cwd()})")
+        folders.append(folder.resolve())
+    return list(dict.fromkeys(folders))
 
 
 def _schedules(entry: Deployment, cron: Optional[str], timezone: Optional[str]) -> list[Schedule]:

@@ -30,10 +30,21 @@ def client() -> Iterator[SyncPrefectClient]:
     from prefect.client.orchestration import get_client
     from prefect.settings import get_current_settings
 
+    from prefect.exceptions import PrefectHTTPStatusError
+
     with get_client(sync_client=True) as api:
         if (problem := api.api_healthcheck()) is not None:
             raise CommandError(
                 f"cannot reach the Prefect API at {get_current_settings().api.url} ({type(problem).__name__}: {problem}). "
                 "Is the server running, and is PREFECT_API_URL right?"
             )
-        yield api
+        try:
+            yield api
+        except PrefectHTTPStatusError as error:
+            if error.response.status_code not in (401, 403):
+                raise
+            raise CommandError(
+                f"the Prefect API at {get_current_settings().api.url} refused the request ({error.response.status_code}): "
+                "it wants credentials. Set PREFECT_API_AUTH_STRING (a self-hosted server's auth string) or "
+                "PREFECT_API_KEY (Prefect Cloud) as that server needs."
+            ) from None

@@ -20,12 +20,15 @@ out = console(soft_wrap=True)  # addresses and commands to copy: never broken
 
 
 def describe(server: LocalServer, home: Path) -> str:
-    """The address, and the one line that points Prefect's own commands at it."""
+    """The address, where the auth string is (the UI's login asks for it), and the one line that points Prefect's own
+    commands at the server: it reads the auth string from its file, so nothing printed here holds the secret."""
     from ctxrag.prefect_commands.local_server import prefect_version
+    from ctxrag.prefect_commands.server_auth import auth_file, export_line
 
     return (f"running: {server.ui_url} (pid {server.pid}, Prefect {prefect_version()}, PREFECT_HOME {home})\n"
+            f"auth string (the UI's login; readable by you only): {auth_file(home)}\n"
             f"for Prefect's own commands (prefect deployment ls, prefect worker start, ...):\n"
-            f"export PREFECT_API_URL={server.api_url}")
+            f"{export_line(server.api_url, home)}")
 
 
 @server_app.command()
@@ -44,7 +47,7 @@ def start() -> None:
 
 @server_app.command()
 def status() -> None:
-    """The local Prefect server: address, pid, and the PREFECT_API_URL to export for Prefect's own commands (exit 1: none)."""
+    """The local Prefect server: address, pid, the auth string's file, and the line to export for Prefect's own commands (exit 1: none)."""
     from ctxrag.prefect_commands.local_server import configured_api_url, find_server, prefect_home
 
     if configured := configured_api_url():

@@ -10,9 +10,10 @@ either; the API's ``server=`` argument wins over it.
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Any, Literal
 
 from ctxrag.storage.errors import UserError
 
@@ -43,13 +44,22 @@ def _mode(value: str, where: str) -> ServerMode:
     raise UserError(f"{where}={value.strip().lower()!r}: expected one of {', '.join(SERVER_MODES)}")
 
 
+_PROCESS_AUTH_STRING = secrets.token_urlsafe(32)  # the temporary server's: one per process, as that server is
+
+
 @contextmanager
 def temporary_server_settings() -> Iterator[None]:
     """Within the block, Prefect's temporary server (started on first use, stopped when the process exits) waits up to
-    90 s for its start and has analytics off, as the local server; a setting in the environment wins. Prefect settings,
-    not environment variables: the host program's environment stays as it was."""
-    from prefect.settings import PREFECT_SERVER_ANALYTICS_ENABLED, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
+    90 s for its start, has analytics off and, as the local server, takes only requests with an auth string (random,
+    this process's, never written anywhere): other users reach nothing on it while it runs. A setting in the
+    environment wins. Prefect settings, not environment variables: the host program's environment stays as it was."""
+    from prefect.settings import (
+        PREFECT_API_AUTH_STRING, PREFECT_SERVER_ANALYTICS_ENABLED, PREFECT_SERVER_API_AUTH_STRING,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings,
+    )
 
-    wanted = {PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: TEMPORARY_STARTUP_SECONDS, PREFECT_SERVER_ANALYTICS_ENABLED: False}
+    wanted: dict[Any, Any] = {PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: TEMPORARY_STARTUP_SECONDS, PREFECT_SERVER_ANALYTICS_ENABLED: False}
+    if not {PREFECT_API_AUTH_STRING.name, PREFECT_SERVER_API_AUTH_STRING.name} & set(os.environ):
+        wanted.update({PREFECT_SERVER_API_AUTH_STRING: _PROCESS_AUTH_STRING, PREFECT_API_AUTH_STRING: _PROCESS_AUTH_STRING})
     with temporary_settings(updates={setting: value for setting, value in wanted.items() if setting.name not in os.environ}):
         yield

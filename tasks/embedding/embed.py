@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 import pyarrow as pa
 
-from ctxrag.storage.artifacts import KEY, RowCache
+from ctxrag.storage.artifacts import RowCache, vector_table
 from ctxrag.storage.environment import models_dir as default_models_dir
 from ctxrag.tasks.common.memory import release_freed_memory
 from ctxrag.tasks.embedding.local_runtimes import (
@@ -51,7 +51,12 @@ _announced: set[tuple[str, int, str, str]] = set()
 def preload_local_model(spec: EmbedderSpec) -> None:
     """Load what will embed a new index of ``spec`` into this process now (a run that will embed loads it while it
     waits for something else; every ``LocalEmbedder`` of the same spec then reuses it)."""
-    LocalEmbedder(spec).preload()
+    if spec.source:
+        from ctxrag.tasks.embedding.model_embedder import ModelEmbedder
+
+        ModelEmbedder(spec).preload()
+    else:
+        LocalEmbedder(spec).preload()
 
 
 class LocalEmbedder:
@@ -263,9 +268,4 @@ def embed_with_cache(
 
 def vector_rows(keys: list[str], vectors: np.ndarray, paid: bool) -> pa.Table:
     """Stored vectors: ``paid`` ones (an API's) are never removed by gc unless the user asks (see ctxrag.tasks.gc)."""
-    return pa.table({
-        KEY: keys,
-        "vector": pa.array(list(vectors), type=pa.list_(pa.float32())),
-        "paid": pa.array([paid] * len(keys), type=pa.bool_()),
-        "created_at": pa.array([time.time()] * len(keys), type=pa.float64()),
-    })
+    return vector_table(keys, vectors, paid, time.time())

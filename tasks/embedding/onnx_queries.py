@@ -90,10 +90,15 @@ def token_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def _pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Mean over real tokens, then unit length (the model's sentence-transformers pooling)."""
-    summed = (hidden * mask[..., None]).sum(axis=1)
-    vectors = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+def _pool(hidden: np.ndarray, mask: np.ndarray, pooling: str = "mean") -> np.ndarray:
+    """Mean over real tokens (MiniLM's sentence-transformers pooling) or the first token's state (``cls``), then unit
+    length; an output that is already one vector per input (2-d) is only scaled."""
+    if hidden.ndim == 2:
+        vectors = hidden
+    elif pooling == "cls":
+        vectors = hidden[:, 0]
+    else:
+        vectors = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
@@ -111,19 +116,24 @@ class OnnxEncoder:
     (docs/decisions.md).
     """
 
-    def __init__(self, onnx_file: Path, model_dir: Path, max_seq_length: int, alone: bool = False, threads: int = 2) -> None:
+    def __init__(
+        self, onnx_file: Path, model_dir: Path, max_seq_length: int, alone: bool = False, threads: int = 2, pooling: str = "mean"
+    ) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1 if alone else min(2, os.cpu_count() or 1)
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.alone, self.threads = alone, threads
+        self.alone, self.threads, self.pooling = alone, threads, pooling
         self.session = onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+        self.inputs = [graph_input.name for graph_input in self.session.get_inputs() if graph_input.name in INPUTS]
+        outputs = [output.name for output in self.session.get_outputs()]
+        self.output = "last_hidden_state" if "last_hidden_state" in outputs else outputs[0]
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_seq_length)
         self.tokenizer.no_padding()  # padded here, per batch
-        self.pad_id = self.tokenizer.token_to_id("[PAD]") or 0
+        self.pad_id = next((found for token in ("[PAD]", "<pad>") if (found := self.tokenizer.token_to_id(token)) is not None), 0)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Rows in the texts' order (each cut at the maximum sequence length)."""
@@ -137,7 +147,7 @@ class OnnxEncoder:
         vectors = np.zeros((len(ids), 0), dtype=np.float32)
         for batch in token_sorted_batches([len(row) for row in ids], BATCH):
             arrays = self._padded([ids[position] for position in batch])
-            pooled = _pool(self.session.run(None, arrays)[0], arrays["attention_mask"])
+            pooled = _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling)
             if vectors.shape[1] == 0:
                 vectors = np.zeros((len(ids), pooled.shape[1]), dtype=np.float32)
             vectors[batch] = pooled
@@ -147,7 +157,7 @@ class OnnxEncoder:
         """Each input in a run of its own, longest first, ``threads`` runs at a time (onnxruntime releases the GIL)."""
         def run(row: list[int]) -> np.ndarray:
             arrays = self._padded([row])
-            return _pool(self.session.run(None, arrays)[0], arrays["attention_mask"])[0]
+            return _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling)[0]
 
         order = sorted(range(len(ids)), key=lambda position: -len(ids[position]))
         with ThreadPoolExecutor(max(1, min(self.threads, len(ids)))) as pool:
@@ -155,6 +165,10 @@ class OnnxEncoder:
         vectors = np.zeros((len(ids), rows[0].shape[0] if rows else 0), dtype=np.float32)
         vectors[order] = rows
         return vectors
+
+    def _hidden(self, arrays: dict[str, np.ndarray]) -> np.ndarray:
+        """The model's token states (or its pooled vectors) for padded inputs; only the inputs its graph takes."""
+        return self.session.run([self.output], {name: arrays[name] for name in self.inputs})[0]
 
     def _padded(self, rows: list[list[int]]) -> dict[str, np.ndarray]:
         """The model's inputs for ``rows``, padded to the longest."""

@@ -32,7 +32,6 @@ from ctxrag.storage.environment import cache_dir
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.locks import one_process_at_a_time
 from ctxrag.tasks.embedding.embedder_spec import PRECISIONS as MADE_IN, EmbedderSpec
-from ctxrag.tasks.common.providers import Provider
 
 PRECISION_ENV = "CTXRAG_EMBED_PRECISION"
 PRECISIONS = ("auto", *MADE_IN)
@@ -76,8 +75,8 @@ def precision_for_index(recorded: str | None) -> tuple[str, str]:
 
 def with_index_precision(spec: EmbedderSpec, live: dict[str, Any] | None) -> tuple[EmbedderSpec, str]:
     """``spec`` with the precision index vectors are made in (``precision_for_index`` of the ``live`` manifest's),
-    and why; a Voyage spec as it is ("")."""
-    if spec.provider != Provider.LOCAL:
+    and why; a Voyage spec, or a model from a folder or id (its file's precision), as it is ("")."""
+    if not spec.packaged:
         return spec, ""
     recorded = ((live or {}).get("config") or {}).get("embedder", {}).get("precision")
     chosen, why = precision_for_index(recorded)

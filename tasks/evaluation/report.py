@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ctxrag.storage.artifacts import write_parquet_atomic
+from ctxrag.storage.environment import private_dirs
 
 
 def metrics_rows(metrics: dict[str, dict[str, float]]) -> list[dict[str, object]]:
@@ -45,7 +46,7 @@ def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) ->
         x, y = left + group * len(names) + 16, top + row * 18
         parts.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{PALETTE[row % len(PALETTE)]}"/>'
                      f'<text x="{x + 16}" y="{y + 10}">{escape(strategy)}</text>')
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent)
     path.write_text("\n".join(parts + ["</svg>"]) + "\n")
     return path
 
@@ -56,7 +57,7 @@ def write_run(run_dir: Path, config: dict[str, object], metrics: dict[str, dict[
     ``per_query.parquet`` holds one row per (strategy, query) with its golden and ranked chunk references and its
     metrics; ``ctxrag.tasks.evaluation.results.load_run`` reads it back as a pandas DataFrame.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
+    private_dirs(run_dir)
     (run_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     write_parquet_atomic(pa.Table.from_pylist(metrics_rows(metrics)), run_dir / "metrics.parquet")
     write_parquet_atomic(per_query, run_dir / "per_query.parquet")

@@ -1,7 +1,8 @@
 """Reranking as a search stage: Cohere's reranker, Claude as a reranker, or a local cross-encoder.
 
-A reranker reorders a strategy's over-retrieved candidates and keeps the top k. Cohere and the cross-encoder get
-k x 10 candidates (the cookbook's over-retrieval); Claude gets 20 (the RAG guide's initial_k). Each candidate is
+A reranker reorders a strategy's over-retrieved candidates and keeps the top k. Cohere gets k x 10
+candidates (the cookbook's over-retrieval), Claude 20 (the RAG guide's initial_k), a local cross-encoder 30
+(``ctxrag.tasks.retrieval.cross_encoder``). Each candidate is
 the chunk's text with its context.
 """
 
@@ -43,7 +44,7 @@ class Reranker(Protocol):
 
 @dataclass(frozen=True)
 class RerankSpec:
-    """``cohere``, ``claude`` or ``local:PATH`` (a cross-encoder model folder), with an optional model name."""
+    """``cohere``, ``claude`` or ``local:MODEL`` (a cross-encoder's folder or Hugging Face id), with an optional model name."""
 
     provider: str
     model: str = ""
@@ -54,10 +55,12 @@ class RerankSpec:
         if value in {"", "none"}:
             return None
         if value.startswith("local:"):
+            if not value.split(":", 1)[1].strip():
+                raise InvalidInput("rerank local:MODEL needs a cross-encoder's folder or Hugging Face id after 'local:'")
             return cls("local", path=value.split(":", 1)[1])
         if value in {"cohere", "claude"}:
             return cls(value, model)
-        raise InvalidInput(f"unknown reranker {value!r}; choose cohere, claude, local:PATH or none")
+        raise InvalidInput(f"unknown reranker {value!r}; choose cohere, claude, local:MODEL (a folder or id) or none")
 
     @property
     def label(self) -> str:
@@ -79,6 +82,8 @@ class RerankSpec:
             return CohereReranker(self.model or "rerank-english-v3.0", ledger, run_id)
         if self.provider == "claude":
             return ClaudeReranker(self.model or "claude-haiku-4-5", ledger, run_id)
+        from ctxrag.tasks.retrieval.cross_encoder import CrossEncoderReranker
+
         return CrossEncoderReranker(self.path)
 
 
@@ -211,28 +216,6 @@ def parse_indices(text: str, count: int) -> list[int]:
         if piece.isdigit() and int(piece) < count and int(piece) not in chosen:
             chosen.append(int(piece))
     return chosen
-
-
-@dataclass
-class CrossEncoderReranker:
-    """A sentence-transformers cross-encoder loaded from a local folder (never downloaded)."""
-
-    path: str
-    label: str = "rerank-local"
-    _model: Any = None
-
-    def depth(self, k: int) -> int:
-        return k * 10
-
-    def rerank(self, query: str, documents: list[str], k: int) -> list[int]:
-        if not documents:
-            return []
-        if self._model is None:
-            from sentence_transformers import CrossEncoder
-
-            self._model = CrossEncoder(self.path, device="cpu", local_files_only=True)
-        scores = self._model.predict([(query, text) for text in documents], show_progress_bar=False)
-        return sorted(range(len(documents)), key=lambda index: (-float(scores[index]), index))[:k]
 
 
 def _record(ledger: SaveLedger | None, row: LedgerRow, started: float) -> None:

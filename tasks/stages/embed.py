@@ -24,7 +24,6 @@ from ctxrag.tasks.stages.costs import paid_calls
 from ctxrag.tasks.stages.embed_documents import embed_whole_documents
 from ctxrag.tasks.stages.publish import BuildPlan
 from ctxrag.tasks.stages.run import IndexRun
-from ctxrag.tasks.common.providers import Provider
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ def embed_corpus(plan: BuildPlan, run: IndexRun) -> Vectors:
         embedded = sum(future.result() for future in futures)
     else:
         embedded = sum(embed_batch(batch, spec, home, run.run_id, label) for batch, label in zip(batches, labels))
-        if embedded and spec.provider == Provider.LOCAL and spec.precision != "int8":  # torch is loaded here now: the
+        if embedded and spec.packaged and spec.precision != "int8":  # torch is loaded here now: the
             prepare_query_encoder(spec)  # query export costs ~2 s, once (an int8 index's queries run on its int8 file)
     del todo, batches
     vectors, found = embeddings_cache(home).matrix(keys, allocate=lambda rows, dimension: scratch_matrix(rows, dimension, home))
@@ -95,7 +94,7 @@ def prepare_query_encoder(spec: EmbedderSpec) -> bool:
     """Make the local model's ONNX query export now, while torch is loaded for the documents (once per machine), so
     the first ``search`` or ``evaluate`` after this index loads no torch. False if it cannot be made (queries then
     stay on torch)."""
-    return spec.provider != Provider.LOCAL or query_model_export(models_dir(), spec.model) is not None
+    return not spec.packaged or query_model_export(models_dir(), spec.model) is not None
 
 
 def text_batches(texts: list[str], per_task: int = TEXTS_PER_TASK) -> list[list[str]]:

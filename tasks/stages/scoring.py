@@ -24,7 +24,8 @@ from ctxrag.tasks.evaluation.evalset import EvalSet, load_evalset
 from ctxrag.tasks.evaluation.evaluate import Evaluation, evaluate, require_golden_chunks
 from ctxrag.tasks.evaluation.report import chart_markdown, metrics_rows, write_chart, write_run
 from ctxrag.tasks.options import EvaluateOptions
-from ctxrag.tasks.retrieval.rerank import CrossEncoderReranker, RerankSpec
+from ctxrag.tasks.retrieval.cross_encoder import CrossEncoderReranker
+from ctxrag.tasks.retrieval.rerank import RerankSpec
 from ctxrag.tasks.retrieval.search import Searcher, Strategy, StrategyConfig, strategy_of
 
 

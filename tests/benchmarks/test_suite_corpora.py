@@ -53,6 +53,14 @@ def test_pathspecs_choose_the_files(mirror, tmp_path) -> None:
     assert corpus.index != corpora.git_tree("owner/name", mirror, "").index  # other files, another index
 
 
+def test_a_glob_pathspec_keeps_to_the_folders_own_files(mirror, tmp_path) -> None:
+    # As lua-behaviour's set.json asks: a plain "*" matches in every subfolder, ":(glob)*" only in the folder itself.
+    assert files(corpora.git_tree("owner/name", mirror, "lib", ("*",)).prepare(tmp_path / "plain")) == ["a.js", "a.test.js", "deep/b.go"]
+    assert files(corpora.git_tree("owner/name", mirror, "lib", (":(glob)*",)).prepare(tmp_path / "glob")) == ["a.js", "a.test.js"]
+    spec = (":(glob)*.[jg][so]", ":(exclude)*.test.js")
+    assert files(corpora.git_tree("owner/name", mirror, "lib", spec).prepare(tmp_path / "both")) == ["a.js"]
+
+
 def test_what_is_missing_is_said(mirror) -> None:
     with pytest.raises(corpora.Unavailable, match="run `fetch github:other/repo`"):
         corpora.git_tree("other/repo", mirror)

@@ -82,12 +82,12 @@ def test_commands_that_run_no_flow_never_import_prefect(home: Path, tmp_path: Pa
 def test_a_local_search_of_a_seen_query_imports_no_table_library_no_keyword_builder_and_no_server_code(home: Path, tmp_path: Path) -> None:
     """Arrow values are read without ``take`` (which imports pandas), the BM25 postings and stop words without bm25s
     (and scipy), and the server, ledger and loader code is left for the commands that use it. A new query imports
-    bm25s neither; storing its vector makes an Arrow table (pandas)."""
+    none of them either: its vector is stored from buffers (``pa.array`` of any value imports pandas)."""
     query = f"RetryPolicy backoff delay {tmp_path.name}"
     new, modules_of_new = loaded_modules(home, tmp_path, "search", query, "--name", "sample")
     seen, modules = loaded_modules(home, tmp_path, "search", query, "--name", "sample")
     assert new.returncode == seen.returncode == 0, new.stderr + seen.stderr
-    assert not {"bm25s", "scipy"} & modules_of_new
+    assert not {"bm25s", "scipy", "pandas"} & modules_of_new
     heavy = {"pandas", "bm25s", "scipy", "tenacity", "voyageai", "ctxrag.prefect_commands.local_server",
              "ctxrag.storage.ledger", "ctxrag.tasks.load", "mcp", "fastapi", "uvicorn", "ctxrag.services"} & modules
     assert not heavy, f"ctxrag search of a seen query imported {sorted(heavy)}"

@@ -7,6 +7,7 @@ text, where Chromium's ``--dump-dom --virtual-time-budget`` could dump the page 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -29,12 +30,13 @@ CONTAINS_ALL = "(expected) => { const text = document.body ? document.body.inner
 
 
 def page_text(url: str, *expected: str, wait_seconds: float = WAIT_SECONDS, screenshot: Path | None = None,
-              settle_seconds: float = 0.0) -> str:
+              settle_seconds: float = 0.0, auth_string: str | None = None) -> str:
     """The visible text of URL (whitespace collapsed) once it contains every EXPECTED string, or after WAIT_SECONDS.
 
     On a timeout the text is returned as it stands, so the caller's assertion shows what the page did show. With
     SCREENSHOT, the page is also saved there as a PNG (1400 x 900), SETTLE_SECONDS after the text appeared (the run
-    graph is drawn on a canvas after the text).
+    graph is drawn on a canvas after the text). AUTH_STRING: the server's auth string, as its UI's login keeps it
+    (``localStorage['prefect-password']``, the string base64-encoded) once a user has typed it there.
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
@@ -46,6 +48,8 @@ def page_text(url: str, *expected: str, wait_seconds: float = WAIT_SECONDS, scre
         )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
+            if auth_string is not None:
+                page.add_init_script(script=f"localStorage.setItem('prefect-password', btoa({json.dumps(auth_string)}))")
             page.goto(url, wait_until="load", timeout=wait_seconds * 1000)
             try:
                 page.wait_for_function(CONTAINS_ALL, arg=list(expected), timeout=wait_seconds * 1000, polling=250)

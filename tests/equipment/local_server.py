@@ -8,14 +8,18 @@ A test session keeps every temporary folder in its own home, so only servers sta
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.helpers import REPO
 
@@ -32,6 +36,38 @@ def user_env(home: Path, prefect_home: Path, **extra: str) -> dict[str, str]:
 def ctxrag_as_user(home: Path, prefect_home: Path, *args: str, timeout: float = 300, **extra: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-c", "from ctxrag.cli import main; main()", *args]
     return subprocess.run(command, capture_output=True, text=True, env=user_env(home, prefect_home, **extra), cwd=REPO, timeout=timeout)
+
+
+def api_call(api_url: str, path: str, body: object = None, auth: str | None = None, method: str | None = None) -> tuple[int, object]:
+    """(status, JSON) of a request to the Prefect API at ``api_url``, with ``auth`` as Prefect's clients send an auth
+    string (``Basic`` + base64 of the string) or without any; a POST when ``body`` is given."""
+    from ctxrag.prefect_commands.server_auth import basic_authorization
+
+    headers = {"Content-Type": "application/json", **({"Authorization": basic_authorization(auth)} if auth else {})}
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{api_url}{path}", data=data, headers=headers, method=method or ("POST" if data else "GET"))
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as error:
+        return error.code, None
+
+
+def home_auth(prefect_home: Path) -> str:
+    """The auth string ctxrag made for ``prefect_home`` (never printed by a test)."""
+    from ctxrag.prefect_commands.server_auth import read_auth_string
+
+    value = read_auth_string(prefect_home)
+    assert value, f"no auth string in {prefect_home}"
+    return value
+
+
+def post_as_owner(prefect_home: Path, api_url: str, path: str, body: dict) -> Any:
+    """The JSON answer to POST ``path`` with the home's auth string, as the server's owner's commands send it."""
+    status, answer = api_call(api_url, path, body, home_auth(prefect_home))
+    assert status in (200, 201), f"POST {path}: HTTP {status}"
+    return answer
 
 
 def recorded_server(prefect_home: Path) -> dict:

@@ -95,8 +95,9 @@ def stop_group(process: subprocess.Popen, first: signal.Signals = signal.SIGTERM
 
 
 @contextmanager
-def running_prefect_server(ui: bool = True, startup_seconds: float = STARTUP_SECONDS) -> Iterator[PrefectServer]:
-    """Start ``prefect server start --host 127.0.0.1 --port <free>`` with its own PREFECT_HOME; stop it on exit."""
+def running_prefect_server(ui: bool = True, startup_seconds: float = STARTUP_SECONDS, auth_string: str | None = None) -> Iterator[PrefectServer]:
+    """Start ``prefect server start --host 127.0.0.1 --port <free>`` with its own PREFECT_HOME (and ``auth_string``:
+    the server's own API auth, as a self-hosted server of a user's would have); stop it on exit."""
     home = Path(tempfile.mkdtemp(prefix="ctxrag-prefect-server-"))
     port = free_port()
     api_url = f"http://127.0.0.1:{port}/api"
@@ -111,6 +112,8 @@ def running_prefect_server(ui: bool = True, startup_seconds: float = STARTUP_SEC
             "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
         }
     )
+    if auth_string is not None:
+        env["PREFECT_SERVER_API_AUTH_STRING"] = auth_string
     log = home / "server.log"
     prefect = Path(sys.executable).with_name("prefect")
     command = [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--analytics-off"]

@@ -430,3 +430,26 @@ def test_matrix_reads_a_part_of_several_lengths_row_by_row(tmp_path: Path) -> No
     assert matrix.tolist() == [[4, 5], [2, 3]] and found.all()
     with pytest.raises(ValueError, match="different lengths"):
         cache.matrix(["short", "long"])
+
+
+# --- a journaled table: no file per append, folded into parts, every row kept bit for bit ----------------------------
+
+
+def test_a_journaled_table_appends_lines_and_folds_them_into_few_parts(tmp_path: Path) -> None:
+    import numpy as np
+
+    from ctxrag.storage.artifacts import FOLD_PARTS, VECTOR_SCHEMA, vector_table
+
+    cache = RowCache(tmp_path, "queries", VECTOR_SCHEMA, fold_bytes=4096)
+    vectors = np.random.default_rng(0).standard_normal((200, 48)).astype(np.float32)
+    keys = [f"q{number}" for number in range(200)]
+    for number in range(3):
+        cache.append(vector_table([keys[number]], vectors[number : number + 1], False, 1.0))
+    assert cache.parts() == [] and len(cache.journal.read_text().splitlines()) == 3  # lines, not files
+    for number in range(3, 200):
+        cache.append(vector_table([keys[number]], vectors[number : number + 1], False, 1.0))
+        assert len(cache.parts()) < FOLD_PARTS
+    assert cache.journal.stat().st_size < 4096 and len(cache.parts()) >= 1
+    matrix, found = cache.matrix(keys)
+    assert found.all() and np.array_equal(matrix, vectors)  # JSON lines keep float32 values exactly
+    assert cache.stored(keys) == set(keys) and cache.read().num_rows == 200

@@ -86,6 +86,26 @@ def test_save_load_round_trip_gives_identical_scores(tmp_path: Path) -> None:
         np.testing.assert_array_equal(loaded.scores(query), index.scores(query))
 
 
+def test_a_saved_index_looks_terms_up_in_its_sorted_files_as_in_bm25s_vocabulary(tmp_path: Path) -> None:
+    """Each term of bm25s's JSON vocabulary (and none else) is found with its id by bisection of the sorted files, which
+    a loaded index reads instead of parsing the JSON; a version without them still reads the JSON."""
+    from ctxrag.storage.bm25 import TERM_IDS_FILE, SortedTerms
+
+    texts = [*TOY, "class QueueWorker: retries tasks", "naïve café résumé 東京 queue", "storage backend for the queue"]
+    index = Bm25Index.build(texts)
+    index.save(tmp_path / "bm25")
+    vocab = json.loads((tmp_path / "bm25" / "vocab.index.json").read_text(encoding="utf-8"))
+    terms = SortedTerms(tmp_path / "bm25")
+    assert all(terms.get(term) == number for term, number in vocab.items()) and len(vocab) > 10
+    assert terms.get("zeppelin") is None and terms.get("lemo") is None and terms.get("lemonz") is None
+    assert isinstance(Bm25Index.load(tmp_path / "bm25").postings.vocab, SortedTerms)  # type: ignore[union-attr]
+    (tmp_path / "bm25" / TERM_IDS_FILE).unlink()
+    older = Bm25Index.load(tmp_path / "bm25")
+    assert isinstance(older.postings.vocab, dict)  # type: ignore[union-attr]
+    for query in ["queue worker", "café 東京", "zeppelin"]:
+        np.testing.assert_array_equal(older.scores(query), index.scores(query))
+
+
 def _idf(n_docs: int, doc_freq: int) -> float:
     return math.log(1 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
 

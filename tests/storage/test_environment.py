@@ -45,3 +45,21 @@ def test_the_command_sets_its_defaults_and_the_users_own_win(monkeypatch: pytest
     assert seen["PREFECT_HOME"] is None  # Prefect's ~/.prefect: one local server per user, not one per project folder
     apply_offline_defaults()
     assert os.environ["DO_NOT_TRACK"] == "0"
+
+
+def test_private_dirs_and_journals_are_their_users_only_from_creation(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from ctxrag.storage.artifacts import RowCache
+    from ctxrag.storage.environment import private_dirs
+
+    old = os.umask(0o022)  # a user's usual umask: the modes are ctxrag's own
+    try:
+        home = private_dirs(tmp_path / "a" / "home")
+        RowCache(home, "ledger").append_rows([{"key": "k", "cost": 1.0}])
+    finally:
+        os.umask(old)
+    mode = lambda path: stat.S_IMODE(os.stat(path).st_mode)  # noqa: E731
+    assert mode(tmp_path / "a") == mode(home) == mode(home / "artifacts") == mode(home / "artifacts" / "ledger") == 0o700
+    assert mode(home / "artifacts" / "ledger" / "journal.jsonl") == 0o600

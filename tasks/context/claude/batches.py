@@ -25,6 +25,7 @@ from ctxrag.storage.ledger import SaveLedger
 from ctxrag.tasks.context.offline import context_key
 from ctxrag.tasks.common.models import Chunk, Document, sha256_hex
 from ctxrag.tasks.common.providers import Provider
+from ctxrag.storage.environment import private_dirs
 
 MAX_REQUESTS_PER_BATCH = 10_000
 SaveByKey = Callable[[list[tuple[str, str, str]]], None]  # (context key, doc_id, context)
@@ -43,7 +44,7 @@ class BatchState:
         return [json.loads(path.read_text()) for path in sorted(self.directory.glob("*.json"))]
 
     def record(self, batch_id: str, items: dict[str, dict[str, Any]]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.directory)
         temporary = self.directory / f".{batch_id}.{uuid.uuid4().hex}.tmp"
         temporary.write_text(json.dumps({"batch_id": batch_id, "items": items, "submitted_at": time.time()}))
         os.replace(temporary, self.directory / f"{batch_id}.json")

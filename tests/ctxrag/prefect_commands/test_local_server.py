@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import urllib.request
 from contextlib import closing
 from pathlib import Path
 
@@ -21,16 +19,13 @@ from ctxrag.prefect_commands.local_server import (
     stop_server,
 )
 from ctxrag.storage.errors import UserError
-from tests.equipment.local_server import ctxrag_as_user, fake_server, recorded_server, stopped_afterwards, wait_for
+from tests.equipment.local_server import (
+    ctxrag_as_user, fake_server, home_auth, post_as_owner, recorded_server, stopped_afterwards, wait_for,
+)
 from tests.helpers import REPO, SAMPLE_CORPUS
 
 
 
-def _post(api_url: str, path: str, body: dict) -> object:
-    request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
 
 
 @pytest.mark.server
@@ -58,18 +53,20 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
         assert recorded_server(prefect_home)["pid"] == server.pid
 
         # the whole run is recorded: flow runs of both homes, every stage as a named task run, logs tagged with them
-        assert _post(server.api_url, "/flow_runs/count", {}) == 2
-        task_runs = _post(server.api_url, "/task_runs/filter", {})
+        assert post_as_owner(prefect_home, server.api_url, "/flow_runs/count", {}) == 2
+        task_runs = post_as_owner(prefect_home, server.api_url, "/task_runs/filter", {})
         names = {name for run in task_runs for name in (run["name"], run["name"].rsplit("-", 1)[0])}  # type: ignore[union-attr]
         assert {"load_corpus", "contextualize-1-of-1", "embed-1-of-1", "publish_index"} <= names, names
         assert all(run["state_type"] == "COMPLETED" for run in task_runs)  # type: ignore[union-attr]
-        logs = _post(server.api_url, "/logs/filter", {"logs": {"task_run_id": {"is_null_": False}}, "limit": 5})
+        logs = post_as_owner(prefect_home, server.api_url, "/logs/filter", {"logs": {"task_run_id": {"is_null_": False}}, "limit": 5})
         assert logs, "no log line is tagged with its task run"
 
         status = ctxrag_as_user(first_home, prefect_home, "server", "status")
         assert status.returncode == 0
         assert f"pid {server.pid}" in status.stdout and "Prefect 3." in status.stdout
-        assert f"export PREFECT_API_URL={server.api_url}" in status.stdout.splitlines()  # one step for Prefect's commands
+        export = status.stdout.splitlines()[-1]  # one step for Prefect's commands; the shell reads the secret from its file
+        assert export == f'export PREFECT_API_URL={server.api_url} PREFECT_API_AUTH_STRING="$(cat {prefect_home / "ctxrag-api-auth-string"})"'
+        assert home_auth(prefect_home) not in status.stdout + status.stderr + first.stderr + second.stderr
 
         # Prefect's own command stops it, and ctxrag sees that
         stop = subprocess.run([str(Path(sys.executable).with_name("prefect")), "server", "stop"], capture_output=True, text=True,
@@ -149,7 +146,7 @@ def test_a_server_of_another_prefect_version_is_left_alone(tmp_path: Path, monke
     try:
         (tmp_path / PID_FILE).write_text(str(other.pid))
         monkeypatch.setattr(local_server, "answers", lambda *args, **kwargs: True)
-        monkeypatch.setattr(local_server, "server_version", lambda api_url: "3.0.0")
+        monkeypatch.setattr(local_server, "check_guarded", lambda server, home, auth: "3.0.0")
         monkeypatch.setattr(local_server, "start_server", lambda home: pytest.fail("started a second server"))
         with pytest.raises(ServerError, match=rf"Prefect 3\.0\.0.*this environment has Prefect {local_server.prefect_version()}"):
             ensure_server(tmp_path)
@@ -226,7 +223,8 @@ def test_a_port_taken_after_the_check_is_replaced_by_a_free_one(tmp_path: Path, 
             assert f":{held}/" not in server.api_url
             assert local_server.answers(server.api_url)
             assert find_server(prefect_home) == server
-            assert local_server.server_home(server.api_url) == prefect_home.resolve()  # how a start knows it is its own
+            assert local_server.server_home(server.api_url, home_auth(prefect_home)) == prefect_home.resolve()  # how a start knows it is its own
+            assert local_server.server_home(server.api_url) is None  # refused without the auth string
 
 
 def test_errors_name_a_taken_port_and_a_home_that_cannot_be_written(tmp_path: Path) -> None:

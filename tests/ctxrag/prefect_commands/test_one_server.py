@@ -12,13 +12,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.equipment.local_server import (
-    _server_processes, ctxrag_as_user, recorded_server, stopped_afterwards, user_env, wait_for,
+    _server_processes, ctxrag_as_user, post_as_owner, recorded_server, stopped_afterwards, user_env, wait_for,
 )
 from tests.equipment.prefect_server import stop_group
 from tests.helpers import REPO, SAMPLE_CORPUS
@@ -26,13 +25,6 @@ from tests.helpers import REPO, SAMPLE_CORPUS
 
 # a real server and scheduler (slow)
 pytestmark = [pytest.mark.server, pytest.mark.slow]
-
-
-def _post(api_url: str, path: str, body: dict) -> list[dict]:
-    request = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())  # type: ignore[no-any-return]
 
 
 def _servers_in(root: Path) -> set[int]:
@@ -51,7 +43,7 @@ def test_index_serve_trigger_and_a_scheduled_run_share_the_local_server_and_stop
         assert _servers_in(tmp_path) == {server["pid"]}
 
         status = ctxrag_as_user(home, prefect_home, "server", "status")
-        assert status.returncode == 0 and f"export PREFECT_API_URL={server['api_url']}" in status.stdout
+        assert status.returncode == 0 and f"export PREFECT_API_URL={server['api_url']} PREFECT_API_AUTH_STRING=" in status.stdout
 
         log = tmp_path / "serve.log"
         command = [sys.executable, "-c", "from ctxrag.cli import main; main()", "serve", "--name", "docs", "--cron", "* * * * *"]
@@ -69,12 +61,17 @@ def test_index_serve_trigger_and_a_scheduled_run_share_the_local_server_and_stop
             run = json.loads(triggered.stdout)
             assert run["state"] == "COMPLETED" and run["parameters"]["name"] == "docs"
             assert run["url"].startswith(server["ui_url"])
-            task_runs = _post(server["api_url"], "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
+            task_runs = post_as_owner(prefect_home, server["api_url"], "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
+
+            # a run naming a source outside the folders served for is refused by the run itself, before any work
+            outside = ctxrag_as_user(home, prefect_home, "trigger", "ctxrag-index/reindex", "--param", "source=/etc", "--watch",
+                                     "--timeout", "120", timeout=200, **fast)
+            assert outside.returncode == 1 and "source='/etc' (/etc) is outside the folders this deployment was served for" in outside.stderr, outside.stderr[-3000:]
             assert "load_corpus" in {task["name"].rsplit("-", 1)[0] for task in task_runs}  # the index is up to date: no other stage runs
 
             # the cron schedule's own run: made by the server's scheduler, run by serve, completed
             def scheduled_completed() -> bool:
-                runs = _post(server["api_url"], "/flow_runs/filter", {"flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}})
+                runs = post_as_owner(prefect_home, server["api_url"], "/flow_runs/filter", {"flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}})
                 return any(item["auto_scheduled"] for item in runs)
 
             assert wait_for(scheduled_completed, 150), f"no scheduled run completed\nserve log:\n{log.read_text()[-3000:]}"

@@ -77,17 +77,18 @@ def test_a_killed_workers_slots_come_back_when_their_leases_end(tmp_path: Path, 
     """A process holding every slot is killed: its leases end (60 s, the server's shortest) and the server's
     repossessor frees them; the limit held meanwhile. Needs a full local server (Prefect's temporary one runs no
     repossessor: under it the whole server ends with the command)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
     from ctxrag.prefect_commands.local_server import ensure_server
-    from tests.equipment.local_server import stopped_afterwards
+    from tests.equipment.local_server import home_auth, stopped_afterwards
 
     prefect_home = tmp_path / "prefect"
     monkeypatch.setenv("PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS", "1")
     with stopped_afterwards(prefect_home):
         server, _ = ensure_server(prefect_home)
         provider = f"killed-{uuid.uuid4().hex[:8]}"
-        env = {**os.environ, "PREFECT_API_URL": server.api_url, "PYTHONPATH": str(REPO)}
+        auth = home_auth(prefect_home)  # the local server answers its owner's commands only
+        env = {**os.environ, "PREFECT_API_URL": server.api_url, "PREFECT_API_AUTH_STRING": auth, "PYTHONPATH": str(REPO)}
         holder = subprocess.Popen([sys.executable, "-c", HOLD, provider], env=env, stdout=subprocess.PIPE, text=True,
                                   start_new_session=True)
         try:
@@ -96,7 +97,7 @@ def test_a_killed_workers_slots_come_back_when_their_leases_end(tmp_path: Path, 
             os.killpg(holder.pid, signal.SIGKILL)
             holder.wait()
         killed_at = time.monotonic()
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url, PREFECT_API_AUTH_STRING: auth}):
             lease, waited = RunBudget.on_server(provider, 2).take(0, 0.0)  # type: ignore[union-attr]
         assert lease is not None
         assert 50.0 < time.monotonic() - killed_at < 120.0, "the slot came back before the lease ended, or never"

@@ -1,15 +1,12 @@
-"""Rerankers: Cohere (simulator), Claude (Anthropic simulator with scripted answers), a local cross-encoder."""
+"""Rerankers: Cohere (simulator) and Claude (Anthropic simulator with scripted answers); the local cross-encoder: test_cross_encoder.py."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 
 import pytest
 
 from ctxrag.storage.ledger import LedgerRow
-from ctxrag.tasks.embedding.embed import packaged_model_path
-from ctxrag.tasks.retrieval.rerank import ClaudeReranker, CohereReranker, CrossEncoderReranker, RerankError, RerankSpec, parse_indices
+from ctxrag.tasks.retrieval.rerank import ClaudeReranker, CohereReranker, RerankError, RerankSpec, parse_indices
 from ctxrag.tasks.common.retry import RetryPolicy
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.equipment.cohere_simulator import CohereSimulator
@@ -74,7 +71,7 @@ def test_specs_from_the_command_line() -> None:
     assert RerankSpec.from_str("none") is None
     assert RerankSpec.from_str("local:/models/ce") == RerankSpec("local", path="/models/ce")
     assert RerankSpec.from_str("cohere").label == "rerank-cohere"
-    with pytest.raises(ValueError, match="cohere, claude, local:PATH or none"):
+    with pytest.raises(ValueError, match="cohere, claude, local:MODEL .a folder or id. or none"):
         RerankSpec.from_str("bing")
 
 
@@ -84,29 +81,6 @@ def test_missing_keys_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert RerankSpec("cohere").missing_key() == "CO_API_KEY"
     assert RerankSpec("claude").missing_key() == "ANTHROPIC_API_KEY"
     assert RerankSpec("local", path="x").missing_key() is None
-
-
-@pytest.fixture(scope="module")
-def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small, randomly initialised BERT cross-encoder built here (no download), with MiniLM's tokenizer files."""
-    from transformers import BertConfig, BertForSequenceClassification
-
-    folder = tmp_path_factory.mktemp("cross-encoder")
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(folder)
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(packaged_model_path() / name, folder / name)
-    return folder
-
-
-@pytest.mark.slow  # imports torch and transformers, builds a model
-def test_local_cross_encoder_orders_by_its_own_scores(tiny_cross_encoder: Path) -> None:
-    from sentence_transformers import CrossEncoder
-
-    reranker = CrossEncoderReranker(str(tiny_cross_encoder))
-    order = reranker.rerank("retry backoff", DOCUMENTS, 3)
-    scores = CrossEncoder(str(tiny_cross_encoder), device="cpu").predict([("retry backoff", d) for d in DOCUMENTS])
-    assert order == sorted(range(4), key=lambda i: (-float(scores[i]), i))[:3]
 
 
 def test_cohere_requests_in_flight_are_bounded_by_the_runs_limit(cohere_sim: CohereSimulator, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,71 @@
+"""A new query's ``ctxrag search`` as a whole process, this checkout against an earlier one, side by side.
+
+    .venv/bin/python benchmarks/search_process.py --base-code DIR --base-home HOME --home HOME --name INDEX
+        [--runs 9] [--out FILE]
+
+Each round runs ``ctxrag search QUERY --name INDEX -k 5`` twice, with a query neither side has seen: once with
+``--base-code`` first on ``PYTHONPATH`` against ``--base-home``, once with this checkout against ``--home`` (the same
+index, in the files each version of the code writes), in turn. Per process: wall seconds and peak RSS
+(``os.wait4``'s rusage). Prints and writes the medians, the ratio this/base per round, and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from common import CTXRAG, REPO, machine_meta  # benchmarks/common.py
+
+
+def one_search(code: Path, home: Path, name: str, query: str) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB) of one ``ctxrag search`` process."""
+    env = {**os.environ, "PYTHONPATH": str(code), "CTXRAG_HOME": str(home)}
+    started = time.perf_counter()
+    process = subprocess.Popen([*CTXRAG, "search", query, "--name", name, "-k", "5"], env=env, cwd="/",
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    if status != 0:
+        raise SystemExit(f"ctxrag search failed ({code}): {process.stderr.read().decode() if process.stderr else ''}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-code", type=Path, required=True)
+    parser.add_argument("--base-home", type=Path, required=True)
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    rounds = []
+    load_before = os.getloadavg()
+    for _ in range(args.runs):
+        query = f"where is a request retried after a timeout {uuid.uuid4().hex[:8]}"
+        base = one_search(args.base_code.resolve(), args.base_home, args.name, query)
+        this = one_search(REPO, args.home, args.name, query)
+        rounds.append({"base_s": base[0], "base_mb": base[1], "this_s": this[0], "this_mb": this[1]})
+    result = {
+        "label": args.label, "index": args.name, "runs": args.runs,
+        "base median s": statistics.median(r["base_s"] for r in rounds), "this median s": statistics.median(r["this_s"] for r in rounds),
+        "ratio median": statistics.median(r["this_s"] / r["base_s"] for r in rounds),
+        "base peak MB (max)": max(r["base_mb"] for r in rounds), "this peak MB (max)": max(r["this_mb"] for r in rounds),
+        "load average before / after": [list(load_before), list(os.getloadavg())], "rounds": rounds, **machine_meta(),
+    }
+    print(json.dumps({key: value for key, value in result.items() if key != "rounds"}, indent=1))
+    if args.out:
+        found = json.loads(args.out.read_text()) if args.out.exists() else []
+        args.out.write_text(json.dumps([*found, result], indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

