@@ -36,7 +36,7 @@ class EmbedderSpec:
     bf16 and an int8 vector's (document or query: both are int8) names ``INT8_RECIPE``, so a stored vector of another
     precision is never reused; fp32 keys are those from before precision was recorded.
     ``source``: a local model other than the packaged MiniLM, by its folder or Hugging Face id
-    (``ctxrag.tasks.embedding.model_card``); ``fingerprint`` the hash of its files and needs, in every vector's key.
+    (``ctxrag.tasks.embedding.model_sources``); ``fingerprint`` the hash of its files and needs, in every vector's key.
     """
 
     provider: str = "local"
