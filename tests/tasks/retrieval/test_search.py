@@ -248,7 +248,9 @@ def test_vector_scores_embeds_the_query_with_the_query_input_type() -> None:
     assert rows_of(searcher.search("lemon", Strategy.VECTOR, k=1)) == [1]
 
 
-def test_local_query_vectors_are_stored_so_a_later_searcher_loads_no_model(tmp_path, monkeypatch) -> None:
+def counting_embedder(monkeypatch) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    """Every searcher's embedder replaced by one that records the texts of each call (the list returned) and gives
+    every text the vector (0, 1, 0, 0)."""
     import ctxrag.tasks.retrieval.search
 
     calls: list[list[str]] = []
@@ -259,6 +261,11 @@ def test_local_query_vectors_are_stored_so_a_later_searcher_loads_no_model(tmp_p
             return np.array([[0.0, 1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
 
     monkeypatch.setattr(ctxrag.tasks.retrieval.search, "make_embedder", lambda spec, ledger, run_id, models_dir=None: CountingEmbedder())
+    return calls
+
+
+def test_local_query_vectors_are_stored_so_a_later_searcher_loads_no_model(tmp_path, monkeypatch) -> None:
+    calls = counting_embedder(monkeypatch)
     first = Searcher(stored_index(TEXTS), home=tmp_path)
     first.prefetch(["what?", "which?"])
     assert sorted(calls[0]) == ["what?", "which?"] and len(calls) == 1
@@ -270,16 +277,7 @@ def test_local_query_vectors_are_stored_so_a_later_searcher_loads_no_model(tmp_p
 
 
 def test_a_long_lived_searcher_keeps_the_latest_local_query_vectors_in_memory_only(tmp_path, monkeypatch) -> None:
-    import ctxrag.tasks.retrieval.search
-
-    calls: list[list[str]] = []
-
-    class CountingEmbedder:
-        def embed(self, texts: list[str], input_type: str = "document") -> np.ndarray:
-            calls.append(texts)
-            return np.array([[0.0, 1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
-
-    monkeypatch.setattr(ctxrag.tasks.retrieval.search, "make_embedder", lambda spec, ledger, run_id, models_dir=None: CountingEmbedder())
+    calls = counting_embedder(monkeypatch)
     searcher = Searcher(stored_index(TEXTS), home=tmp_path, remember=2)
     for query in ["a?", "b?", "c?"]:
         assert searcher.rank_vector(query, 1) == [(1, 1.0)]
