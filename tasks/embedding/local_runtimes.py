@@ -126,9 +126,14 @@ def int8_encoder(models_dir: Path, model: str, max_seq_length: int, documents: b
     queries on up to 2 (a host program keeps its CPU)."""
     from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     return OnnxEncoder(int8_model(models_dir, model), packaged_model_path(), max_seq_length, alone=True,
                        threads=cores if documents else min(2, cores))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS says, else the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def log(message: str) -> None:

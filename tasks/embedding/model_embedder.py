@@ -8,7 +8,6 @@ prefix; a windowed spec embeds a chunk as windows of the model's own word pieces
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.common.memory import release_freed_memory
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
+from ctxrag.tasks.embedding.local_runtimes import usable_cores
 from ctxrag.tasks.embedding.model_card import ModelCard
 from ctxrag.tasks.embedding.model_sources import resolve_model
 from ctxrag.tasks.embedding.windows import pooled_rows, split_windows
@@ -80,7 +80,7 @@ class ModelEmbedder:
 
     def _encoder(self, documents: bool) -> Any:
         card = self.card
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = usable_cores()
         threads = cores if documents else min(2, cores)
         if card.runtime == "onnx":
             return onnx_encoder(card.weights, card.folder, self.spec.max_seq_length, card.quantized, threads, card.pooling)
