@@ -118,19 +118,29 @@ def search(
     server_rrf: bool = typer.Option(SEARCH.server_rrf, "--server-rrf", help="Elasticsearch backend: fuse hybrid with the cluster's rrf retriever."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Search an index (no Prefect run: answers in milliseconds)."""
-    from ctxrag.api import search as search_index
+    """Search an index (no Prefect run: answers in milliseconds; later searches of the home ask a resident search
+    process, see $CTXRAG_SEARCH_IDLE_MINUTES)."""
+    from ctxrag.services import resident_socket as resident
 
-    with user_errors():
-        hits = search_index(query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf)
+    home = ctxrag_home()
+    resident_at = None if server_rrf else resident.socket_path(home)
+    asked = {"query": query, "index": name, "k": k, "strategy": strategy, "rerank": rerank, "rerank_model": rerank_model}
+    answer = resident.ask(resident_at, asked)
+    if answer is None:
+        from ctxrag.api import search as search_index
+
+        with user_errors():
+            hits = search_index(query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf)
+        answer = {"hits": [hit.to_dict() for hit in hits], "places": [str(hit.location) for hit in hits]}
+        resident.start(resident_at, home, name)
     if as_json:
-        print(json.dumps([hit.to_dict() for hit in hits]))
+        print(json.dumps(answer["hits"]))
         return
-    for hit in hits:
-        where = f"  {escape(str(hit.location))}" if str(hit.location) else ""
-        out.print(f"[bold]{hit.rank}. {escape(hit.chunk_id)}[/]{where}  score {figure(round(hit.score, 6), 'score')}  "
-                  f"found by {', '.join(hit.found_by)}", highlight=False)
-        snippet = " ".join(hit.content.split())[:240]
+    for hit, place in zip(answer["hits"], answer["places"]):
+        where = f"  {escape(place)}" if place else ""
+        out.print(f"[bold]{hit['rank']}. {escape(hit['chunk_id'])}[/]{where}  score {figure(hit['score'], 'score')}  "
+                  f"found by {', '.join(hit['found_by'])}", highlight=False)
+        snippet = " ".join(hit["content"].split())[:240]
         out.print(f"   {snippet}", highlight=False, markup=False)
 
 

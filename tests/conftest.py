@@ -40,6 +40,8 @@ os.environ.pop("PREFECT_API_URL", None)
 os.environ["CTXRAG_PREFECT_SERVER"] = "temporary"
 # A local server a test starts takes a free port, not Prefect's 4200: tests on several xdist workers never race for it.
 os.environ["PREFECT_SERVER_API_PORT"] = "0"
+# No resident search process outlives a test's `ctxrag search`: tests/ctxrag/services/test_resident.py turns it on.
+os.environ["CTXRAG_SEARCH_IDLE_MINUTES"] = "0"
 # What ctxrag makes once per machine (the ONNX exports, the precision decision, the server's database template): made
 # once per test session, by the first worker that needs it while the others wait (ctxrag.storage.locks).
 _MACHINE = Path(_CONTROLLER_HOME) if _CONTROLLER_HOME else _SESSION_HOME

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ctxrag.services.requests import HitFilter, SearchRequest, ServiceError
 from ctxrag.storage.errors import UserError
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ctxrag.services")
 FILTER_DEPTHS = (4, 16, 64)  # a filtered search draws k times these many candidates, deeper until k are kept
 Key = tuple[str, int | None]  # (live version, tuning.json's mtime in ns)
+T = TypeVar("T")
 
 
 class WarmIndexes:
@@ -44,19 +46,8 @@ class WarmIndexes:
         """``request``'s hits as JSON-ready dicts, with the index's name, version and the strategy used; any
         problem is a ``ServiceError``."""
         keep = request.check()
-        return self._thread.submit(self._search, request, keep).result()
-
-    def _search(self, request: SearchRequest, keep: HitFilter | None) -> dict[str, Any]:
-        """``search`` on the search thread."""
         try:
-            index = self._current(request.index)
-            strategy = request.strategy or index.strategy
-            try:
-                hits = _search(index, request, strategy, keep)
-            except FileNotFoundError:  # a version pruned between the check and the read: reopen once and retry
-                index = self._current(request.index, force=True)
-                hits = _search(index, request, strategy, keep)
-            return {"index": request.index, "version": index.version, "strategy": strategy, "hits": [hit_json(hit) for hit in hits]}
+            return self.run(request.index, lambda index: _answer(index, request, keep))
         except UserError as error:
             raise ServiceError.of(error) from None
         except ServiceError:
@@ -64,6 +55,17 @@ class WarmIndexes:
         except Exception:
             log.exception("search of index %r failed", request.index)
             raise ServiceError("internal", "the search failed inside ctxrag (a bug); the service's log has the traceback") from None
+
+    def run(self, name: str, work: Callable[[Index], T]) -> T:
+        """``work`` done with index ``name`` at its live version, on the search thread; once more on the index
+        reopened when a version is pruned under it (a ``FileNotFoundError``)."""
+        return self._thread.submit(self._run, name, work).result()
+
+    def _run(self, name: str, work: Callable[[Index], T]) -> T:
+        try:
+            return work(self._current(name))
+        except FileNotFoundError:  # a version pruned between the check and the read: reopen once and retry
+            return work(self._current(name, force=True))
 
     def warm(self, name: str) -> bool:
         """Open index ``name`` and run one search, so the first caller's does not load the model; False when the
@@ -109,6 +111,12 @@ class WarmIndexes:
         except FileNotFoundError:
             tuned = None
         return version.name, tuned
+
+
+def _answer(index: Index, request: SearchRequest, keep: HitFilter | None) -> dict[str, Any]:
+    strategy = request.strategy or index.strategy
+    hits = _search(index, request, strategy, keep)
+    return {"index": request.index, "version": index.version, "strategy": strategy, "hits": [hit_json(hit) for hit in hits]}
 
 
 def _search(index: Index, request: SearchRequest, strategy: str, keep: HitFilter | None) -> list[Hit]:

@@ -1,0 +1,183 @@
+"""Where a home's resident search listens, and the ``ctxrag search`` side of it: ask it, or start it.
+
+A new query costs a ``ctxrag search`` process ~0.5 s of imports and model loading before its ~10 ms of searching.
+So, as Prefect's local server is for the flow commands, a search process stays resident after the first search
+(``ctxrag.services.resident``): later searches of the same home send their question over a Unix socket and print its
+answer (a few ms), and the resident one exits after ``$CTXRAG_SEARCH_IDLE_MINUTES`` (default 10) without a search;
+0 turns it off. Anything short of an answer (none listening, a refused request, an error) and the command searches
+in its own process, as it always could: the resident search is a speed path, never the only path.
+
+Who may ask: the socket is in a folder only its user can enter (``$XDG_RUNTIME_DIR/ctxrag``, else
+``TMPDIR/ctxrag-UID``; made 0700, and checked: a link, another owner or access for others turns the speed path off),
+and the server checks its peer's uid. Which one answers: the socket's name is a digest of the home, the Python and
+ctxrag code, and every environment variable that can change an answer (``SETTINGS_PREFIXES``: ctxrag's, the
+providers' keys and URLs, Hugging Face's, thread counts), so a search under other settings never gets an answer
+made under these; it finds (or starts) its own. Standard library only: imported before anything heavy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+IDLE_ENV = "CTXRAG_SEARCH_IDLE_MINUTES"
+DEFAULT_IDLE_MINUTES = 10.0
+# The environment a search's answer can depend on: a resident search serves only callers whose values are its own.
+SETTINGS_PREFIXES = (
+    "CTXRAG_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "TOKENIZERS_", "VOYAGE_", "CO_", "COHERE_",
+    "ANTHROPIC_", "ELASTIC", "OMP_", "MKL_", "ORT_", "OPENBLAS_", "PYTHONPATH", "PYTHONHASHSEED",
+)
+PATH_SETTINGS = ("CTXRAG_HOME", "CTXRAG_CACHE_DIR", "CTXRAG_MODELS_DIR")  # resolved: the digest names the same files
+MAX_SOCKET_PATH = 100  # sun_path holds 104-108 bytes
+ANSWER_TIMEOUT_S = 120.0  # a reranked search of a large index on a busy machine; then this process searches itself
+
+
+def idle_minutes() -> float:
+    """How long a resident search waits for the next search: ``$CTXRAG_SEARCH_IDLE_MINUTES``, default 10; 0 (or an
+    unreadable value, with a warning on stderr) turns the resident search off."""
+    raw = os.environ.get(IDLE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_IDLE_MINUTES
+    try:
+        minutes = float(raw)
+    except ValueError:
+        minutes = -1.0
+    if not minutes >= 0:  # also NaN
+        print(f"warning: {IDLE_ENV}={raw!r} is not a number of minutes; searching without a resident process", file=sys.stderr)
+        return 0.0
+    return minutes
+
+
+def runtime_dir() -> Path | None:
+    """The user's private folder for sockets (made 0700 if missing), or None when it is not safe to use: not a
+    folder, a link, owned by another user, or open to others."""
+    if not hasattr(socket, "AF_UNIX") or os.name != "posix":
+        return None
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(base) / "ctxrag" if base else Path(tempfile.gettempdir()) / f"ctxrag-{os.getuid()}"
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        found = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        return None
+    return folder
+
+
+def settings(home: Path) -> dict[str, str]:
+    """What a resident search must share with its caller: the home, the interpreter, the code, and the environment
+    variables of ``SETTINGS_PREFIXES`` (the path ones resolved)."""
+    chosen = {name: value for name, value in os.environ.items() if name.startswith(SETTINGS_PREFIXES) and name != IDLE_ENV}
+    for name in PATH_SETTINGS:
+        if chosen.get(name):
+            chosen[name] = str(Path(chosen[name]).expanduser().resolve())
+    return {**chosen, " home": str(home), " python": sys.executable, " code": code_stamp()}
+
+
+def code_stamp() -> str:
+    """The ctxrag code this process runs: its folder and the newest change to any of its files (an upgrade or an
+    edit makes a new stamp, so a resident search of the old code is not asked again)."""
+    package = Path(__file__).resolve().parents[1]
+    newest, count = 0, 0
+    for folder, _, files in os.walk(package, followlinks=True):
+        for name in files:
+            if name.endswith(".py"):
+                newest = max(newest, os.stat(os.path.join(folder, name)).st_mtime_ns)
+                count += 1
+    return f"{package}:{count}:{newest}"
+
+
+def socket_path(home: Path) -> Path | None:
+    """Where the resident search of ``home`` under this process's settings listens; None when resident search is
+    off or has no safe place."""
+    if idle_minutes() <= 0:
+        return None
+    folder = runtime_dir()
+    if folder is None:
+        return None
+    digest = hashlib.sha256(json.dumps(settings(home), sort_keys=True).encode()).hexdigest()[:24]
+    path = folder / f"search-{digest}.sock"
+    return path if len(os.fsencode(path)) <= MAX_SOCKET_PATH else None
+
+
+def ask(path: Path | None, request: dict[str, Any], timeout: float = ANSWER_TIMEOUT_S) -> dict[str, Any] | None:
+    """The resident search's answer to ``request`` (``{"hits": [...], "places": [...]}``), or None when none answers
+    it (none listening, a refusal or an error: the caller searches itself)."""
+    if path is None:
+        return None
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(timeout)
+            client.connect(os.fspath(path))
+            client.sendall(json.dumps(request).encode() + b"\n")
+            with client.makefile("rb") as answers:
+                line = answers.readline()
+        answer = json.loads(line) if line else None
+    except (OSError, ValueError):
+        return None
+    return answer if isinstance(answer, dict) and "hits" in answer else None
+
+
+def running(path: Path) -> bool:
+    """Whether a resident search holds ``path``'s lock (it is serving, or starting)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False
+
+
+def start(path: Path | None, home: Path, name: str) -> None:
+    """Start a resident search for ``home`` at ``path``, warmed on index ``name``, unless one is already there: a
+    detached process of its own (its own session; its log beside the socket)."""
+    if path is None or running(path):
+        return
+    environment = {**os.environ, **{key: value for key, value in settings(home).items() if key in PATH_SETTINGS}}
+    subprocess.Popen(
+        [sys.executable, "-m", "ctxrag.services.resident", os.fspath(path), os.fspath(home), name, str(idle_minutes())],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
+        start_new_session=True, close_fds=True,
+    )
+
+
+def stop(path: Path | None) -> bool:
+    """Stop the resident search at ``path`` (SIGTERM to the pid its lock file holds); whether one was running."""
+    import signal
+
+    if path is None or not running(path):
+        return False
+    try:
+        os.kill(int(lock_path(path).read_text().strip()), signal.SIGTERM)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_suffix(".lock")
+
+
+def log_path(path: Path) -> Path:
+    return path.with_suffix(".log")

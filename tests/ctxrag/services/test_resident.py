@@ -1,0 +1,163 @@
+"""The resident search: a later ``ctxrag search`` asks the process the first one left, gets what it would have printed
+itself, and never an answer made under other settings; the process is its user's only and exits when idle."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ctxrag
+from ctxrag.services import resident_socket as resident
+from ctxrag.storage.environment import OFFLINE_DEFAULTS
+from tests.ctxrag.services.conftest import CTXRAG
+from tests.equipment.other_user import PYTHON, ensure_other_user, other_user_missing
+
+# The command, telling on stderr whether it loaded what a search in its own process loads.
+CTXRAG_TELLING = [sys.executable, "-c", "import sys\nfrom ctxrag.cli import main\ntry:\n    main()\nfinally:\n"
+                  "    print('LOADED' if 'onnxruntime' in sys.modules or 'pyarrow' in sys.modules else 'ASKED', file=sys.stderr)"]
+
+
+@pytest.fixture
+def resident_env(sample_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Resident search on (idle 1 minute) for ``sample_home``, with its socket folder in a short private folder of
+    its own, in this process's environment (and so the commands'); the socket's path. Any resident search left is
+    stopped after."""
+    runtime = Path(tempfile.mkdtemp(prefix="ctxrag-rt-", dir="/tmp"))
+    for name, value in {**OFFLINE_DEFAULTS, "XDG_RUNTIME_DIR": str(runtime), "CTXRAG_HOME": str(sample_home),
+                        resident.IDLE_ENV: "1"}.items():
+        monkeypatch.setenv(name, os.environ.get(name, value) if name in OFFLINE_DEFAULTS else value)
+    path = resident.socket_path(sample_home)
+    assert path is not None and path.parent == runtime / "ctxrag"
+    try:
+        yield path
+    finally:
+        resident.stop(path)
+        wait_for(lambda: not resident.running(path), "the resident search to stop")
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def wait_for(condition, what: str, seconds: float = 120) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
+        time.sleep(0.2)
+
+
+def search_command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CTXRAG_TELLING, "search", *args], env=env or dict(os.environ), capture_output=True, text=True, timeout=300)
+
+
+REQUEST = {"query": "retry backoff delay", "index": "sample", "k": 3, "strategy": None, "rerank": "", "rerank_model": ""}
+
+
+@pytest.mark.slow
+def test_a_later_search_asks_the_resident_one_and_prints_what_it_would_have(resident_env: Path, sample_home: Path) -> None:
+    first = search_command("retry backoff delay", "--name", "sample", "-k", "3", "--json")
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.strip().endswith("LOADED")  # no resident search yet: this process searched, and started one
+    wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
+
+    for options in (["--json"], [], ["--strategy", "bm25"], ["--strategy", "hybrid(rrf_k=10)", "--json"]):
+        asked = search_command("how are failed calls retried", "--name", "sample", "-k", "4", *options)
+        itself = search_command("how are failed calls retried", "--name", "sample", "-k", "4", *options,
+                                env={**os.environ, resident.IDLE_ENV: "0"})
+        assert asked.returncode == itself.returncode == 0, (asked.stderr, itself.stderr)
+        assert asked.stderr.strip() == "ASKED" and itself.stderr.strip().endswith("LOADED")
+        assert asked.stdout == itself.stdout and asked.stdout.strip()
+    in_process = ctxrag.search("how are failed calls retried", name="sample", k=4)
+    assert json.loads(search_command("how are failed calls retried", "--name", "sample", "-k", "4", "--json").stdout) == \
+        json.loads(json.dumps([hit.to_dict() for hit in in_process]))
+
+
+@pytest.mark.slow
+def test_what_the_resident_one_cannot_answer_the_command_answers_as_always(resident_env: Path, sample_home: Path) -> None:
+    resident.start(resident_env, sample_home, "sample")
+    wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
+    with socket.socket(socket.AF_UNIX) as raw:  # not a request: an error line, and the process answers after it
+        raw.connect(os.fspath(resident_env))
+        raw.sendall(b'{"query": 3}\n')
+        assert "error" in json.loads(raw.makefile("rb").readline())
+    assert resident.ask(resident_env, {**REQUEST, "index": "missing"}) is None
+
+    unknown = search_command("retry", "--name", "missing")
+    assert unknown.returncode == 2 and "no index named 'missing'" in unknown.stderr
+    bad = search_command("retry", "--name", "sample", "--strategy", "bogus")
+    assert bad.returncode == 2 and "unknown strategy 'bogus'" in bad.stderr
+    assert resident.ask(resident_env, REQUEST) is not None
+
+
+@pytest.mark.slow
+def test_it_exits_when_idle_and_a_killed_ones_socket_is_replaced(resident_env: Path, sample_home: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(resident.IDLE_ENV, "0.02")  # 1.2 s
+    resident.start(resident_env, sample_home, "sample")
+    resident.start(resident_env, sample_home, "sample")  # a second start while the first warms: one serves
+    wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
+    wait_for(lambda: not resident.running(resident_env) and not resident_env.exists(), "the idle one to exit", seconds=60)
+
+    monkeypatch.setenv(resident.IDLE_ENV, "1")
+    resident.start(resident_env, sample_home, "sample")
+    wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
+    os.kill(int(resident.lock_path(resident_env).read_text()), 9)  # killed: its socket stays, with no one behind it
+    wait_for(lambda: not resident.running(resident_env), "the killed one to go")
+    assert resident_env.exists() and resident.ask(resident_env, REQUEST) is None
+    resident.start(resident_env, sample_home, "sample")
+    wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "a new resident search to answer")
+
+
+def test_other_settings_other_socket_and_an_unsafe_folder_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = Path(tempfile.mkdtemp(prefix="ctxrag-rt-", dir="/tmp"))
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+        monkeypatch.delenv(resident.IDLE_ENV)
+        home = tmp_path / "home"
+        here = resident.socket_path(home)
+        assert here is not None and (runtime / "ctxrag").stat().st_mode & 0o777 == 0o700
+        monkeypatch.setenv("TERM", "something-else")  # nothing a search reads
+        monkeypatch.setenv(resident.IDLE_ENV, "3")
+        assert resident.socket_path(home) == here
+        for name, value in (("CTXRAG_RERANK", "local:/models/ce"), ("VOYAGE_API_KEY", "pa-other"), ("HF_HUB_OFFLINE", "0")):
+            with monkeypatch.context() as changed:
+                changed.setenv(name, value)
+                assert resident.socket_path(home) not in (None, here), name
+        assert resident.socket_path(tmp_path / "other-home") != here
+
+        monkeypatch.setenv(resident.IDLE_ENV, "0")
+        assert resident.socket_path(home) is None
+        monkeypatch.setenv(resident.IDLE_ENV, "soon")
+        assert resident.socket_path(home) is None
+        monkeypatch.setenv(resident.IDLE_ENV, "1")
+        os.chmod(runtime / "ctxrag", 0o755)  # open to others: not used
+        assert resident.socket_path(home) is None
+        shutil.rmtree(runtime / "ctxrag")
+        (runtime / "elsewhere").mkdir(mode=0o700)
+        (runtime / "ctxrag").symlink_to(runtime / "elsewhere")  # a link (someone else's, perhaps): not used
+        assert resident.socket_path(home) is None
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(other_user_missing() is not None, reason=str(other_user_missing()))
+def test_another_user_of_the_machine_cannot_ask(resident_env: Path, sample_home: Path) -> None:
+    resident.start(resident_env, sample_home, "sample")
+    wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
+    other = ensure_other_user()
+    # The other user may reach the folders above (as /tmp): open the runtime folder's parent for the probe.
+    os.chmod(resident_env.parent.parent, 0o755)
+    probe = ("import json, socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\n"
+             "    s.sendall(json.dumps(json.loads(sys.argv[2])).encode() + b'\\n')\n    print('ANSWER', s.makefile('rb').readline()[:60])\n"
+             "except OSError as error:\n    print('REFUSED', type(error).__name__)\n")
+    done = subprocess.run(["runuser", "-u", other, "--", PYTHON, "-c", probe, os.fspath(resident_env), json.dumps(REQUEST)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("REFUSED PermissionError"), (done.stdout, done.stderr)
