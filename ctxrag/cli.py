@@ -76,6 +76,7 @@ def index(
         from ctxrag.runs import run_index
 
         report = run_index(source, name, options)
+    _start_resident_search(name)  # so the first search after an index answers as fast as the later ones
     if as_json:
         print(json.dumps(report))
         return
@@ -105,6 +106,13 @@ def index(
         if costs["documents_without_caching"]:
             out.print(f"caching could not apply (below the model's minimum length) to {len(costs['documents_without_caching'])} documents: "
                       + ", ".join(costs["documents_without_caching"][:10]), highlight=False)
+
+
+def _start_resident_search(name: str) -> None:
+    from ctxrag.services import resident_socket as resident
+
+    home = ctxrag_home()
+    resident.start(resident.socket_path(home), home, name)
 
 
 @app.command()

@@ -20,6 +20,7 @@ import ctxrag
 from ctxrag.services import resident_socket as resident
 from ctxrag.storage.environment import OFFLINE_DEFAULTS
 from tests.ctxrag.services.conftest import CTXRAG
+from tests.helpers import SAMPLE_CORPUS
 from tests.equipment.other_user import PYTHON, ensure_other_user, other_user_missing
 
 # The command, telling on stderr whether it loaded what a search in its own process loads.
@@ -28,22 +29,29 @@ CTXRAG_TELLING = [sys.executable, "-c", "import sys\nfrom ctxrag.cli import main
 
 
 @pytest.fixture
-def resident_env(sample_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Resident search on (idle 1 minute) for ``sample_home``, with its socket folder in a short private folder of
-    its own, in this process's environment (and so the commands'); the socket's path. Any resident search left is
-    stopped after."""
+def resident_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Resident search on (idle 1 minute), its socket folder in a short private folder of its own, in this process's
+    environment (and so the commands'); that folder. Every resident search started there is stopped after."""
     runtime = Path(tempfile.mkdtemp(prefix="ctxrag-rt-", dir="/tmp"))
-    for name, value in {**OFFLINE_DEFAULTS, "XDG_RUNTIME_DIR": str(runtime), "CTXRAG_HOME": str(sample_home),
-                        resident.IDLE_ENV: "1"}.items():
+    for name, value in {**OFFLINE_DEFAULTS, "XDG_RUNTIME_DIR": str(runtime), resident.IDLE_ENV: "1"}.items():
         monkeypatch.setenv(name, os.environ.get(name, value) if name in OFFLINE_DEFAULTS else value)
-    path = resident.socket_path(sample_home)
-    assert path is not None and path.parent == runtime / "ctxrag"
     try:
-        yield path
+        yield runtime
     finally:
-        resident.stop(path)
-        wait_for(lambda: not resident.running(path), "the resident search to stop")
+        for lock in (runtime / "ctxrag").glob("*.lock"):
+            path = lock.with_suffix(".sock")
+            resident.stop(path)
+            wait_for(lambda: not resident.running(path), "the resident search to stop")
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture
+def resident_env(resident_on: Path, sample_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``resident_on`` for ``sample_home`` (CTXRAG_HOME): its resident search's socket path."""
+    monkeypatch.setenv("CTXRAG_HOME", str(sample_home))
+    path = resident.socket_path(sample_home)
+    assert path is not None and path.parent == resident_on / "ctxrag"
+    return path
 
 
 def wait_for(condition, what: str, seconds: float = 120) -> None:  # type: ignore[no-untyped-def]
@@ -113,6 +121,24 @@ def test_it_exits_when_idle_and_a_killed_ones_socket_is_replaced(resident_env: P
     assert resident_env.exists() and resident.ask(resident_env, REQUEST) is None
     resident.start(resident_env, sample_home, "sample")
     wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "a new resident search to answer")
+
+
+@pytest.mark.slow
+def test_an_index_run_leaves_one_so_the_first_search_after_it_asks(resident_on: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   prefect_harness) -> None:  # type: ignore[no-untyped-def]
+    from prefect.settings import PREFECT_API_URL
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("CTXRAG_HOME", str(home))
+    monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
+    indexed = subprocess.run([*CTXRAG, "index", str(SAMPLE_CORPUS), "--name", "fresh", "--contextualizer", "none"],
+                             env=dict(os.environ), capture_output=True, text=True, timeout=600)
+    assert indexed.returncode == 0, indexed.stderr
+    path = resident.socket_path(home.resolve())
+    assert path is not None
+    wait_for(lambda: resident.ask(path, {**REQUEST, "index": "fresh"}) is not None, "the resident search to answer")
+    first = search_command("retry backoff delay", "--name", "fresh")
+    assert first.returncode == 0 and first.stderr.strip() == "ASKED", first.stderr
 
 
 def test_other_settings_other_socket_and_an_unsafe_folder_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
