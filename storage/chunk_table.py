@@ -1,15 +1,18 @@
-"""A version's chunk rows, read from its chunks.parquet as they are asked for.
+"""A version's chunk rows, read as they are asked for.
 
-A search needs a few rows (its hits and their documents' other chunks): ``values`` reads only the row groups that
-hold them, a column at a time. Whole columns (``table[name]``), which evaluation and tuning read, are read on first
-use. Opening a million-row version read all 700 MB of it (2.8 s and 1.5 GB of a one-query ``ctxrag search``); a row
-group of 65,536 rows (versions written before ``GROUP_ROWS``) takes 75 ms to read its text columns.
+A version has its rows twice: ``chunks.parquet`` (compressed; what backends and gc read) and ``rows.arrow``
+(``ROWS_FILE``: the same rows uncompressed in Arrow's IPC file format, in record batches of ``GROUP_ROWS``), which
+is memory-mapped: a search's few rows (its hits and their documents' other chunks) cost microseconds each and touch
+only their own pages, at any size. Versions written before ``rows.arrow`` are read from the Parquet file: ``values``
+reads only the row groups that hold them (~2 ms a 1,024-row text group at 1M chunks, kept in a bounded cache).
+Whole columns (``table[name]``), which evaluation and tuning read, are read on first use.
 """
 
 from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from collections import OrderedDict
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 GROUP_ROWS = 1_024  # rows of a row group as versions are written: a hit reads its group's text (at 1M chunks 2 ms, not 24 ms at 8,192)
+GROUP_CACHE_BYTES = 64 * 1024**2  # row groups' columns kept after a read, the least recently used dropped past this
+ROWS_FILE = "rows.arrow"  # beside chunks.parquet: the rows memory-mapped, for reads of a few at a time
 
 
 class ChunkTable:
@@ -27,8 +32,10 @@ class ChunkTable:
         if (table is None) == (path is None):
             raise ValueError("a chunk table is read from a table or from a file")
         self._file = pq.ParquetFile(path) if path is not None else None  # reads the footer: a corrupt file fails here
+        self._mapped = _open_rows(path.parent / ROWS_FILE) if path is not None else None
         self._columns: dict[str, pa.ChunkedArray] = {name: table[name] for name in table.column_names} if table is not None else {}
-        self._groups: dict[tuple[str, int], pa.ChunkedArray] = {}
+        self._groups: OrderedDict[tuple[str, int], pa.ChunkedArray] = OrderedDict()  # the latest read last
+        self._group_bytes = 0
         self._reading = threading.Lock()  # one read of the file at a time: a program may search from several threads
         if self._file is not None:
             metadata = self._file.metadata
@@ -48,24 +55,44 @@ class ChunkTable:
             if self._file is None or name not in self.column_names:
                 raise KeyError(f"no column {name!r} in the chunk table (columns: {', '.join(self.column_names)})")
             with self._reading:
-                self._columns[name] = self._file.read(columns=[name])[name]
+                if self._mapped is not None:
+                    self._columns[name] = pa.chunked_array([self._mapped.get_batch(batch)[name] for batch in range(self._mapped.num_record_batches)],
+                                                           self._mapped.schema.field(name).type)
+                else:
+                    self._columns[name] = self._file.read(columns=[name])[name]
         return self._columns[name]
 
     def values(self, name: str, rows: list[int]) -> list[Any]:
-        """``name``'s values at ``rows`` as Python values, reading only the row groups that hold them."""
-        if name in self._columns or self._file is None or name not in self.column_names:
-            column = self[name]
-            return [column[row].as_py() for row in rows]
-        found = []
+        """``name``'s values at ``rows`` as Python values: from the mapped rows, else reading only the row groups
+        that hold them."""
         for row in rows:
             if not 0 <= row < self.num_rows:
                 raise IndexError(f"row {row} of a chunk table of {self.num_rows} rows")
-            group = bisect_right(self._starts, row) - 1
-            if (name, group) not in self._groups:
-                with self._reading:
-                    self._groups[(name, group)] = self._file.read_row_group(group, columns=[name])[name]
-            found.append(self._groups[(name, group)][row - self._starts[group]].as_py())
-        return found
+        if name in self._columns or self._file is None or name not in self.column_names:
+            column = self[name]
+            return [column[row].as_py() for row in rows]
+        if self._mapped is not None:  # batches of GROUP_ROWS rows: a row's is its number // GROUP_ROWS
+            return [self._mapped.get_batch(row // GROUP_ROWS)[name][row % GROUP_ROWS].as_py() for row in rows]
+        return [self._group(name, group)[row - self._starts[group]].as_py()
+                for row, group in ((row, bisect_right(self._starts, row) - 1) for row in rows)]
+
+    def _group(self, name: str, group: int) -> pa.ChunkedArray:
+        """Column ``name`` of row group ``group``: from the cache of recent reads, else read (on this thread: pyarrow's
+        pool took 9.6 ms for a 1,024-row text group on 2 busy cores, one thread 2 ms) and cached, the least recently
+        used dropped past ``GROUP_CACHE_BYTES`` (a service searching a million chunks for hours stays bounded)."""
+        assert self._file is not None
+        with self._reading:
+            key = (name, group)
+            if key in self._groups:
+                self._groups.move_to_end(key)
+                return self._groups[key]
+            column = self._file.read_row_group(group, columns=[name], use_threads=False)[name]
+            self._groups[key] = column
+            self._group_bytes += column.nbytes
+            while self._group_bytes > GROUP_CACHE_BYTES and len(self._groups) > 1:
+                _, dropped = self._groups.popitem(last=False)
+                self._group_bytes -= dropped.nbytes
+            return column
 
     def value(self, name: str, row: int) -> Any:
         return self.values(name, [row])[0]
@@ -76,3 +103,32 @@ class ChunkTable:
 
     def to_pylist(self) -> list[dict[str, Any]]:
         return self.read().to_pylist()
+
+
+def _open_rows(path: Path) -> pa.ipc.RecordBatchFileReader | None:
+    """``rows.arrow`` memory-mapped (its footer read; batches are read as asked), or None for a version without one."""
+    try:
+        return pa.ipc.open_file(pa.memory_map(str(path)))
+    except FileNotFoundError:
+        return None
+
+
+class RowsWriter:
+    """Writes ``rows.arrow``: every table given, in order, as record batches of exactly ``GROUP_ROWS`` rows (the last
+    shorter), so a row's batch is its number divided by ``GROUP_ROWS``."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self._writer = pa.ipc.new_file(str(path), schema)
+        self._pending = schema.empty_table()
+
+    def write(self, table: pa.Table) -> None:
+        pending = pa.concat_tables([self._pending, table]) if self._pending.num_rows else table
+        whole = pending.num_rows - pending.num_rows % GROUP_ROWS
+        if whole:
+            self._writer.write_table(pending.slice(0, whole).combine_chunks(), max_chunksize=GROUP_ROWS)
+        self._pending = pending.slice(whole)
+
+    def close(self) -> None:
+        if self._pending.num_rows:
+            self._writer.write_table(self._pending.combine_chunks(), max_chunksize=GROUP_ROWS)
+        self._writer.close()

@@ -1,7 +1,7 @@
 """Named indexes on disk, in versions: a build is staged aside and made live by one atomic rename.
 
-Layout under ``$CTXRAG_HOME/indexes/NAME/``: ``versions/<id>/`` (manifest.json, chunks.parquet, the BM25 and
-vector files), ``live.json`` naming the live version, ``build.lock`` held while a build runs, and ``tuning.json``, the strategy
+Layout under ``$CTXRAG_HOME/indexes/NAME/``: ``versions/<id>/`` (manifest.json, chunks.parquet and rows.arrow, the
+BM25 and vector files), ``live.json`` naming the live version, ``build.lock`` held while a build runs, and ``tuning.json``, the strategy
 ``ctxrag tune`` chose (it outlives re-indexing; ``delete`` removes it with the rest). Readers follow
 ``live.json``, so they see the old version or the new one, never a half-written one; a failed build is removed
 and the live version is untouched.
@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ctxrag.storage.backends import Ranker, backend_for
-from ctxrag.storage.chunk_table import GROUP_ROWS, ChunkTable
+from ctxrag.storage.chunk_table import GROUP_ROWS, ROWS_FILE, ChunkTable, RowsWriter
 from ctxrag.storage.locks import held_or_refused
 from ctxrag.storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError
 from ctxrag.storage.names import NAME_PATTERN, validate_name
@@ -265,17 +265,21 @@ class IndexStore:
 
 
 def _write_rows(tables: Iterable[pa.Table], path: Path) -> None:
-    """``path`` as ``pq.write_table`` writes one table in row groups of ``GROUP_ROWS`` (the same bytes), a table at a
-    time."""
-    writer = None
+    """``path`` as ``pq.write_table`` writes one table in row groups of ``GROUP_ROWS`` (the same bytes), and the same
+    rows memory-mappable beside it (``ROWS_FILE``), a table at a time."""
+    writer = mapped = None
     try:
         for table in tables:
-            if writer is None:
+            if writer is None or mapped is None:
                 writer = pq.ParquetWriter(path, table.schema)
+                mapped = RowsWriter(path.parent / ROWS_FILE, table.schema)
             writer.write_table(table, row_group_size=GROUP_ROWS)
+            mapped.write(table)
     finally:
         if writer is not None:
             writer.close()
+        if mapped is not None:
+            mapped.close()
     if writer is None:
         raise ValueError("no rows to publish (not even an empty table)")
 

@@ -38,3 +38,46 @@ def test_an_unknown_column_or_row_is_named(stored: ChunkTable) -> None:
         stored.values("heading", [0])
     with pytest.raises(IndexError, match="row 10 of a chunk table of 10 rows"):
         stored.values("content", [10])
+
+
+def test_the_row_groups_kept_after_reads_stay_under_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = pa.table({"content": [f"text {row} " * 20 for row in range(400)]})
+    pq.write_table(table, tmp_path / "chunks.parquet", row_group_size=10)  # 40 groups of ~2 kB
+    stored = ChunkTable(path=tmp_path / "chunks.parquet")
+    one_group = pq.ParquetFile(tmp_path / "chunks.parquet").read_row_group(0)["content"].nbytes
+    monkeypatch.setattr("ctxrag.storage.chunk_table.GROUP_CACHE_BYTES", 5 * one_group)
+    reads: list[int] = []
+    read_row_group = pq.ParquetFile.read_row_group
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", lambda self, group, **kw: reads.append(group) or read_row_group(self, group, **kw))
+    rows = list(range(0, 400, 7))
+    assert stored.values("content", rows) == [table["content"][row].as_py() for row in rows]
+    assert stored._group_bytes <= 5 * one_group + one_group and len(stored._groups) <= 6
+    assert len(reads) == 40
+    stored.values("content", [399, 395])  # the group read last is kept: no read
+    assert len(reads) == 40
+    stored.values("content", [0])  # the first was dropped long ago: read again
+    assert reads[-1] == 0 and len(reads) == 41
+
+
+def test_a_versions_rows_file_answers_every_row_without_the_parquet_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxrag.storage.chunk_table import GROUP_ROWS, ROWS_FILE
+    from ctxrag.storage.index_store import _write_rows
+
+    rows = 3 * GROUP_ROWS + 77
+    table = pa.table({"doc_id": [f"d{row // 5}" for row in range(rows)], "content": [f"text {row}" for row in range(rows)],
+                      "defines": [[f"f{row}"] if row % 2 else [] for row in range(rows)]})
+    cuts = [0, 1500, 2200, rows]  # tables of consecutive rows, none a whole number of batches
+    _write_rows((table.slice(start, end - start) for start, end in zip(cuts, cuts[1:])), tmp_path / "chunks.parquet")
+    batches = pa.ipc.open_file(tmp_path / ROWS_FILE)
+    assert [batches.get_batch(at).num_rows for at in range(batches.num_record_batches)] == [GROUP_ROWS] * 3 + [77]
+
+    stored = ChunkTable(path=tmp_path / "chunks.parquet")
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", lambda *args, **kwargs: pytest.fail("a row group was read"))
+    monkeypatch.setattr(pq.ParquetFile, "read", lambda *args, **kwargs: pytest.fail("the Parquet file was read"))
+    picked = [0, GROUP_ROWS - 1, GROUP_ROWS, 2199, 2200, rows - 1, 5]
+    for name in ("doc_id", "content", "defines"):
+        assert stored.values(name, picked) == [table[name][row].as_py() for row in picked]
+        assert stored[name].to_pylist() == table[name].to_pylist()
+    assert stored.read().equals(table) and len(stored) == rows
+    with pytest.raises(IndexError, match=f"row {rows} of a chunk table of {rows} rows"):
+        stored.values("content", [rows])

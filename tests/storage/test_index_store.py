@@ -85,7 +85,7 @@ def test_publish_then_open_round_trip(tmp_path: Path) -> None:
     manifest, chunks, texts, vectors = parts()
     final = store.publish("docs", manifest, chunks, texts, vectors)
     assert final.parent == tmp_path / "indexes" / "docs" / "versions"
-    assert sorted(p.name for p in final.iterdir()) == ["bm25", "chunks.parquet", "embeddings.npy", "manifest.json"]
+    assert sorted(p.name for p in final.iterdir()) == ["bm25", "chunks.parquet", "embeddings.npy", "manifest.json", "rows.arrow"]
 
     opened = store.open("docs")
     assert isinstance(opened, StoredIndex)
