@@ -1,12 +1,19 @@
 """A new query's ``ctxrag search`` as a whole process, this checkout against an earlier one, side by side.
 
     .venv/bin/python benchmarks/search_process.py --base-code DIR --base-home HOME --home HOME --name INDEX
-        [--runs 9] [--out FILE]
+        [--runs 9] [--case later|first|alone] [--out FILE]
 
 Each round runs ``ctxrag search QUERY --name INDEX -k 5`` twice, with a query neither side has seen: once with
 ``--base-code`` first on ``PYTHONPATH`` against ``--base-home``, once with this checkout against ``--home`` (the same
 index, in the files each version of the code writes), in turn. Per process: wall seconds and peak RSS
 (``os.wait4``'s rusage). Prints and writes the medians, the ratio this/base per round, and the load average.
+
+``--case`` is which search of this checkout is timed (the base side runs as it always has):
+``later``: a search after an earlier one (or an index run) left a resident search process, started and answering
+before the rounds; ``first``: the first search, with no resident search (each round stops it, after the timed search
+started it and it answered, so it never runs during the other side's search); ``alone``: resident search off
+(``CTXRAG_SEARCH_IDLE_MINUTES=0``), the search in its own process, as before it existed. The resident searches live
+in a private folder of the benchmark's own (``XDG_RUNTIME_DIR``), removed at the end.
 """
 
 from __future__ import annotations
@@ -14,9 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -24,9 +34,9 @@ from pathlib import Path
 from common import CTXRAG, REPO, machine_meta  # benchmarks/common.py
 
 
-def one_search(code: Path, home: Path, name: str, query: str) -> tuple[float, float]:
+def one_search(code: Path, home: Path, name: str, query: str, **extra: str) -> tuple[float, float]:
     """(wall seconds, peak RSS MB) of one ``ctxrag search`` process."""
-    env = {**os.environ, "PYTHONPATH": str(code), "CTXRAG_HOME": str(home)}
+    env = {**os.environ, "PYTHONPATH": str(code), "CTXRAG_HOME": str(home), **extra}
     started = time.perf_counter()
     process = subprocess.Popen([*CTXRAG, "search", query, "--name", name, "-k", "5"], env=env, cwd="/",
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -37,6 +47,33 @@ def one_search(code: Path, home: Path, name: str, query: str) -> tuple[float, fl
     return wall, usage.ru_maxrss / 1024
 
 
+def resident_sockets(runtime: Path) -> list[Path]:
+    return sorted((runtime / "ctxrag").glob("*.sock"))
+
+
+def stop_residents(runtime: Path) -> None:
+    """SIGTERM every resident search started under ``runtime`` (pids in their lock files), and wait until gone."""
+    for lock in (runtime / "ctxrag").glob("*.lock"):
+        try:
+            pid = int(lock.read_text())
+            os.kill(pid, signal.SIGTERM)
+        except (ValueError, OSError):
+            continue
+        while Path(f"/proc/{pid}").exists():
+            time.sleep(0.05)
+    for leftover in resident_sockets(runtime):
+        leftover.unlink()
+
+
+def wait_for_resident(runtime: Path, seconds: float = 300) -> None:
+    """Until a resident search listens (it binds its socket once warm)."""
+    deadline = time.monotonic() + seconds
+    while not resident_sockets(runtime):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no resident search answered in {seconds:.0f} s")
+        time.sleep(0.1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-code", type=Path, required=True)
@@ -45,17 +82,30 @@ def main() -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--label", default="")
+    parser.add_argument("--case", choices=("later", "first", "alone"), default="later")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    runtime = Path(tempfile.mkdtemp(prefix="ctxrag-bench-", dir="/tmp"))
+    resident = {"XDG_RUNTIME_DIR": str(runtime), "CTXRAG_SEARCH_IDLE_MINUTES": "0" if args.case == "alone" else "30"}
     rounds = []
-    load_before = os.getloadavg()
-    for _ in range(args.runs):
-        query = f"where is a request retried after a timeout {uuid.uuid4().hex[:8]}"
-        base = one_search(args.base_code.resolve(), args.base_home, args.name, query)
-        this = one_search(REPO, args.home, args.name, query)
-        rounds.append({"base_s": base[0], "base_mb": base[1], "this_s": this[0], "this_mb": this[1]})
+    try:
+        if args.case == "later":
+            one_search(REPO, args.home, args.name, "a first search, to leave a resident one", **resident)
+            wait_for_resident(runtime)
+        load_before = os.getloadavg()
+        for _ in range(args.runs):
+            query = f"where is a request retried after a timeout {uuid.uuid4().hex[:8]}"
+            base = one_search(args.base_code.resolve(), args.base_home, args.name, query)
+            this = one_search(REPO, args.home, args.name, query, **resident)
+            if args.case == "first":
+                wait_for_resident(runtime)
+                stop_residents(runtime)
+            rounds.append({"base_s": base[0], "base_mb": base[1], "this_s": this[0], "this_mb": this[1]})
+    finally:
+        stop_residents(runtime)
+        shutil.rmtree(runtime, ignore_errors=True)
     result = {
-        "label": args.label, "index": args.name, "runs": args.runs,
+        "label": args.label, "case": args.case, "index": args.name, "runs": args.runs,
         "base median s": statistics.median(r["base_s"] for r in rounds), "this median s": statistics.median(r["this_s"] for r in rounds),
         "ratio median": statistics.median(r["this_s"] / r["base_s"] for r in rounds),
         "base peak MB (max)": max(r["base_mb"] for r in rounds), "this peak MB (max)": max(r["this_mb"] for r in rounds),

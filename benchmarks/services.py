@@ -45,7 +45,7 @@ def fresh_home(built: Path, copy: Path) -> Path:
     return copy
 
 
-def mcp_latency(home: Path, queries: list[str]) -> dict:
+def mcp_latency(home: Path, queries: list[str], name: str = "codebase") -> dict:
     """p50/p99 of ``search`` tool calls to ``ctxrag mcp`` over stdio, one at a time, each a new query."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -53,7 +53,7 @@ def mcp_latency(home: Path, queries: list[str]) -> dict:
     errors: list[str] = []
 
     async def run() -> None:
-        params = StdioServerParameters(command=CTXRAG[0], args=[*CTXRAG[1:], "mcp", "--name", "codebase"], env=private_env(home))
+        params = StdioServerParameters(command=CTXRAG[0], args=[*CTXRAG[1:], "mcp", "--name", name], env=private_env(home))
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             await session.call_tool("search", {"query": WARM_QUERY, "k": 10})
@@ -74,10 +74,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_http(home: Path) -> tuple[subprocess.Popen, str]:
-    """``ctxrag serve-search --name codebase`` on a free loopback port, answering /health; (process, base URL)."""
+def start_http(home: Path, name: str = "codebase") -> tuple[subprocess.Popen, str]:
+    """``ctxrag serve-search --name NAME`` on a free loopback port, answering /health; (process, base URL)."""
     port = free_port()
-    process = subprocess.Popen(CTXRAG + ["serve-search", "--name", "codebase", "--port", str(port)], env=private_env(home),
+    process = subprocess.Popen(CTXRAG + ["serve-search", "--name", name, "--port", str(port)], env=private_env(home),
                                stdout=subprocess.DEVNULL, stderr=open(home / "serve-search.log", "w"))
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
