@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Optional
 
 import typer
@@ -112,7 +113,7 @@ def _start_resident_search(name: str) -> None:
     from ctxrag.services import resident_socket as resident
 
     home = ctxrag_home()
-    resident.start(resident.socket_path(home), home, name)
+    resident.start(resident.socket_path(home), home, name, after=os.getpid())
 
 
 @app.command()
@@ -140,7 +141,7 @@ def search(
         with user_errors():
             hits = search_index(query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf)
         answer = {"hits": [hit.to_dict() for hit in hits], "places": [str(hit.location) for hit in hits]}
-        resident.start(resident_at, home, name)
+        resident.start(resident_at, home, name, after=os.getpid())
     if as_json:
         print(json.dumps(answer["hits"]))
         return

@@ -2,10 +2,10 @@
 over a Unix socket until it has been idle for its idle time (``ctxrag.services.resident_socket`` says where, and
 starts it).
 
-    python -m ctxrag.services.resident SOCKET HOME INDEX IDLE_MINUTES
+    python -m ctxrag.services.resident SOCKET HOME INDEX IDLE_MINUTES [PARENT_PID]
 
-It takes the socket's lock first (a second one started for the same socket exits at once), opens and warms INDEX,
-then listens (so a caller never waits on a cold start: until then it searches itself). A request is one JSON line:
+It takes the socket's lock first (a second one started for the same socket exits at once), waits until PARENT_PID
+(the command that started it) has ended, so as not to slow it down, then opens and warms INDEX, and only then listens (so a caller never waits on a cold start: until then it searches itself). A request is one JSON line:
 ``query``, ``index``, ``k``, ``strategy``, ``rerank``, ``rerank_model`` (``ctxrag search``'s options); the answer one
 JSON line: ``{"hits": [Hit.to_dict()...], "places": [str(location)...]}``, or ``{"error": message}``. Searches go
 through ``WarmIndexes`` (one search thread; a newly promoted version is reopened). Its log is the socket's ``.log``.
@@ -116,9 +116,9 @@ def search_answer(warm: WarmIndexes, line: bytes) -> dict[str, Any]:
     return {"hits": [hit.to_dict() for hit in hits], "places": [str(hit.location) for hit in hits]}
 
 
-def serve(path: Path, home: Path, name: str, idle_minutes: float) -> int:
-    """Hold ``path``'s lock, warm index ``name`` of ``home``, answer on ``path`` until idle; 0 when another resident
-    search holds the lock (it serves), 1 when the index cannot be opened."""
+def serve(path: Path, home: Path, name: str, idle_minutes: float, parent: int | None = None) -> int:
+    """Hold ``path``'s lock, wait for process ``parent`` to end, warm index ``name`` of ``home``, answer on ``path``
+    until idle; 0 when another resident search holds the lock (it serves), 1 when the index cannot be opened."""
     os.umask(0o077)
     lock = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -127,6 +127,8 @@ def serve(path: Path, home: Path, name: str, idle_minutes: float) -> int:
         return 0
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())  # for ``resident_socket.stop``
+    if parent is not None:
+        wait_for_end(parent)
     log_file = os.open(log_path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(log_file, 1)
     os.dup2(log_file, 2)
@@ -148,9 +150,23 @@ def serve(path: Path, home: Path, name: str, idle_minutes: float) -> int:
     return 0
 
 
+def wait_for_end(pid: int, seconds: float = 10.0) -> None:
+    """Until process ``pid`` has ended (at most ``seconds``): a command's own exit is not slowed by this one's
+    loading the model and the index on the same cores."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:  # a pid reused by another user's process: ours has ended
+            return
+        time.sleep(0.01)
+
+
 def main(argv: list[str] | None = None) -> int:
-    path, home, name, idle = argv if argv is not None else sys.argv[1:]
-    return serve(Path(path), Path(home), name, float(idle))
+    path, home, name, idle, *parent = argv if argv is not None else sys.argv[1:]
+    return serve(Path(path), Path(home), name, float(idle), int(parent[0]) if parent else None)
 
 
 if __name__ == "__main__":

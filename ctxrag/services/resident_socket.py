@@ -149,14 +149,15 @@ def running(path: Path) -> bool:
     return False
 
 
-def start(path: Path | None, home: Path, name: str) -> None:
+def start(path: Path | None, home: Path, name: str, after: int | None = None) -> None:
     """Start a resident search for ``home`` at ``path``, warmed on index ``name``, unless one is already there: a
-    detached process of its own (its own session; its log beside the socket)."""
+    detached process of its own (its own session; its log beside the socket) that starts loading once process
+    ``after`` (a command starting it on its way out: its own pid) has ended."""
     if path is None or running(path):
         return
     environment = {**os.environ, **{key: value for key, value in settings(home).items() if key in PATH_SETTINGS}}
     subprocess.Popen(
-        [sys.executable, "-m", "ctxrag.services.resident", os.fspath(path), os.fspath(home), name, str(idle_minutes())],
+        [sys.executable, "-m", "ctxrag.services.resident", os.fspath(path), os.fspath(home), name, str(idle_minutes()), *([str(after)] if after else [])],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
         start_new_session=True, close_fds=True,
     )
