@@ -89,8 +89,11 @@ def test_a_local_search_of_a_seen_query_imports_no_table_library_no_keyword_buil
     assert new.returncode == seen.returncode == 0, new.stderr + seen.stderr
     assert not {"bm25s", "scipy", "pandas"} & modules_of_new
     heavy = {"pandas", "bm25s", "scipy", "tenacity", "voyageai", "ctxrag.prefect_commands.local_server",
-             "ctxrag.storage.ledger", "ctxrag.tasks.load", "mcp", "fastapi", "uvicorn", "ctxrag.services"} & modules
+             "ctxrag.storage.ledger", "ctxrag.tasks.load", "mcp", "fastapi", "uvicorn", "ctxrag.services.warm",
+             "ctxrag.services.resident", "ctxrag.services.requests"} & modules
     assert not heavy, f"ctxrag search of a seen query imported {sorted(heavy)}"
+    # Of the services, only the resident search's address and client (standard library only).
+    assert {name for name in modules if name.startswith("ctxrag.services.")} == {"ctxrag.services.resident_socket"}
 
 
 @pytest.mark.parametrize("args", [["--help"], ["index", "--help"], ["evaluate", "--help"], ["server", "--help"], ["trigger", "--help"],
