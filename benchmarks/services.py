@@ -3,7 +3,8 @@ clients see them. Each service runs as a subprocess on a fresh copy of the index
 is warmed by one query outside the set, then answers the first N evaluation questions one after another (new
 queries: latency p50/p99 from the client, with the MCP SDK's client and httpx). Then C concurrent HTTP clients ask
 for S seconds (the questions in turn, each client from its own offset; ``--fresh-queries``: every request a query
-never asked), counting errors and sampling the server's RSS every second (psutil). Writes
+never asked), counting errors and sampling the server's RSS every second, whole and anonymous (``RssAnon`` of
+/proc/PID/status: the heap, not the pages of mapped files and libraries, which the kernel may drop and read again). Writes
 benchmarks/results/services.md (and .json; ``--out`` names another)."""
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from pathlib import Path
 
 import anyio
 import httpx
-import psutil
 
 from common import CTXRAG, RESULTS, SHARED_DATA, git, machine_meta, portable_path, private_env, run_ctxrag, write_report
 
@@ -111,7 +111,7 @@ def http_load(url: str, pid: int, queries: list[str], clients: int, seconds: flo
     lock = threading.Lock()
     times: list[float] = []
     failures: list[str] = []
-    rss: list[tuple[float, float]] = []
+    rss: list[tuple[float, float, float, float]] = []  # (s, RSS, anonymous, file-backed) in MB
     begun = time.perf_counter()
 
     def ask(number: int) -> None:
@@ -133,9 +133,8 @@ def http_load(url: str, pid: int, queries: list[str], clients: int, seconds: flo
                         failures.append(problem)
 
     def sample() -> None:
-        process = psutil.Process(pid)
         while not stop.wait(1.0):
-            rss.append((round(time.perf_counter() - begun, 1), round(process.memory_info().rss / 2**20, 1)))
+            rss.append((round(time.perf_counter() - begun, 1), *resident_mb(pid)))
 
     threads = [threading.Thread(target=ask, args=(number,)) for number in range(clients)] + [threading.Thread(target=sample)]
     for thread in threads:
@@ -144,13 +143,23 @@ def http_load(url: str, pid: int, queries: list[str], clients: int, seconds: flo
     stop.set()
     for thread in threads:
         thread.join()
-    after = [mb for at, mb in rss if at >= 10]
-    slope = _slope([(at, mb) for at, mb in rss if at >= 10])
+    after = [mb for at, mb, _, _ in rss if at >= 10]
+    anon = [mb for at, _, mb, _ in rss if at >= 10]
+    slope = _slope([(at, mb) for at, mb, _, _ in rss if at >= 10])
     return {"clients": clients, "seconds": seconds, "fresh_queries": fresh, "requests": len(times), "errors": len(failures),
             "first_errors": failures[:5], "requests_per_s": round(len(times) / seconds, 1), **{f"under_load_{k}": v for k, v in percentiles(times).items()},
             "rss_mb_at_10s": after[0] if after else None, "rss_mb_end": after[-1] if after else None,
             "rss_mb_max_after_10s": max(after) if after else None, "rss_mb_min_after_10s": min(after) if after else None,
-            "rss_growth_mb_per_min_after_10s": slope, "rss_samples": rss}
+            "rss_growth_mb_per_min_after_10s": slope, "anon_mb_at_10s": anon[0] if anon else None, "anon_mb_end": anon[-1] if anon else None,
+            "anon_mb_min_after_10s": min(anon) if anon else None, "anon_mb_max_after_10s": max(anon) if anon else None,
+            "anon_growth_mb_per_min_after_10s": _slope([(at, mb) for at, _, mb, _ in rss if at >= 10]),
+            "rss_samples_columns": ["s", "rss_mb", "anon_mb", "file_mb"], "rss_samples": rss}
+
+
+def resident_mb(pid: int) -> tuple[float, float, float]:
+    """MB of ``pid`` in memory: all (VmRSS), anonymous (RssAnon) and file-backed (RssFile), from /proc/PID/status."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return tuple(round(int(fields[name].split()[0]) / 1024, 1) for name in ("VmRSS", "RssAnon", "RssFile"))  # type: ignore[return-value]
 
 
 def _slope(points: list[tuple[float, float]]) -> float | None:
@@ -205,7 +214,8 @@ def render(report: dict, args: argparse.Namespace) -> str:
     load = "".join(
         f"| {'a new query each' if row['fresh_queries'] else 'the questions in turn'} | {row['seconds']:g} | {row['requests']} ({row['requests_per_s']}/s) | {row['errors']} | "
         f"{row['under_load_p50_ms']} / {row['under_load_p99_ms']} | {row['rss_mb_at_10s']} | {row['rss_mb_min_after_10s']}-{row['rss_mb_max_after_10s']} | "
-        f"{row['rss_mb_end']} | {row['rss_growth_mb_per_min_after_10s']} |\n" for row in report["load"])
+        f"{row['rss_mb_end']} | {row['rss_growth_mb_per_min_after_10s']} | {row['anon_mb_at_10s']} | {row['anon_mb_min_after_10s']}-{row['anon_mb_max_after_10s']} | "
+        f"{row['anon_growth_mb_per_min_after_10s']} |\n" for row in report["load"])
     return (
         f"# The warm search services\n\n{report['cpus']} cores ({report['cpu']}), Python {report['python']}, {report['date']}, commit "
         f"{report['commit']}. **A shared machine**: other sessions ran builds and tests at the same time (load average "
@@ -216,10 +226,12 @@ def render(report: dict, args: argparse.Namespace) -> str:
         f"one at a time, each new to it; milliseconds from the client's call to its parsed answer.\n\n"
         f"| door | queries | p50 ms | p99 ms | max ms | mean ms | errors | target (p50 <= 30, p99 <= 100, no error) |\n|---|---|---|---|---|---|---|---|\n{latency}\n"
         f"{args.clients} concurrent HTTP clients on the same server (after the latency run), the server's RSS sampled each second "
-        f"(growth: least squares over the samples after the first 10 s; every sample in services.json). A new query each: the "
+        f"(growth: least squares over the samples after the first 10 s; every sample in {args.out}.json), whole and anonymous "
+        f"(`RssAnon`: the heap; the rest is pages of mapped files and libraries, bounded by their size). A new query each: the "
         f"service keeps the 10,000 latest query vectors in memory (`Index(long_lived=True)`), so its RSS grows until then:\n\n"
-        f"| queries | s | requests | errors | p50 / p99 ms under load | RSS MB at 10 s | RSS MB after 10 s (min-max) | RSS MB at end | growth MB/min |\n"
-        f"|---|---|---|---|---|---|---|---|---|\n{load}\nServer still answering after the load: {report['server_alive_after']}.\n"
+        f"| queries | s | requests | errors | p50 / p99 ms under load | RSS MB at 10 s | RSS MB after 10 s (min-max) | RSS MB at end | growth MB/min "
+        f"| anon MB at 10 s | anon MB after 10 s (min-max) | anon growth MB/min |\n"
+        f"|---|---|---|---|---|---|---|---|---|---|---|---|\n{load}\nServer still answering after the load: {report['server_alive_after']}.\n"
     )
 
 

@@ -36,13 +36,23 @@ def language_of(doc_id: str) -> str | None:
     None for an id with no extension (a JSON corpus's ``doc_1``, a ``LICENSE`` file) or a docs page's link."""
     if "://" in doc_id:  # a docs page's link
         return None
-    path = PurePosixPath(doc_id)
-    if path.name in BY_FILENAME:
-        return BY_FILENAME[path.name]
-    extension = path.suffix.lower().lstrip(".")
+    name = file_name(doc_id)
+    if name in BY_FILENAME:
+        return BY_FILENAME[name]
+    dot = name.rfind(".")
+    extension = name[dot + 1 :].lower() if 0 < dot < len(name) - 1 else ""  # PurePosixPath's suffix, without its dot
     if not extension:
         return None
     return BY_EXTENSION.get(extension, TEXT)
+
+
+def file_name(doc_id: str) -> str:
+    """``PurePosixPath(doc_id).name`` by string operations: a service asks for every hit's language, and pathlib
+    interns each part of a path it parses; a part no longer used leaves Python's table of interned strings again, and
+    that churn regrows the table (~1.9 MB) every few thousand searches, each time in a new place of glibc's heap
+    (docs/decisions.md, "No pathlib per hit")."""
+    parts = [part for part in doc_id.split("/") if part and part != "."]
+    return parts[-1] if parts else ""
 
 
 PROSE_EXTENSIONS: frozenset[str] = frozenset({"txt", "text"})  # plain text by their own kind (unwrapped paragraphs are not minification)

@@ -10,6 +10,7 @@ from ctxrag.tasks.common.languages import (
     TEXT,
     chunked_by_regex,
     chunks_by_language,
+    file_name,
     language_of,
     read_as_plain_text,
 )
@@ -30,6 +31,17 @@ def test_every_kind_of_file_the_loader_reads_has_a_language() -> None:
 ])
 def test_a_sources_language_comes_from_its_name(doc_id: str, language: str | None) -> None:
     assert language_of(doc_id) == language
+
+
+@pytest.mark.parametrize("doc_id", ["src/app.py", "app.py", "a//b.py", "a/./b.py", "dir/", "a/b/.", ".bashrc", "a.", "x..py",
+                                    "/abs/Makefile", "", ".", "docs/v1.2/read.me.md"])
+def test_a_file_name_is_pathlibs_without_pathlib(doc_id: str) -> None:
+    """``file_name`` stands in for ``PurePosixPath(doc_id).name`` (which interns each part: a service's memory grew)."""
+    from pathlib import PurePosixPath
+
+    path = PurePosixPath(doc_id)
+    assert file_name(doc_id) == path.name
+    assert language_of(doc_id) == (BY_FILENAME.get(path.name) or (BY_EXTENSION.get(path.suffix[1:].lower(), TEXT) if path.suffix else None))
 
 
 def _corpus(*files: tuple[str, str, int]) -> Corpus:
