@@ -63,6 +63,8 @@ class Index:
         """The strategy a search uses when none is named: what ``ctxrag.tune`` chose for the index, else the default."""
         self._rerankers: dict[tuple[str, str], Reranker] = {}
         self._locator = Locator(self._searcher.index.chunks)
+        if long_lived:
+            self._locator.warm()  # a small index's locations now: a service's memory does not grow with its first searches
 
     @property
     def version(self) -> str:

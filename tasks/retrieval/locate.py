@@ -11,6 +11,7 @@ blank lines was dropped, gets no lines rather than wrong ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ctxrag.storage.chunk_table import ChunkTable
 from ctxrag.tasks.common.models import sha256_hex
@@ -55,29 +56,42 @@ def line_span(start: int, text: str) -> tuple[int, int]:
     return start + text.count("\n", 0, lead), start + text.count("\n", 0, len(text.rstrip()))
 
 
+KEPT_ROWS = 4_096  # locations kept after they are worked out (the oldest dropped): a service's memory stays bounded
+KEPT_DOCUMENTS = 1_024  # documents' line ranges kept likewise
+
+
 class Locator:
-    """Locations of an index's rows; a document's line ranges are worked out once, on its first hit."""
+    """Locations of an index's rows; a document's line ranges are worked out on its first hit and kept (at most
+    ``KEPT_DOCUMENTS`` documents and ``KEPT_ROWS`` locations, the oldest dropped first)."""
 
     def __init__(self, chunks: ChunkTable) -> None:
         self.chunks = chunks
         self._lines: dict[str, dict[int, tuple[int, int]]] = {}
         self._located: dict[int, Location] = {}
 
+    def warm(self) -> None:
+        """Work out every row's location now, for an index small enough for them all to be kept: a long-lived
+        process then holds from its start what its searches would otherwise add over its first thousands."""
+        if self.chunks.num_rows <= KEPT_ROWS:
+            for row in range(self.chunks.num_rows):
+                self.location(row)
+
     def location(self, row: int) -> Location:
-        if row not in self._located:
+        found = self._located.get(row)
+        if found is None:
             heading = self.chunks.value("heading", row) if "heading" in self.chunks.column_names else ""
             content = self.chunks.value("content", row)
-            self._located[row] = Location(heading=heading or "", definitions=() if heading else definitions_in(content), lines=self.lines(row))
-        return self._located[row]
+            found = Location(heading=heading or "", definitions=() if heading else definitions_in(content), lines=self.lines(row))
+            _keep(self._located, row, found, KEPT_ROWS)
+        return found
 
     def lines(self, row: int) -> tuple[int, int] | None:
         document = self.chunks.value("doc_id", row)
-        if document not in self._lines:
-            if "doc_sha" not in self.chunks.column_names:
-                self._lines[document] = {}
-            else:
-                self._lines[document] = self._document_lines(document, self._rows_around(document, row))
-        return self._lines[document].get(row)
+        spans = self._lines.get(document)
+        if spans is None:
+            spans = self._document_lines(document, self._rows_around(document, row)) if "doc_sha" in self.chunks.column_names else {}
+            _keep(self._lines, document, spans, KEPT_DOCUMENTS)
+        return spans.get(row)
 
     def _rows_around(self, document: str, row: int) -> list[int]:
         """``document``'s rows, in chunk order: those next to ``row`` (it included), as a version's rows hold each
@@ -101,3 +115,10 @@ class Locator:
             spans[row] = line_span(start, content)
             start += content.count("\n")
         return spans
+
+
+def _keep(kept: dict[Any, Any], key: Any, value: Any, most: int) -> None:
+    """Add ``key``: ``value`` to ``kept``, dropping its oldest entries past ``most``."""
+    kept[key] = value
+    while len(kept) > most:
+        del kept[next(iter(kept))]

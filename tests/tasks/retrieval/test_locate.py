@@ -72,3 +72,23 @@ def test_every_sample_chunk_s_lines_hold_its_text(relative: str) -> None:
         span = locator.lines(row)
         assert span is not None
         assert "\n".join(lines[span[0] - 1 : span[1]]) == chunk.content.strip()
+
+
+def test_kept_locations_stay_under_their_bounds_and_a_small_index_is_located_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    documents = {f"m{at}.py": f"def f{at}():\n    return {at}\n" for at in range(12)}
+    table = rows([(doc, 0, "", text) for doc, text in documents.items()], documents)
+    expected = [Locator(ChunkTable(table)).location(row) for row in range(12)]
+    monkeypatch.setattr("ctxrag.tasks.retrieval.locate.KEPT_ROWS", 5)
+    monkeypatch.setattr("ctxrag.tasks.retrieval.locate.KEPT_DOCUMENTS", 4)
+    bounded = Locator(ChunkTable(table))
+    assert [bounded.location(row) for row in (*range(12), 0, 11)] == [*expected, expected[0], expected[11]]
+    assert len(bounded._located) == 5 and len(bounded._lines) == 4
+    bounded.warm()  # 12 rows, more than are kept: nothing located ahead
+    assert len(bounded._located) == 5
+
+    monkeypatch.setattr("ctxrag.tasks.retrieval.locate.KEPT_ROWS", 12)
+    monkeypatch.setattr("ctxrag.tasks.retrieval.locate.KEPT_DOCUMENTS", 12)
+    small = Locator(ChunkTable(table))
+    small.warm()
+    monkeypatch.setattr(ChunkTable, "values", lambda *args: pytest.fail("a location was worked out after warm()"))
+    assert [small.location(row) for row in range(12)] == expected
