@@ -5,6 +5,7 @@ With a token, every path needs ``Authorization: Bearer TOKEN``."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
@@ -100,9 +101,12 @@ def build_app(warm: WarmIndexes, default_index: str, token: str | None) -> FastA
         return error_response(500, "internal", "the request failed inside ctxrag (a bug); the service's log has the traceback")
 
     @app.post("/search", response_model=SearchResult, responses=ERRORS)
-    def search(body: SearchBody) -> dict[str, Any]:
+    async def search(body: SearchBody) -> dict[str, Any]:
         """The best hits for a query: source, location, language, score and text of each."""
-        return warm.search(SearchRequest(body.query, body.index or default_index, body.k, body.strategy, body.path, body.language))
+        # Awaited on the event loop: searches run on the one search thread, and no worker thread waits for them
+        # (anyio's pool started and ended threads as the load varied; the service's memory grew for ~90 s with it).
+        request = SearchRequest(body.query, body.index or default_index, body.k, body.strategy, body.path, body.language)
+        return await asyncio.wrap_future(warm.submit(request))
 
     @app.get("/indexes", responses=ERRORS)
     def indexes() -> dict[str, Any]:

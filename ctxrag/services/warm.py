@@ -4,13 +4,14 @@ Every request first reads the index's live pointer and the mtime of its tuning f
 tens of microseconds); when either changed since the index was opened (``ctxrag index`` promoted a version,
 ``ctxrag tune`` chose a strategy, the index was deleted), the open ``Index`` is replaced before the search runs. So a
 service never needs a restart to see what a later run published. Searches run one at a time (an ``Index`` is not
-shared between threads): both doors call from worker threads, and hand each search to one search thread.
+shared between threads), each handed to one search thread: the MCP door and the resident search wait for it from
+their own threads (``search``, ``run``), the HTTP door awaits its future on the event loop (``submit``).
 """
 
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -45,9 +46,17 @@ class WarmIndexes:
     def search(self, request: SearchRequest) -> dict[str, Any]:
         """``request``'s hits as JSON-ready dicts, with the index's name, version and the strategy used; any
         problem is a ``ServiceError``."""
+        return self.submit(request).result()
+
+    def submit(self, request: SearchRequest) -> Future[dict[str, Any]]:
+        """``search`` handed to the search thread: its answer's future (an async door awaits it, so no thread of
+        its own waits); a bad request is a ``ServiceError`` at once."""
         keep = request.check()
+        return self._thread.submit(self._answer, request, keep)
+
+    def _answer(self, request: SearchRequest, keep: HitFilter | None) -> dict[str, Any]:
         try:
-            return self.run(request.index, lambda index: _answer(index, request, keep))
+            return self._run(request.index, lambda index: _answer(index, request, keep))
         except UserError as error:
             raise ServiceError.of(error) from None
         except ServiceError:
