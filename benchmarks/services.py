@@ -200,9 +200,14 @@ def main() -> None:
     finally:
         process.terminate()
         process.wait(timeout=60)
+    save_results(report, args.out, lambda: render(report, args))
+
+
+def save_results(report: dict, out: str, rendered) -> None:  # type: ignore[no-untyped-def]
+    """The end's load average into ``report``, then benchmarks/results/OUT.json and OUT.md (``rendered()``)."""
     report["load_average_end"] = os.getloadavg()
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1) + "\n")
-    write_report(RESULTS / f"{args.out}.md", render(report, args))
+    (RESULTS / f"{out}.json").write_text(json.dumps(report, indent=1) + "\n")
+    write_report(RESULTS / f"{out}.md", rendered())
 
 
 def render(report: dict, args: argparse.Namespace) -> str:

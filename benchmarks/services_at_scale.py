@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,8 +22,8 @@ from pathlib import Path
 import httpx
 import psutil
 
-from common import RESULTS, git, machine_meta, portable_path, private_env, write_report
-from services import QUESTIONS, WARM_QUERY, http_latency, mcp_latency, percentiles, start_http
+from common import RESULTS, git, machine_meta, portable_path, private_env
+from services import QUESTIONS, WARM_QUERY, http_latency, mcp_latency, percentiles, save_results, start_http
 
 TARGET_P50_MS = 60.0
 
@@ -89,9 +88,7 @@ def main() -> None:
     finally:
         process.terminate()
         process.wait(timeout=60)
-    report["load_average_end"] = os.getloadavg()
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1) + "\n")
-    write_report(RESULTS / f"{args.out}.md", render(report, args))
+    save_results(report, args.out, lambda: render(report, args))
     print((RESULTS / f"{args.out}.md").read_text())
 
 
