@@ -5,7 +5,8 @@ starts it).
     python -m ctxrag.services.resident SOCKET HOME INDEX IDLE_MINUTES [PARENT_PID]
 
 It takes the socket's lock first (a second one started for the same socket exits at once), waits until PARENT_PID
-(the command that started it) has ended, so as not to slow it down, then opens and warms INDEX, and only then listens (so a caller never waits on a cold start: until then it searches itself). A request is one JSON line:
+(the command that started it) has ended, so as not to slow it down, then opens and warms INDEX, and only then
+listens (so a caller never waits on a cold start: until then it searches itself). A request is one JSON line:
 ``query``, ``index``, ``k``, ``strategy``, ``rerank``, ``rerank_model`` (``ctxrag search``'s options); the answer one
 JSON line: ``{"hits": [Hit.to_dict()...], "places": [str(location)...]}``, or ``{"error": message}``. Searches go
 through ``WarmIndexes`` (one search thread; a newly promoted version is reopened). Its log is the socket's ``.log``.

@@ -41,11 +41,12 @@ ANSWER_TIMEOUT_S = 120.0  # a reranked search of a large index on a busy machine
 
 
 def idle_minutes() -> float:
-    """How long a resident search waits for the next search: ``$CTXRAG_SEARCH_IDLE_MINUTES``, default 10; 0 (or an
-    unreadable value, with a warning on stderr) turns the resident search off."""
+    """How long a resident search waits for the next search: ``$CTXRAG_SEARCH_IDLE_MINUTES``, default 10 (0 under
+    ``CI=true``: a CI job leaves no process behind, as it starts no background Prefect server); 0 (or an unreadable
+    value, with a warning on stderr) turns the resident search off."""
     raw = os.environ.get(IDLE_ENV, "").strip()
     if not raw:
-        return DEFAULT_IDLE_MINUTES
+        return 0.0 if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes") else DEFAULT_IDLE_MINUTES
     try:
         minutes = float(raw)
     except ValueError:

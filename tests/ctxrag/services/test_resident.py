@@ -146,6 +146,7 @@ def test_other_settings_other_socket_and_an_unsafe_folder_none(tmp_path: Path, m
     try:
         monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
         monkeypatch.delenv(resident.IDLE_ENV)
+        monkeypatch.delenv("CI", raising=False)
         home = tmp_path / "home"
         here = resident.socket_path(home)
         assert here is not None and (runtime / "ctxrag").stat().st_mode & 0o777 == 0o700
@@ -162,6 +163,12 @@ def test_other_settings_other_socket_and_an_unsafe_folder_none(tmp_path: Path, m
         assert resident.socket_path(home) is None
         monkeypatch.setenv(resident.IDLE_ENV, "soon")
         assert resident.socket_path(home) is None
+        monkeypatch.delenv(resident.IDLE_ENV)
+        monkeypatch.setenv("CI", "true")  # a CI job: none by default, one when asked
+        assert resident.socket_path(home) is None
+        monkeypatch.setenv(resident.IDLE_ENV, "5")
+        assert resident.socket_path(home) == here
+        monkeypatch.delenv("CI")
         monkeypatch.setenv(resident.IDLE_ENV, "1")
         os.chmod(runtime / "ctxrag", 0o755)  # open to others: not used
         assert resident.socket_path(home) is None
