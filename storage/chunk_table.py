@@ -20,6 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ctxrag.storage.errors import CorruptIndexError
+
 GROUP_ROWS = 1_024  # rows of a row group as versions are written: a hit reads its group's text (at 1M chunks 2 ms, not 24 ms at 8,192)
 GROUP_CACHE_BYTES = 64 * 1024**2  # row groups' columns kept after a read, the least recently used dropped past this
 ROWS_FILE = "rows.arrow"  # beside chunks.parquet: the rows memory-mapped, for reads of a few at a time
@@ -111,6 +113,8 @@ def _open_rows(path: Path) -> pa.ipc.RecordBatchFileReader | None:
         return pa.ipc.open_file(pa.memory_map(str(path)))
     except FileNotFoundError:
         return None
+    except pa.ArrowInvalid as error:
+        raise CorruptIndexError(f"{path}: corrupt rows file: {error}") from None
 
 
 class RowsWriter:

@@ -81,3 +81,13 @@ def test_a_versions_rows_file_answers_every_row_without_the_parquet_file(tmp_pat
     assert stored.read().equals(table) and len(stored) == rows
     with pytest.raises(IndexError, match=f"row {rows} of a chunk table of {rows} rows"):
         stored.values("content", [rows])
+
+
+def test_a_corrupt_rows_file_is_named(tmp_path: Path) -> None:
+    from ctxrag.storage.chunk_table import ROWS_FILE
+    from ctxrag.storage.errors import CorruptIndexError
+
+    pq.write_table(TABLE, tmp_path / "chunks.parquet")
+    (tmp_path / ROWS_FILE).write_bytes(b"not an arrow file")
+    with pytest.raises(CorruptIndexError, match=f"{ROWS_FILE}: corrupt rows file"):
+        ChunkTable(path=tmp_path / "chunks.parquet")
