@@ -39,6 +39,20 @@ def benchmark_module(name: str) -> ModuleType:
         sys.path.insert(0, str(BENCHMARKS))
     return importlib.import_module(name)
 
+def index_as_sample(home: Path, corpus: Path = SAMPLE_CORPUS, **options: Any) -> str:
+    """Index ``corpus`` as "sample" in ``home`` in this process (the session's Prefect harness), with ``options``
+    (``IndexOptions``' fields); the version made live."""
+    import pytest
+
+    import ctxrag
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CTXRAG_HOME", str(home))
+        report = ctxrag.index(corpus, name="sample", **options)
+    assert report.status == "published", report
+    return report.version
+
+
 # --- a user's folder with its own tasks, storage and flows (tests/test_packaging.py, test_prefect_server.py) -------
 
 SHADOWING_MODULES = ("tasks.py", "storage/__init__.py", "flows/__init__.py")

@@ -17,6 +17,7 @@ made under these; it finds (or starts) its own. Standard library only: imported 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -89,9 +90,10 @@ def settings(home: Path) -> dict[str, str]:
     return {**chosen, " home": str(home), " python": sys.executable, " code": code_stamp()}
 
 
+@functools.cache
 def code_stamp() -> str:
     """The ctxrag code this process runs: its folder and the newest change to any of its files (an upgrade or an
-    edit makes a new stamp, so a resident search of the old code is not asked again)."""
+    edit makes a new stamp, so a resident search of the old code is not asked again); walked once a process."""
     package = Path(__file__).resolve().parents[1]
     newest, count = 0, 0
     for folder, _, files in os.walk(package, followlinks=True):

@@ -6,16 +6,13 @@ from pathlib import Path
 
 import pytest
 
-import ctxrag
-from tests.helpers import SAMPLE_CORPUS
+from tests.helpers import index_as_sample
 
 
 @pytest.fixture(scope="package")
 def sample_home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
     home = tmp_path_factory.mktemp("integrations") / "home"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CTXRAG_HOME", str(home))
-        assert ctxrag.index(SAMPLE_CORPUS, name="sample").status == "published"
+    index_as_sample(home)
     return home
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import ctxrag
-from tests.helpers import SAMPLE_CORPUS
+from tests.helpers import SAMPLE_CORPUS, index_as_sample
 
 CTXRAG = [sys.executable, "-c", "from ctxrag.cli import main; main()"]  # the command, run from this checkout
 
@@ -19,9 +18,7 @@ CTXRAG = [sys.executable, "-c", "from ctxrag.cli import main; main()"]  # the co
 @pytest.fixture(scope="package")
 def sample_home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
     home = tmp_path_factory.mktemp("services") / "home"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CTXRAG_HOME", str(home))
-        assert ctxrag.index(SAMPLE_CORPUS, name="sample").status == "published"
+    index_as_sample(home)
     return home
 
 
@@ -36,11 +33,7 @@ def changing_home(tmp_path: Path, prefect_harness) -> tuple[Path, Path]:  # type
 
 def publish(corpus: Path, home: Path) -> str:
     """Index ``corpus`` as "sample" in ``home`` (in this process); the version made live."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CTXRAG_HOME", str(home))
-        report = ctxrag.index(corpus, name="sample", contextualizer="none")
-    assert report.status == "published", report
-    return report.version
+    return index_as_sample(home, corpus, contextualizer="none")
 
 
 def service_env(home: Path) -> dict[str, str]:
