@@ -39,13 +39,19 @@ LocalEmbedder(spec).embed(texts)
 """
 
 TARGETS = {  # the issue's targets, wall seconds
-    "bad input (missing folder)": 0.5, "--help": 0.4, "cold index overhead (cold index less embedded alone)": 8.0,
-    "no-op re-index": 2.5, "evaluate 248 questions, every strategy, again": 4.0, "search, a query seen before": 0.6,
+    "bad input (missing folder)": 0.5,
+    "--help": 0.4,
+    "cold index overhead (cold index less embedded alone)": 8.0,
+    "no-op re-index": 2.5,
+    "evaluate 248 questions, every strategy, again": 4.0,
+    "search, a query seen before": 0.6,
     "server status": 0.6,
 }
 
 
-def run(args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0, command: list[str] | None = None) -> tuple[float, str]:
+def run(
+    args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0, command: list[str] | None = None
+) -> tuple[float, str]:
     """Wall seconds and stdout of ``ctxrag ARGS`` (or ``command``); the benchmark stops if it exits otherwise than ``expect``."""
     started = time.perf_counter()
     result = subprocess.run(command or CTXRAG + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=1800)
@@ -55,15 +61,29 @@ def run(args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0,
     return seconds, result.stdout
 
 
-def timed(args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0, command: list[str] | None = None) -> float:
+def timed(
+    args: list[str], env: dict[str, str], cwd: Path, expect: int | None = 0, command: list[str] | None = None
+) -> float:
     return run(args, env, cwd, expect, command)[0]
 
 
 def environment(code: Path, scratch: Path, machine: Path) -> dict[str, str]:
     """A new user's environment running ``code``: no Prefect setting, new homes, the machine's caches."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith(("PREFECT_", "CTXRAG_")) and name != "CI"}
-    env.update({"PYTHONPATH": str(code), "CTXRAG_HOME": str(scratch / "home"), "PREFECT_HOME": str(scratch / "prefect"),
-                "CTXRAG_MODELS_DIR": str(machine / "models"), "CTXRAG_CACHE_DIR": str(machine / "cache"), "COLUMNS": "200"})
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("PREFECT_", "CTXRAG_")) and name != "CI"
+    }
+    env.update(
+        {
+            "PYTHONPATH": str(code),
+            "CTXRAG_HOME": str(scratch / "home"),
+            "PREFECT_HOME": str(scratch / "prefect"),
+            "CTXRAG_MODELS_DIR": str(machine / "models"),
+            "CTXRAG_CACHE_DIR": str(machine / "cache"),
+            "COLUMNS": "200",
+        }
+    )
     return env
 
 
@@ -79,17 +99,29 @@ def one_round(code: Path, scratch: Path, machine: Path, shared: Path) -> dict[st
         cold, report = run(["index", str(corpus), "--name", "codebase", "--json"], env, code)
         rows["cold index (starts the server)"] = cold
         chunks = next((scratch / "home" / "indexes" / "codebase" / "versions").glob("*/chunks.parquet"))
-        rows["the same texts embedded alone"] = timed([], env, code, command=[sys.executable, "-c", EMBED_ALONE, str(chunks)])
+        rows["the same texts embedded alone"] = timed(
+            [], env, code, command=[sys.executable, "-c", EMBED_ALONE, str(chunks)]
+        )
         rows["cold index overhead (cold index less embedded alone)"] = cold - rows["the same texts embedded alone"]
         stages = json.loads(report)["seconds"]  # the flow's own stage clock
         rows["  split: outside the flow's stages (start-up, server, Prefect, shut-down)"] = cold - sum(stages.values())
-        rows["  split: load + contextualize + publish stages"] = stages["load"] + stages["contextualize"] + stages["publish"]
-        rows["  split: embed stage less embedded alone (model load, task runs, stores)"] = stages["embed"] - rows["the same texts embedded alone"]
+        rows["  split: load + contextualize + publish stages"] = (
+            stages["load"] + stages["contextualize"] + stages["publish"]
+        )
+        rows["  split: embed stage less embedded alone (model load, task runs, stores)"] = (
+            stages["embed"] - rows["the same texts embedded alone"]
+        )
         rows["no-op re-index"] = timed(["index", str(corpus), "--name", "codebase"], env, code)
-        rows["evaluate 248 questions, every strategy, first"] = timed(["evaluate", str(evalset), "--name", "codebase"], env, code)
-        rows["evaluate 248 questions, every strategy, again"] = timed(["evaluate", str(evalset), "--name", "codebase"], env, code)
+        rows["evaluate 248 questions, every strategy, first"] = timed(
+            ["evaluate", str(evalset), "--name", "codebase"], env, code
+        )
+        rows["evaluate 248 questions, every strategy, again"] = timed(
+            ["evaluate", str(evalset), "--name", "codebase"], env, code
+        )
         rows["search, a query seen before"] = timed(["search", seen, "--name", "codebase"], env, code)
-        rows["search, a new query"] = timed(["search", f"where is the config parsed {time.time_ns()}", "--name", "codebase"], env, code)
+        rows["search, a new query"] = timed(
+            ["search", f"where is the config parsed {time.time_ns()}", "--name", "codebase"], env, code
+        )
         rows["server status (running)"] = timed(["server", "status"], env, code)
     finally:
         stop_server(env, code)
@@ -107,7 +139,9 @@ def warm_machine(code: Path, machine: Path) -> None:
 
 
 def write(out: Path, results: dict[str, list[dict[str, float]]], meta: dict[str, object]) -> None:
-    medians = {tree: {row: statistics.median(run[row] for run in runs) for row in runs[0]} for tree, runs in results.items()}
+    medians = {
+        tree: {row: statistics.median(run[row] for run in runs) for row in runs[0]} for tree, runs in results.items()
+    }
     lines = [
         "# What each command costs, this checkout against the commit before",
         "",
@@ -122,8 +156,10 @@ def write(out: Path, results: dict[str, list[dict[str, float]]], meta: dict[str,
     for row, base in medians["base"].items():
         new = medians["new"][row]
         target = TARGETS.get(row)
-        lines.append(f"| {row} | {base:.2f} | {new:.2f} | {new / base if base else float('nan'):.2f} | "
-                     f"{'' if target is None else f'{target:g}'} |")
+        lines.append(
+            f"| {row} | {base:.2f} | {new:.2f} | {new / base if base else float('nan'):.2f} | "
+            f"{'' if target is None else f'{target:g}'} |"
+        )
     write_report(out / "commands.md", "\n".join(lines) + "\n")
     (out / "commands.json").write_text(json.dumps({"meta": meta, "rounds": results, "medians": medians}, indent=2))
 
@@ -137,10 +173,16 @@ def main() -> None:
     options = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="ctxrag-commands-"))
     base = scratch / "base-tree"
-    subprocess.run(["git", "worktree", "add", "--detach", str(base), options.base], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(base), options.base], cwd=REPO, check=True, capture_output=True
+    )
     meta: dict[str, object] = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "cpu": cpu_model(), "load_before": os.getloadavg()[0],
-        "base": git("rev-parse", "--short", options.base), "new": git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain") else ""),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "cpus": os.cpu_count(),
+        "cpu": cpu_model(),
+        "load_before": os.getloadavg()[0],
+        "base": git("rev-parse", "--short", options.base),
+        "new": git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain") else ""),
         "rounds": options.rounds,
     }
     trees = {"base": base, "new": REPO}
@@ -152,7 +194,9 @@ def main() -> None:
             order = list(trees) if number % 2 == 0 else list(reversed(trees))
             for name in order:
                 round_dir = scratch / f"{name}-{number}"
-                results[name].append(one_round(trees[name], round_dir, scratch / f"machine-{name}", options.shared_data))
+                results[name].append(
+                    one_round(trees[name], round_dir, scratch / f"machine-{name}", options.shared_data)
+                )
                 shutil.rmtree(round_dir, ignore_errors=True)
                 print(name, number, {row: round(value, 2) for row, value in results[name][-1].items()}, flush=True)
     finally:

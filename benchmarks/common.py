@@ -76,7 +76,12 @@ def cpu_model() -> str:
 
 def machine_meta() -> dict:
     """Cores, CPU, Python and the day: the opening facts of a report."""
-    return {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu_model(),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
 
 
 def write_report(path: Path, text: str) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from common import CTXRAG, REPO, RESULTS, git, private_env, stop_server, write_report  # benchmarks/common.py
 from scale_size import label, tree
+
 from tests.equipment.anthropic_simulator import AnthropicSimulator  # test equipment
 from tests.equipment.voyage_simulator import VoyageSimulator
 
@@ -46,8 +47,16 @@ def write_generated_corpus(path: Path, documents: int, chunks: int, words: int =
     records = []
     for d in range(documents):
         texts = [" ".join(f"d{d}c{c}w{w}" for w in range(words)) for c in range(chunks)]
-        records.append({"doc_id": f"doc{d}", "original_uuid": f"uuid-{d}", "content": "\n".join(texts),
-                        "chunks": [{"chunk_id": f"doc{d}_chunk{c}", "original_index": c, "content": t} for c, t in enumerate(texts)]})
+        records.append(
+            {
+                "doc_id": f"doc{d}",
+                "original_uuid": f"uuid-{d}",
+                "content": "\n".join(texts),
+                "chunks": [
+                    {"chunk_id": f"doc{d}_chunk{c}", "original_index": c, "content": t} for c, t in enumerate(texts)
+                ],
+            }
+        )
     path.write_text(json.dumps(records))
     return documents * chunks
 
@@ -65,25 +74,55 @@ def dump_stacks(leader: int, path: Path, simulator: AnthropicSimulator, native: 
         lines.append(f"=== pid {process.pid}: {label(process)}")
         if Path(spy).is_file():
             flags = ["--native"] if native else []
-            result = subprocess.run([spy, "dump", *flags, "--locals", "--pid", str(process.pid)], capture_output=True, text=True, timeout=120)
+            result = subprocess.run(
+                [spy, "dump", *flags, "--locals", "--pid", str(process.pid)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             lines.append(result.stdout + result.stderr)
     path.write_text("\n".join(lines))
 
 
 def one_run(corpus: Path, chunks: int, args: argparse.Namespace, number: int, prefect_home: Path) -> Outcome:
-    with AnthropicSimulator(latency_seconds=args.latency) as simulator, VoyageSimulator() as voyage, \
-            tempfile.TemporaryDirectory() as folder:
+    with (
+        AnthropicSimulator(latency_seconds=args.latency) as simulator,
+        VoyageSimulator() as voyage,
+        tempfile.TemporaryDirectory() as folder,
+    ):
         if args.burst:
             simulator.fail_next(429, count=args.burst, retry_after=args.retry_after)
         # The stress run's one local Prefect server (with a temporary one each Dask worker would start its own).
-        env = private_env(Path(folder), prefect_home, ANTHROPIC_BASE_URL=simulator.url, ANTHROPIC_API_KEY=FAKE_KEY,
-                          VOYAGE_BASE_URL=voyage.url, VOYAGE_API_KEY=FAKE_VOYAGE_KEY,
-                          CTXRAG_PREFECT_SERVER="background", CTXRAG_TASK_RUNNER="dask")
-        command = [*CTXRAG, "index", str(corpus), "--name", "stress", "--contextualizer", "claude", "--task-runner", "dask",
-                   "--concurrency", str(args.concurrency), "--embedder", "voyage"]
+        env = private_env(
+            Path(folder),
+            prefect_home,
+            ANTHROPIC_BASE_URL=simulator.url,
+            ANTHROPIC_API_KEY=FAKE_KEY,
+            VOYAGE_BASE_URL=voyage.url,
+            VOYAGE_API_KEY=FAKE_VOYAGE_KEY,
+            CTXRAG_PREFECT_SERVER="background",
+            CTXRAG_TASK_RUNNER="dask",
+        )
+        command = [
+            *CTXRAG,
+            "index",
+            str(corpus),
+            "--name",
+            "stress",
+            "--contextualizer",
+            "claude",
+            "--task-runner",
+            "dask",
+            "--concurrency",
+            str(args.concurrency),
+            "--embedder",
+            "voyage",
+        ]
         log = open(Path(folder) / "stderr.log", "w+")
         started = last_change = time.monotonic()
-        process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        process = subprocess.Popen(
+            command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
+        )
         seen, outcome, longest_gap = 0, "", 0.0
         try:
             while process.poll() is None:
@@ -111,8 +150,14 @@ def one_run(corpus: Path, chunks: int, args: argparse.Namespace, number: int, pr
                 print(log.read()[-2000:])
         log.close()
         statuses = [r.status for r in list(simulator.requests) if r.path == "/v1/messages"]
-        return Outcome(outcome, statuses.count(200), round(time.monotonic() - started, 1), simulator.peak_in_flight, statuses.count(429),
-                       round(longest_gap, 1))
+        return Outcome(
+            outcome,
+            statuses.count(200),
+            round(time.monotonic() - started, 1),
+            simulator.peak_in_flight,
+            statuses.count(429),
+            round(longest_gap, 1),
+        )
 
 
 def main() -> None:
@@ -146,8 +191,11 @@ def main() -> None:
         try:
             for number in range(1, args.runs + 1):
                 rows.append(result := one_run(corpus, chunks, args, number, prefect_home))
-                print(f"run {number}: {result.outcome}, {result.answers} answers, {result.rate_limited} 429s, {result.seconds} s, "
-                      f"at most {result.peak_in_flight} in flight, longest wait for an answer {result.longest_gap} s", flush=True)
+                print(
+                    f"run {number}: {result.outcome}, {result.answers} answers, {result.rate_limited} 429s, {result.seconds} s, "
+                    f"at most {result.peak_in_flight} in flight, longest wait for an answer {result.longest_gap} s",
+                    flush=True,
+                )
         finally:
             stop_server(private_env(Path(folder) / "home", prefect_home))
     hangs = sum(1 for row in rows if row.outcome == "hang")
@@ -159,13 +207,15 @@ def main() -> None:
         f"the Anthropic simulator answers after {args.latency} s, the first {args.burst} requests with 429 (`retry-after: {args.retry_after:g}`); the Voyage simulator embeds.",
         f"A hang: no new answer for {args.stall:g} s before every chunk is answered, or not done after {args.deadline:g} s. 2-core machine.",
         "",
-        f"**{hangs} of {len(rows)} runs hung.** \"in flight\": the most requests open at once, both workers together (at most "
-        "`--concurrency`: one budget per run). \"longest wait\": the longest time without a new answer before the last chunk's.",
+        f'**{hangs} of {len(rows)} runs hung.** "in flight": the most requests open at once, both workers together (at most '
+        '`--concurrency`: one budget per run). "longest wait": the longest time without a new answer before the last chunk\'s.',
         "",
         "| run | outcome | answers | 429s | seconds | max in flight | longest wait (s) |",
         "|---|---|---|---|---|---|---|",
-        *(f"| {n} | {r.outcome} | {r.answers} | {r.rate_limited} | {r.seconds} | {r.peak_in_flight} | {r.longest_gap} |"
-          for n, r in enumerate(rows, 1)),
+        *(
+            f"| {n} | {r.outcome} | {r.answers} | {r.rate_limited} | {r.seconds} | {r.peak_in_flight} | {r.longest_gap} |"
+            for n, r in enumerate(rows, 1)
+        ),
     ]
     write_report(args.out / "dask_stress.md", "\n".join(lines) + "\n")
 

@@ -25,8 +25,15 @@ from pathlib import Path
 
 from common import SHARED_DATA, machine_meta, write_report  # benchmarks/common.py
 
-SHAPE = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
-         "max_position_embeddings": 512, "num_labels": 1}
+SHAPE = {
+    "vocab_size": 30522,
+    "hidden_size": 384,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 12,
+    "intermediate_size": 1536,
+    "max_position_embeddings": 512,
+    "num_labels": 1,
+}
 
 
 def build_models(root: Path) -> dict[str, Path]:
@@ -47,9 +54,16 @@ def build_models(root: Path) -> dict[str, Path]:
     model.save_pretrained(str(folders["torch"]))
     sample = torch.ones((1, 8), dtype=torch.int64)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    torch.onnx.export(model, (sample, sample, torch.zeros_like(sample)), str(folders["onnx-fp32"] / "model.onnx"), input_names=names,
-                      output_names=["logits"], opset_version=17, dynamo=False,
-                      dynamic_axes={**{name: {0: "batch", 1: "tokens"} for name in names}, "logits": {0: "batch"}})
+    torch.onnx.export(
+        model,
+        (sample, sample, torch.zeros_like(sample)),
+        str(folders["onnx-fp32"] / "model.onnx"),
+        input_names=names,
+        output_names=["logits"],
+        opset_version=17,
+        dynamo=False,
+        dynamic_axes={**{name: {0: "batch", 1: "tokens"} for name in names}, "logits": {0: "batch"}},
+    )
     quantize_dynamic(str(folders["onnx-fp32"] / "model.onnx"), str(folders["onnx-int8"] / "model.onnx"))
     return folders
 
@@ -82,7 +96,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folders = build_models(Path(scratch))
         results["none"] = timings(args.home, args.name, [f"{q} (a)" for q in questions[: args.queries]], "none")
-        for offset, (variant, folder) in enumerate(folders.items()):
+        for variant, folder in folders.items():
             batch = [f"{q} ({variant})" for q in questions[: args.queries]]  # new to the query cache
             results[variant] = timings(args.home, args.name, batch, f"local:{folder}")
             print(variant, results[variant], file=sys.stderr, flush=True)

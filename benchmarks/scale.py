@@ -27,7 +27,16 @@ import time
 from pathlib import Path
 
 import scale_size
-from common import REPO, RESULTS, SHARED_DATA, git, machine_meta, portable_path, portable_text, site_packages  # benchmarks/common.py
+from common import (  # benchmarks/common.py
+    REPO,
+    RESULTS,
+    SHARED_DATA,
+    git,
+    machine_meta,
+    portable_path,
+    portable_text,
+    site_packages,
+)
 from scale_corpus import CHUNKS_PER_DOCUMENT, seed_embeddings, write_synthetic
 from scale_report import markdown_table, write_results
 from scale_size import bench_size, measure_latency
@@ -43,14 +52,24 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=site_packages() / "torch" / "_inductor")
     parser.add_argument("--tree-options", default="", help="ctxrag index options for the tree size")
     parser.add_argument("--synthetic-chunks", type=int, default=100_000)
-    parser.add_argument("--synthetic-steps", default="20000", help="Intermediate synthetic sizes, comma-separated ('' for none).")
+    parser.add_argument(
+        "--synthetic-steps", default="20000", help="Intermediate synthetic sizes, comma-separated ('' for none)."
+    )
     parser.add_argument("--synthetic-check", type=int, default=2_000, help="Fast-path check size, run first.")
     parser.add_argument("--timeout-minutes", type=float, default=40.0, help="For the tree and synthetic runs.")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="Keep each size's CTXRAG_HOME (under the temp folder).")
     parser.add_argument("--code", type=Path, help="Run ctxrag from this copy of the source (first on PYTHONPATH).")
-    parser.add_argument("--seed-contexts", action="store_true", help="Synthetic sizes: also pre-seed the empty contexts (isolates the other stages).")
-    parser.add_argument("--merge", action="store_true", help="Add to --out's scale.json (same size names replaced) instead of starting anew.")
+    parser.add_argument(
+        "--seed-contexts",
+        action="store_true",
+        help="Synthetic sizes: also pre-seed the empty contexts (isolates the other stages).",
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="Add to --out's scale.json (same size names replaced) instead of starting anew.",
+    )
     args = parser.parse_args()
     scale_size.CODE = args.code.resolve() if args.code else None
     sizes = [size.strip() for size in args.sizes.split(",") if size.strip()]
@@ -60,11 +79,14 @@ def main() -> None:
 
     meta = {
         **machine_meta(),
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"), "prefect": prefect.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "prefect": prefect.__version__,
         "command": "benchmarks/scale.py " + portable_text(" ".join(sys.argv[1:])),
         "load_average_start": [round(value, 2) for value in os.getloadavg()],
-        "task_workers": os.environ.get("CTXRAG_TASK_WORKERS", "4 (default)"), "embed_precision": os.environ.get("CTXRAG_EMBED_PRECISION", "auto"),
-        "code": portable_path(scale_size.CODE or REPO), "git_head": git("rev-parse", "--short", "HEAD"),
+        "task_workers": os.environ.get("CTXRAG_TASK_WORKERS", "4 (default)"),
+        "embed_precision": os.environ.get("CTXRAG_EMBED_PRECISION", "auto"),
+        "code": portable_path(scale_size.CODE or REPO),
+        "git_head": git("rev-parse", "--short", "HEAD"),
         "working_tree_changes": git("status", "--short", "--untracked-files=no") or "none",
     }
     timeout = args.timeout_minutes * 60
@@ -76,41 +98,73 @@ def main() -> None:
 
     def add(record: dict) -> None:
         records[record["size"]] = record
-        (meta["merged_runs"][-1] if args.merge and meta.get("merged_runs") else meta)["load_average_end"] = [round(value, 2) for value in os.getloadavg()]
+        (meta["merged_runs"][-1] if args.merge and meta.get("merged_runs") else meta)["load_average_end"] = [
+            round(value, 2) for value in os.getloadavg()
+        ]
         write_results(args.out, list(records.values()), meta)
 
-    for size, source, limit, what in (("sample", REPO / "data" / "sample" / "corpus", 600, "The README's sample corpus"),
-                                      ("cookbook", SHARED_DATA / "codebase" / "codebase_chunks.json", 1200, "The cookbook's codebase corpus"),
-                                      ("tree", args.tree, timeout, "A real code tree (a folder SOURCE)")):
+    for size, source, limit, what in (
+        ("sample", REPO / "data" / "sample" / "corpus", 600, "The README's sample corpus"),
+        ("cookbook", SHARED_DATA / "codebase" / "codebase_chunks.json", 1200, "The cookbook's codebase corpus"),
+        ("tree", args.tree, timeout, "A real code tree (a folder SOURCE)"),
+    ):
         if size in sizes:
             options = args.tree_options.split() if size == "tree" else []
-            add(bench_size(size, "real", source, options, limit, args.keep, note=f"{what}; structural contexts; local MiniLM embeddings."))
+            add(
+                bench_size(
+                    size,
+                    "real",
+                    source,
+                    options,
+                    limit,
+                    args.keep,
+                    note=f"{what}; structural contexts; local MiniLM embeddings.",
+                )
+            )
     if "synthetic" in sizes:
-        steps = [args.synthetic_check] + [int(part) for part in args.synthetic_steps.split(",") if part.strip()] + [args.synthetic_chunks]
+        steps = (
+            [args.synthetic_check]
+            + [int(part) for part in args.synthetic_steps.split(",") if part.strip()]
+            + [args.synthetic_chunks]
+        )
         steps = sorted(dict.fromkeys(step for step in steps if step > 0))
         workdir = Path(tempfile.mkdtemp(prefix="ctxrag-scale-synthetic-"))
         try:
             for number, chunks in enumerate(steps):
                 corpus = workdir / f"synthetic-{chunks}.json"
                 made = write_synthetic(corpus, chunks)
-                print(f"\nwrote {corpus} ({made['documents']} documents, {made['chunks']} chunks, {made['bytes'] / 2**20:.0f} MiB) in {made['seconds']} s", flush=True)
+                print(
+                    f"\nwrote {corpus} ({made['documents']} documents, {made['chunks']} chunks, {made['bytes'] / 2**20:.0f} MiB) in {made['seconds']} s",
+                    flush=True,
+                )
                 short = f"{chunks // 1000}k" if chunks % 1000 == 0 else str(chunks)
                 label = f"synthetic-{short}" + ("-seeded-contexts" if args.seed_contexts else "")
                 check = " The fast-path check (must embed 0 chunks)." if number == 0 and len(steps) > 1 else ""
                 if args.seed_contexts:
                     check += " Contexts pre-seeded too: no contextualize task runs (the stage only looks them up)."
                 record = bench_size(
-                    label, "synthetic-seeded-contexts" if args.seed_contexts else "synthetic", corpus,
-                    ["--contextualizer", "none"], timeout, args.keep, seed=True, seed_contexts=args.seed_contexts, generated=True,
+                    label,
+                    "synthetic-seeded-contexts" if args.seed_contexts else "synthetic",
+                    corpus,
+                    ["--contextualizer", "none"],
+                    timeout,
+                    args.keep,
+                    seed=True,
+                    seed_contexts=args.seed_contexts,
+                    generated=True,
                     note=f"Generated ({made['documents']:,} documents x {CHUNKS_PER_DOCUMENT} chunks, "
-                         f"{made['bytes'] / 2**20:.0f} MiB of JSON); `--contextualizer none`; embeddings pre-seeded (fast path)." + check,
+                    f"{made['bytes'] / 2**20:.0f} MiB of JSON); `--contextualizer none`; embeddings pre-seeded (fast path)."
+                    + check,
                 )
                 record["expected_chunks"], record["expected_documents"] = made["chunks"], made["documents"]
                 add(record)
                 corpus.unlink(missing_ok=True)
                 if record.get("status") != "ok" or record["report"]["chunks_embedded"] != 0:
-                    print(f"{label}: {record.get('status')}, {record.get('report', {}).get('chunks_embedded')} chunks embedded (the fast path "
-                          "embeds none): larger synthetic sizes skipped", flush=True)
+                    print(
+                        f"{label}: {record.get('status')}, {record.get('report', {}).get('chunks_embedded')} chunks embedded (the fast path "
+                        "embeds none): larger synthetic sizes skipped",
+                        flush=True,
+                    )
                     break
         finally:
             shutil.rmtree(workdir, ignore_errors=True)

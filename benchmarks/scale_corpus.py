@@ -19,29 +19,68 @@ SEED_PART_ROWS = 10_000
 DIMENSION = 384
 
 QUERIES = [
-    "how are failed tasks retried with a delay", "where is the configuration file parsed", "open a database connection",
-    "read the cache from disk", "compute the hash of a buffer", "register a callback for an event",
-    "split a string into tokens", "check that the input shape is valid", "convert the tensor to a list",
-    "lock shared state between threads", "write the result to a file", "raise an error when the key is missing",
-    "iterate over the graph nodes", "schedule a job for later", "serialize the object to json",
-    "decode the response from the server", "merge two sorted lists", "normalize the vector length",
-    "build the index from documents", "load the model weights", "log a warning message", "timeout waiting for a reply",
-    "parse command line arguments", "compile the kernel for the device", "free the allocated buffer",
-    "find the shortest path", "default value of the option", "update the counter atomically", "flush the queue",
-    "validate the schema of a record", "estimate the memory size", "cancel the running task", "retry with backoff",
-    "fuse the loops into one", "replace the node in the graph", "guard against recursion", "emit the generated code",
-    "match a pattern in the text", "cache the compiled function", "group rows by key", "sort items by priority",
-    "reduce over an axis", "broadcast the shapes", "close the file handle", "resolve the import path",
-    "count tokens in the text", "encode the batch", "track the elapsed time", "convert dtype to float", "dump the state",
+    "how are failed tasks retried with a delay",
+    "where is the configuration file parsed",
+    "open a database connection",
+    "read the cache from disk",
+    "compute the hash of a buffer",
+    "register a callback for an event",
+    "split a string into tokens",
+    "check that the input shape is valid",
+    "convert the tensor to a list",
+    "lock shared state between threads",
+    "write the result to a file",
+    "raise an error when the key is missing",
+    "iterate over the graph nodes",
+    "schedule a job for later",
+    "serialize the object to json",
+    "decode the response from the server",
+    "merge two sorted lists",
+    "normalize the vector length",
+    "build the index from documents",
+    "load the model weights",
+    "log a warning message",
+    "timeout waiting for a reply",
+    "parse command line arguments",
+    "compile the kernel for the device",
+    "free the allocated buffer",
+    "find the shortest path",
+    "default value of the option",
+    "update the counter atomically",
+    "flush the queue",
+    "validate the schema of a record",
+    "estimate the memory size",
+    "cancel the running task",
+    "retry with backoff",
+    "fuse the loops into one",
+    "replace the node in the graph",
+    "guard against recursion",
+    "emit the generated code",
+    "match a pattern in the text",
+    "cache the compiled function",
+    "group rows by key",
+    "sort items by priority",
+    "reduce over an axis",
+    "broadcast the shapes",
+    "close the file handle",
+    "resolve the import path",
+    "count tokens in the text",
+    "encode the batch",
+    "track the elapsed time",
+    "convert dtype to float",
+    "dump the state",
 ]
 
 # A seeded vocabulary for the synthetic corpus: code keywords, common programming words (so that QUERIES find
 # BM25 matches in it as in real code), and generated identifiers drawn with Zipf-like weights.
-PROGRAMMING_WORDS = sorted(set(" ".join(QUERIES).split()) | set(
-    "value result index item node graph buffer cache config state error option token queue task worker request "
-    "response handle stream batch shape tensor kernel device record schema key path file data count size limit "
-    "offset length time retry delay backoff lock event callback parser reader writer loader builder manager".split()
-))
+PROGRAMMING_WORDS = sorted(
+    set(" ".join(QUERIES).split())
+    | set(
+        "value result index item node graph buffer cache config state error option token queue task worker request "
+        "response handle stream batch shape tensor kernel device record schema key path file data count size limit "
+        "offset length time retry delay backoff lock event callback parser reader writer loader builder manager".split()
+    )
+)
 SYLLABLES = "ka ri to mo na se lu vi de po zu ga be fi ho ja ke li mu no pa qu ra si tu ve wo xa yo ze".split()
 
 
@@ -80,7 +119,7 @@ def write_synthetic(path: Path, chunks: int, seed: int = 20261130) -> dict[str, 
                 lines.append(f"    for {a} in {b}:")
                 lines.append(f"        {c}.append({d})")
             else:
-                lines.append(f"    raise {a.capitalize()}Error(\"{' '.join(words(5))}\")")
+                lines.append(f'    raise {a.capitalize()}Error("{" ".join(words(5))}")')
         return "\n".join(lines)
 
     documents = chunks // CHUNKS_PER_DOCUMENT
@@ -93,12 +132,19 @@ def write_synthetic(path: Path, chunks: int, seed: int = 20261130) -> dict[str, 
                 "doc_id": f"doc_{doc}",
                 "original_uuid": f"synthetic-{doc:06d}",
                 "content": "\n\n".join(texts),
-                "chunks": [{"chunk_id": f"doc_{doc}_chunk_{i}", "original_index": i, "content": text} for i, text in enumerate(texts)],
+                "chunks": [
+                    {"chunk_id": f"doc_{doc}_chunk_{i}", "original_index": i, "content": text}
+                    for i, text in enumerate(texts)
+                ],
             }
             handle.write(("," if doc else "") + json.dumps(record))
         handle.write("]")
-    return {"documents": documents, "chunks": documents * CHUNKS_PER_DOCUMENT, "bytes": path.stat().st_size,
-            "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "documents": documents,
+        "chunks": documents * CHUNKS_PER_DOCUMENT,
+        "bytes": path.stat().st_size,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
@@ -115,8 +161,12 @@ def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
 
     started = time.perf_counter()
     corpus = load_source(str(source))
-    spec, _ = with_index_precision(EmbedderSpec.choose("local", None, 512, None), None)  # the CLI's default, a new index's precision
-    keys = list(dict.fromkeys(spec.cache_key(spec.embedded_text("", chunk.content), "document") for chunk in corpus.chunks))
+    spec, _ = with_index_precision(
+        EmbedderSpec.choose("local", None, 512, None), None
+    )  # the CLI's default, a new index's precision
+    keys = list(
+        dict.fromkeys(spec.cache_key(spec.embedded_text("", chunk.content), "document") for chunk in corpus.chunks)
+    )
     cache = embeddings_cache(home)
     rng = np.random.default_rng(7)
     parts = 0
@@ -134,7 +184,10 @@ def seed_embeddings(home: Path, source: Path, contexts: bool = False) -> None:
 
         worker, store = NoContext(), contexts_cache(home)
         documents = {document.doc_id: document for document in corpus.documents}
-        rows = [context_row(context_key(chunk, worker, documents[chunk.doc_id]), chunk.doc_id, "", paid=False) for chunk in corpus.chunks]
+        rows = [
+            context_row(context_key(chunk, worker, documents[chunk.doc_id]), chunk.doc_id, "", paid=False)
+            for chunk in corpus.chunks
+        ]
         for start in range(0, len(rows), SEED_PART_ROWS):
             store.append(pa.Table.from_pylist(rows[start : start + SEED_PART_ROWS]))
         seeded["contexts"] = len(rows)

@@ -18,8 +18,15 @@ from collections import Counter
 from pathlib import Path
 
 import psutil
-
-from common import CTXRAG, REPO, portable_path, portable_text, private_env, search_latency, stop_server  # benchmarks/common.py
+from common import (  # benchmarks/common.py
+    CTXRAG,
+    REPO,
+    portable_path,
+    portable_text,
+    private_env,
+    search_latency,
+    stop_server,
+)
 from scale_corpus import QUERIES, import_measured_code
 
 SAMPLE_PERIOD = 0.2
@@ -41,7 +48,9 @@ def label(process: psutil.Process) -> str:
         command = process.cmdline()
     except psutil.Error:
         return "?"
-    text = " ".join(Path(part).name if index == 0 or part.startswith("/") else part for index, part in enumerate(command))
+    text = " ".join(
+        Path(part).name if index == 0 or part.startswith("/") else part for index, part in enumerate(command)
+    )
     if "uvicorn" in text or ("prefect" in text and "server" in text):
         return "prefect server: " + text[:80]
     return text[:100] or "?"
@@ -83,22 +92,35 @@ class TreeSampler:
     def summary(self) -> dict[str, object]:
         largest = max(self.peak_by_pid, key=self.peak_by_pid.__getitem__) if self.peak_by_pid else None
         processes = sorted(
-            ({"pid": pid, "what": self.label_by_pid.get(pid, "?"), "peak_rss_mb": round(rss / MB, 1),
-              "peak_threads": self.threads_by_pid.get(pid, 0), "cpu_seconds": round(self.cpu_by_pid.get(pid, 0.0), 1)}
-             for pid, rss in self.peak_by_pid.items()),
+            (
+                {
+                    "pid": pid,
+                    "what": self.label_by_pid.get(pid, "?"),
+                    "peak_rss_mb": round(rss / MB, 1),
+                    "peak_threads": self.threads_by_pid.get(pid, 0),
+                    "cpu_seconds": round(self.cpu_by_pid.get(pid, 0.0), 1),
+                }
+                for pid, rss in self.peak_by_pid.items()
+            ),
             key=lambda row: -row["peak_rss_mb"],
         )
         return {
             "peak_rss_sum_mb": round(self.peak_rss_sum / MB, 1),
             "peak_rss_largest_mb": round(self.peak_by_pid[largest] / MB, 1) if largest else None,
             "largest_process": self.label_by_pid.get(largest, "?") if largest else None,
-            "peak_threads": self.peak_threads, "peak_threads_largest": self.threads_by_pid.get(largest, 0) if largest else None,
-            "peak_processes": self.peak_processes, "cpu_seconds": round(sum(self.cpu_by_pid.values()), 1),
-            "samples": self.samples, "processes": processes, "timeline": self.timeline,
+            "peak_threads": self.peak_threads,
+            "peak_threads_largest": self.threads_by_pid.get(largest, 0) if largest else None,
+            "peak_processes": self.peak_processes,
+            "cpu_seconds": round(sum(self.cpu_by_pid.values()), 1),
+            "samples": self.samples,
+            "processes": processes,
+            "timeline": self.timeline,
         }
 
 
-def run_measured(command: list[str], env: dict[str, str], timeout: float, stdout_path: Path, stderr_path: Path, cwd: Path) -> dict[str, object]:
+def run_measured(
+    command: list[str], env: dict[str, str], timeout: float, stdout_path: Path, stderr_path: Path, cwd: Path
+) -> dict[str, object]:
     """Run ``command`` in ``cwd``, sampling its process tree; returns wall seconds, exit code, timeout flag and the
     samples. Past the timeout, the processes of its tree (the ones this benchmark started, by pid) are killed."""
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
@@ -131,6 +153,7 @@ def run_env(home: Path) -> dict[str, str]:
     """The size's private CTXRAG_HOME and PREFECT_HOME; --code's copy first on PYTHONPATH if given."""
     return private_env(home, **({"PYTHONPATH": str(CODE), "CTXRAG_SCALE_CODE": str(CODE)} if CODE is not None else {}))
 
+
 FINISHED = re.compile(r"Task run '([^']+)' - Finished in state (\w+)")
 
 
@@ -141,8 +164,16 @@ def count_task_runs(home: Path) -> dict[str, object]:
     runs: dict[str, object] = {}
     try:
         found = FINISHED.findall((home / "index.err").read_text(errors="replace"))
-        by_task = Counter(re.sub(r"-[0-9a-f]+$", "", name) for name, _ in found)  # Prefect's run name: "load_corpus-1a2"
-        runs.update({"total": len(found), "states": dict(Counter(state for _, state in found)), "by_task": dict(by_task.most_common())})
+        by_task = Counter(
+            re.sub(r"-[0-9a-f]+$", "", name) for name, _ in found
+        )  # Prefect's run name: "load_corpus-1a2"
+        runs.update(
+            {
+                "total": len(found),
+                "states": dict(Counter(state for _, state in found)),
+                "by_task": dict(by_task.most_common()),
+            }
+        )
     except OSError as error:
         runs.update({"total": None, "note": f"no run log: {error}"})
     database = home / "prefect" / "prefect.db"
@@ -160,8 +191,12 @@ def time_search(home: Path, name: str, runs: int = 3) -> dict[str, object]:
     walls, first = [], None
     for attempt in range(runs):
         result = run_measured(
-            CTXRAG + ["search", SEARCH_QUERY, "--name", name, "--json"], run_env(home), 600,
-            home / f"search-{attempt}.out", home / f"search-{attempt}.err", CODE or REPO,
+            CTXRAG + ["search", SEARCH_QUERY, "--name", name, "--json"],
+            run_env(home),
+            600,
+            home / f"search-{attempt}.out",
+            home / f"search-{attempt}.err",
+            CODE or REPO,
         )
         if result["exit_code"] != 0:
             return {"error": (home / f"search-{attempt}.err").read_text()[-2000:]}
@@ -172,21 +207,42 @@ def time_search(home: Path, name: str, runs: int = 3) -> dict[str, object]:
 
 def helper(mode: str, *args: str) -> subprocess.CompletedProcess:
     """scale.py's helper ``mode`` (``_seed``, ``_latency``) in a process of its own, importing the measured source."""
-    return subprocess.run([sys.executable, str(SCRIPT), mode, *args], env=run_env(Path(args[0])), capture_output=True, text=True,
-                          cwd=CODE or REPO, timeout=3600)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), mode, *args],
+        env=run_env(Path(args[0])),
+        capture_output=True,
+        text=True,
+        cwd=CODE or REPO,
+        timeout=3600,
+    )
 
 
 def last_json(result: subprocess.CompletedProcess) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def bench_size(label: str, family: str, source: Path, options: list[str], timeout: float, keep: bool,
-               seed: bool = False, note: str = "", seed_contexts: bool = False, generated: bool = False) -> dict[str, object]:
+def bench_size(
+    label: str,
+    family: str,
+    source: Path,
+    options: list[str],
+    timeout: float,
+    keep: bool,
+    seed: bool = False,
+    note: str = "",
+    seed_contexts: bool = False,
+    generated: bool = False,
+) -> dict[str, object]:
     home = Path(tempfile.mkdtemp(prefix=f"ctxrag-scale-{label}-"))
     name = label.replace("_", "-")
     record: dict[str, object] = {
-        "size": label, "family": family, "source": portable_path(source, generated), "options": options, "note": note,
-        "home": portable_path(home), "load_average_before": [round(value, 2) for value in os.getloadavg()],
+        "size": label,
+        "family": family,
+        "source": portable_path(source, generated),
+        "options": options,
+        "note": note,
+        "home": portable_path(home),
+        "load_average_before": [round(value, 2) for value in os.getloadavg()],
     }
     print(f"\n== {label}: {source} {' '.join(options)} (home {home})", flush=True)
     try:
@@ -205,21 +261,32 @@ def bench_size(label: str, family: str, source: Path, options: list[str], timeou
         record["task_runs"] = count_task_runs(home)
         if measured["timed_out"] or measured["exit_code"] != 0:
             record["status"] = "timeout" if measured["timed_out"] else "failed"
-            record["stderr_tail"] = portable_text("\n".join((home / "index.err").read_text(errors="replace").splitlines()[-30:]))
-            print(f"   {record['status'].upper()} after {measured['wall_seconds']} s (exit {measured['exit_code']}):\n{record['stderr_tail']}", flush=True)
+            record["stderr_tail"] = portable_text(
+                "\n".join((home / "index.err").read_text(errors="replace").splitlines()[-30:])
+            )
+            print(
+                f"   {record['status'].upper()} after {measured['wall_seconds']} s (exit {measured['exit_code']}):\n{record['stderr_tail']}",
+                flush=True,
+            )
             return record
         report = json.loads((home / "index.out").read_text().strip().splitlines()[-1])
         record["report"] = {key: value for key, value in report.items() if key != "warnings"}
         record["warnings"] = len(report["warnings"])
         record["status"] = "ok"
-        print(f"   indexed {report['chunks']} chunks in {measured['wall_seconds']} s; stages {report['seconds']}; "
-              f"embedded {report['chunks_embedded']}; peak RSS {measured['peak_rss_sum_mb']} MB; "
-              f"threads {measured['peak_threads']}; task runs {record['task_runs'].get('total')}", flush=True)
+        print(
+            f"   indexed {report['chunks']} chunks in {measured['wall_seconds']} s; stages {report['seconds']}; "
+            f"embedded {report['chunks_embedded']}; peak RSS {measured['peak_rss_sum_mb']} MB; "
+            f"threads {measured['peak_threads']}; task runs {record['task_runs'].get('total')}",
+            flush=True,
+        )
         record["search"] = time_search(home, name)
         latency = helper("_latency", str(home), name)
         record["queries"] = {"error": latency.stderr[-2000:]} if latency.returncode else last_json(latency)
-        print(f"   search process {record['search'].get('wall_seconds')} s; "
-              f"hybrid p50 {record['queries'].get('hybrid_p50_ms')} ms", flush=True)
+        print(
+            f"   search process {record['search'].get('wall_seconds')} s; "
+            f"hybrid p50 {record['queries'].get('hybrid_p50_ms')} ms",
+            flush=True,
+        )
         return record
     finally:
         stop_server(run_env(home))  # the local Prefect server the size's first command started in its fresh home
@@ -241,8 +308,12 @@ def measure_latency(home: Path, name: str) -> None:
     open_seconds = time.perf_counter() - started
     searcher = Searcher(index)
     searcher.search("warm up the model", Strategy.HYBRID, 10)
-    result: dict[str, object] = {"open_seconds": round(open_seconds, 3), "queries": len(QUERIES), "default": DEFAULT_STRATEGY,
-                                 "rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1)}
+    result: dict[str, object] = {
+        "open_seconds": round(open_seconds, 3),
+        "queries": len(QUERIES),
+        "default": DEFAULT_STRATEGY,
+        "rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1),
+    }
     fused = list(dict.fromkeys([Strategy.HYBRID, Strategy(DEFAULT_STRATEGY)]))
     for number, strategy in enumerate([*fused, Strategy.VECTOR, Strategy.BM25]):
         if number:
@@ -271,6 +342,8 @@ def ann_recall(ranker, vectors: list) -> dict[str, object]:  # type: ignore[no-u
         exact = top_rows(ranker.vectors.matrix @ normalize_rows(vector.reshape(1, -1))[0], FUSION_DEPTH)
         for depth, values in recalls.items():
             values.append(len(set(found[:depth]) & set(exact[:depth])) / depth)
-    return {"ann": ranker.vectors.label, "ann_recall_queries": len(vectors),
-            **{f"ann_recall_at_{depth}": round(statistics.mean(values), 4) for depth, values in recalls.items()}}
-
+    return {
+        "ann": ranker.vectors.label,
+        "ann_recall_queries": len(vectors),
+        **{f"ann_recall_at_{depth}": round(statistics.mean(values), 4) for depth, values in recalls.items()},
+    }

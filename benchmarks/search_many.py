@@ -28,7 +28,11 @@ def timed(built: Path, copy: Path, method: str, queries: list[str]) -> tuple[flo
     index = ctxrag.open("codebase")
     index.search("where is the configuration read?", k=10)  # the query encoder loaded, as in a long-lived program
     start, cpu = time.perf_counter(), time.process_time()
-    hits = index.search_many(queries, k=10) if method == "search_many" else [index.search(query, k=10) for query in queries]
+    hits = (
+        index.search_many(queries, k=10)
+        if method == "search_many"
+        else [index.search(query, k=10) for query in queries]
+    )
     return time.perf_counter() - start, time.process_time() - cpu, hits
 
 
@@ -43,20 +47,36 @@ def main() -> None:
     queries = [json.loads(line)["query"] for line in QUESTIONS.read_text().splitlines() if line.strip()]
     runs: dict[str, list[tuple[float, float]]] = {"search": [], "search_many": []}  # (wall s, CPU s) per round
     for number in range(args.rounds):
-        found = {method: timed(built, args.home / method, method, queries) for method in sorted(runs, reverse=number % 2 == 1)}
+        found = {
+            method: timed(built, args.home / method, method, queries)
+            for method in sorted(runs, reverse=number % 2 == 1)
+        }
         assert found["search"][2] == found["search_many"][2], "search_many's hits differ from single searches'"
         for method, (seconds, used, _) in found.items():
             runs[method].append((seconds, used))
     median = {method: statistics.median(seconds for seconds, _ in values) for method, values in runs.items()}
-    report = {**machine_meta(), "load_average": os.getloadavg(), "queries": len(queries), "corpus": portable_path(CORPUS),
-              "wall_and_cpu_seconds": runs, "median": median, "speedup": median["search"] / median["search_many"]}
+    report = {
+        **machine_meta(),
+        "load_average": os.getloadavg(),
+        "queries": len(queries),
+        "corpus": portable_path(CORPUS),
+        "wall_and_cpu_seconds": runs,
+        "median": median,
+        "speedup": median["search"] / median["search_many"],
+    }
     (RESULTS / "search_many.json").write_text(json.dumps(report, indent=1) + "\n")
-    rows = "".join(f"| {m} | {median[m]:.2f} | {', '.join(f'{w:.2f}' for w, _ in v)} | {', '.join(f'{c:.2f}' for _, c in v)} |\n" for m, v in runs.items())
-    write_report(RESULTS / "search_many.md", f"# search_many against single searches\n\n{report['cpus']} cores ({report['cpu']}), Python "
-                 f"{report['python']}, {report['date']}; load average {', '.join(f'{v:.1f}' for v in report['load_average'])} at the end "
-                 f"(a shared machine). `benchmarks/search_many.py`: {len(queries)} questions over `{report['corpus']}`, k=10, offline "
-                 f"defaults, {args.rounds} rounds side by side, hits equal in each.\n\n| method | median s | wall s | CPU s |\n|---|---|---|---|\n"
-                 f"{rows}\nsearch_many: {report['speedup']:.1f}x the speed of {len(queries)} single calls.\n")
+    rows = "".join(
+        f"| {m} | {median[m]:.2f} | {', '.join(f'{w:.2f}' for w, _ in v)} | {', '.join(f'{c:.2f}' for _, c in v)} |\n"
+        for m, v in runs.items()
+    )
+    write_report(
+        RESULTS / "search_many.md",
+        f"# search_many against single searches\n\n{report['cpus']} cores ({report['cpu']}), Python "
+        f"{report['python']}, {report['date']}; load average {', '.join(f'{v:.1f}' for v in report['load_average'])} at the end "
+        f"(a shared machine). `benchmarks/search_many.py`: {len(queries)} questions over `{report['corpus']}`, k=10, offline "
+        f"defaults, {args.rounds} rounds side by side, hits equal in each.\n\n| method | median s | wall s | CPU s |\n|---|---|---|---|\n"
+        f"{rows}\nsearch_many: {report['speedup']:.1f}x the speed of {len(queries)} single calls.\n",
+    )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,13 @@ def one_search(code: Path, home: Path, name: str, query: str, **extra: str) -> t
     """(wall seconds, peak RSS MB) of one ``ctxrag search`` process."""
     env = {**os.environ, "PYTHONPATH": str(code), "CTXRAG_HOME": str(home), **extra}
     started = time.perf_counter()
-    process = subprocess.Popen([*CTXRAG, "search", query, "--name", name, "-k", "5"], env=env, cwd="/",
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [*CTXRAG, "search", query, "--name", name, "-k", "5"],
+        env=env,
+        cwd="/",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     if status != 0:
@@ -105,11 +110,18 @@ def main() -> None:
         stop_residents(runtime)
         shutil.rmtree(runtime, ignore_errors=True)
     result = {
-        "label": args.label, "case": args.case, "index": args.name, "runs": args.runs,
-        "base median s": statistics.median(r["base_s"] for r in rounds), "this median s": statistics.median(r["this_s"] for r in rounds),
+        "label": args.label,
+        "case": args.case,
+        "index": args.name,
+        "runs": args.runs,
+        "base median s": statistics.median(r["base_s"] for r in rounds),
+        "this median s": statistics.median(r["this_s"] for r in rounds),
         "ratio median": statistics.median(r["this_s"] / r["base_s"] for r in rounds),
-        "base peak MB (max)": max(r["base_mb"] for r in rounds), "this peak MB (max)": max(r["this_mb"] for r in rounds),
-        "load average before / after": [list(load_before), list(os.getloadavg())], "rounds": rounds, **machine_meta(),
+        "base peak MB (max)": max(r["base_mb"] for r in rounds),
+        "this peak MB (max)": max(r["this_mb"] for r in rounds),
+        "load average before / after": [list(load_before), list(os.getloadavg())],
+        "rounds": rounds,
+        **machine_meta(),
     }
     print(json.dumps({key: value for key, value in result.items() if key != "rounds"}, indent=1))
     if args.out:

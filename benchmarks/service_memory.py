@@ -24,7 +24,21 @@ QUESTIONS = SHARED_DATA / "codebase" / "evaluation_set.jsonl"
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 _LIBC = ctypes.CDLL("libc.so.6")
@@ -45,7 +59,7 @@ def arenas() -> tuple[int, float, float]:
         _LIBC.malloc_info(0, stream)
         _LIBC.fclose(stream)
         xml = Path(out.name).read_text()
-    total = xml[xml.rindex("</heap>"):]
+    total = xml[xml.rindex("</heap>") :]
     system = int(re.search(r'<system type="current" size="(\d+)"', total).group(1))  # type: ignore[union-attr]
     free = sum(int(size) for size in re.findall(r'<total type="(?:fast|rest)" count="\d+" size="(\d+)"', total))
     return xml.count("<heap nr="), system / 2**20, free / 2**20
@@ -57,8 +71,16 @@ def memory() -> dict[str, float]:
     kb = lambda field: int(status[field].split()[0]) / 1024  # noqa: E731
     info = _LIBC.mallinfo2()
     count, system, free = arenas()
-    sample = {"rss": kb("VmRSS"), "anon": kb("RssAnon"), "file": kb("RssFile"), "arenas": count, "arena_mb": system,
-              "arena_free": free, "mmapped": info.hblkhd / 2**20, "blocks": sys.getallocatedblocks()}
+    sample = {
+        "rss": kb("VmRSS"),
+        "anon": kb("RssAnon"),
+        "file": kb("RssFile"),
+        "arenas": count,
+        "arena_mb": system,
+        "arena_free": free,
+        "mmapped": info.hblkhd / 2**20,
+        "blocks": sys.getallocatedblocks(),
+    }
     if "pyarrow" in sys.modules:
         import pyarrow
 
@@ -68,12 +90,16 @@ def memory() -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--home", type=Path, required=True, help="the index home (a scratch copy: searches write to it)")
+    parser.add_argument(
+        "--home", type=Path, required=True, help="the index home (a scratch copy: searches write to it)"
+    )
     parser.add_argument("--name", default="codebase", help="the index's name")
     parser.add_argument("--searches", type=int, default=30_000)
     parser.add_argument("--every", type=int, default=2_000, help="print the memory every N searches")
     parser.add_argument("--trim-every", type=int, default=0, help="call malloc_trim(0) every N searches (0: never)")
-    parser.add_argument("--questions", type=Path, default=QUESTIONS, help="a JSON-lines file of {\"query\": ...}: asked in turn")
+    parser.add_argument(
+        "--questions", type=Path, default=QUESTIONS, help='a JSON-lines file of {"query": ...}: asked in turn'
+    )
     parser.add_argument("--out", help="the results' name: benchmarks/results/OUT.md and .json (default: print only)")
     args = parser.parse_args()
     os.environ["CTXRAG_HOME"] = str(args.home)
@@ -85,7 +111,10 @@ def main() -> None:
     warm.warm(args.name)
     samples = []
     begun = time.perf_counter()
-    print(f"pool {os.environ.get('ARROW_DEFAULT_MEMORY_POOL', 'default')}, trim every {args.trim_every or 'never'}", flush=True)
+    print(
+        f"pool {os.environ.get('ARROW_DEFAULT_MEMORY_POOL', 'default')}, trim every {args.trim_every or 'never'}",
+        flush=True,
+    )
     for number in range(args.searches + 1):
         if number % args.every == 0:
             samples.append({"searches": number, "s": round(time.perf_counter() - begun, 1), **memory()})
@@ -97,15 +126,25 @@ def main() -> None:
             _LIBC.malloc_trim(0)
     warm._thread.shutdown()
     if args.out:
-        report = {**machine_meta(), "commit": git("rev-parse", "--short", "HEAD"), "index": args.name, "questions": portable_path(args.questions),
-                  "arrow_pool": os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "default"), "trim_every": args.trim_every, "samples": samples}
+        report = {
+            **machine_meta(),
+            "commit": git("rev-parse", "--short", "HEAD"),
+            "index": args.name,
+            "questions": portable_path(args.questions),
+            "arrow_pool": os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "default"),
+            "trim_every": args.trim_every,
+            "samples": samples,
+        }
         (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1) + "\n")
         write_report(RESULTS / f"{args.out}.md", render(report))
 
 
 def render(report: dict) -> str:
-    rows = "".join(f"| {row['searches']:,} | {row['s']} | {row['rss']} | {row['anon']} | {row['file']} | {row['arena_mb']} | {row['arena_free']} | "
-                   f"{row['mmapped']} |\n" for row in report["samples"])
+    rows = "".join(
+        f"| {row['searches']:,} | {row['s']} | {row['rss']} | {row['anon']} | {row['file']} | {row['arena_mb']} | {row['arena_free']} | "
+        f"{row['mmapped']} |\n"
+        for row in report["samples"]
+    )
     return (
         f"# A warm service's memory over its searches\n\n{report['cpus']} cores ({report['cpu']}), Python {report['python']}, "
         f"{report['date']}, commit {report['commit']}, a shared machine. `benchmarks/service_memory.py`: one thread calls "

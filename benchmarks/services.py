@@ -17,14 +17,12 @@ import shutil
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import anyio
 import httpx
-
 from common import CTXRAG, RESULTS, SHARED_DATA, git, machine_meta, portable_path, private_env, run_ctxrag, write_report
 
 CORPUS, QUESTIONS = SHARED_DATA / "codebase" / "codebase_chunks.json", SHARED_DATA / "codebase" / "evaluation_set.jsonl"
@@ -35,8 +33,13 @@ TARGETS = {"p50_ms": 30.0, "p99_ms": 100.0}
 def percentiles(times: list[float]) -> dict[str, float]:
     ordered = sorted(times)
     at = lambda share: ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]  # noqa: E731
-    return {"p50_ms": round(statistics.median(ordered), 2), "p99_ms": round(at(0.99), 2), "max_ms": round(ordered[-1], 2),
-            "mean_ms": round(statistics.fmean(ordered), 2), "count": len(ordered)}
+    return {
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p99_ms": round(at(0.99), 2),
+        "max_ms": round(ordered[-1], 2),
+        "mean_ms": round(statistics.fmean(ordered), 2),
+        "count": len(ordered),
+    }
 
 
 def fresh_home(built: Path, copy: Path) -> Path:
@@ -53,7 +56,9 @@ def mcp_latency(home: Path, queries: list[str], name: str = "codebase") -> dict:
     errors: list[str] = []
 
     async def run() -> None:
-        params = StdioServerParameters(command=CTXRAG[0], args=[*CTXRAG[1:], "mcp", "--name", name], env=private_env(home))
+        params = StdioServerParameters(
+            command=CTXRAG[0], args=[*CTXRAG[1:], "mcp", "--name", name], env=private_env(home)
+        )
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             await session.call_tool("search", {"query": WARM_QUERY, "k": 10})
@@ -77,8 +82,12 @@ def free_port() -> int:
 def start_http(home: Path, name: str = "codebase") -> tuple[subprocess.Popen, str]:
     """``ctxrag serve-search --name NAME`` on a free loopback port, answering /health; (process, base URL)."""
     port = free_port()
-    process = subprocess.Popen(CTXRAG + ["serve-search", "--name", name, "--port", str(port)], env=private_env(home),
-                               stdout=subprocess.DEVNULL, stderr=open(home / "serve-search.log", "w"))
+    process = subprocess.Popen(
+        CTXRAG + ["serve-search", "--name", name, "--port", str(port)],
+        env=private_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=open(home / "serve-search.log", "w"),
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while True:
@@ -136,7 +145,9 @@ def http_load(url: str, pid: int, queries: list[str], clients: int, seconds: flo
         while not stop.wait(1.0):
             rss.append((round(time.perf_counter() - begun, 1), *resident_mb(pid)))
 
-    threads = [threading.Thread(target=ask, args=(number,)) for number in range(clients)] + [threading.Thread(target=sample)]
+    threads = [threading.Thread(target=ask, args=(number,)) for number in range(clients)] + [
+        threading.Thread(target=sample)
+    ]
     for thread in threads:
         thread.start()
     time.sleep(seconds)
@@ -146,14 +157,28 @@ def http_load(url: str, pid: int, queries: list[str], clients: int, seconds: flo
     after = [mb for at, mb, _, _ in rss if at >= 10]
     anon = [mb for at, _, mb, _ in rss if at >= 10]
     slope = _slope([(at, mb) for at, mb, _, _ in rss if at >= 10])
-    return {"clients": clients, "seconds": seconds, "fresh_queries": fresh, "requests": len(times), "errors": len(failures),
-            "first_errors": failures[:5], "requests_per_s": round(len(times) / seconds, 1), **{f"under_load_{k}": v for k, v in percentiles(times).items()},
-            "rss_mb_at_10s": after[0] if after else None, "rss_mb_end": after[-1] if after else None,
-            "rss_mb_max_after_10s": max(after) if after else None, "rss_mb_min_after_10s": min(after) if after else None,
-            "rss_growth_mb_per_min_after_10s": slope, "anon_mb_at_10s": anon[0] if anon else None, "anon_mb_end": anon[-1] if anon else None,
-            "anon_mb_min_after_10s": min(anon) if anon else None, "anon_mb_max_after_10s": max(anon) if anon else None,
-            "anon_growth_mb_per_min_after_10s": _slope([(at, mb) for at, _, mb, _ in rss if at >= 10]),
-            "rss_samples_columns": ["s", "rss_mb", "anon_mb", "file_mb"], "rss_samples": rss}
+    return {
+        "clients": clients,
+        "seconds": seconds,
+        "fresh_queries": fresh,
+        "requests": len(times),
+        "errors": len(failures),
+        "first_errors": failures[:5],
+        "requests_per_s": round(len(times) / seconds, 1),
+        **{f"under_load_{k}": v for k, v in percentiles(times).items()},
+        "rss_mb_at_10s": after[0] if after else None,
+        "rss_mb_end": after[-1] if after else None,
+        "rss_mb_max_after_10s": max(after) if after else None,
+        "rss_mb_min_after_10s": min(after) if after else None,
+        "rss_growth_mb_per_min_after_10s": slope,
+        "anon_mb_at_10s": anon[0] if anon else None,
+        "anon_mb_end": anon[-1] if anon else None,
+        "anon_mb_min_after_10s": min(anon) if anon else None,
+        "anon_mb_max_after_10s": max(anon) if anon else None,
+        "anon_growth_mb_per_min_after_10s": _slope([(at, mb) for at, _, mb, _ in rss if at >= 10]),
+        "rss_samples_columns": ["s", "rss_mb", "anon_mb", "file_mb"],
+        "rss_samples": rss,
+    }
 
 
 def resident_mb(pid: int) -> tuple[float, float, float]:
@@ -179,15 +204,23 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--fresh-queries", action="store_true", help="also load with a never-asked query per request")
     parser.add_argument("--out", default="services", help="the results' name: benchmarks/results/OUT.md and .json")
-    parser.add_argument("--fresh-seconds", type=float, default=150, help="how long: past the 10,000 query vectors a service keeps")
+    parser.add_argument(
+        "--fresh-seconds", type=float, default=150, help="how long: past the 10,000 query vectors a service keeps"
+    )
     args = parser.parse_args()
     built = args.home / "built"
     if not (built / "indexes" / "codebase").is_dir():
         run_ctxrag(["index", str(CORPUS), "--name", "codebase"], private_env(built, CTXRAG_PREFECT_SERVER="temporary"))
     questions = [json.loads(line)["query"] for line in QUESTIONS.read_text().splitlines() if line.strip()]
     queries = questions[: args.queries]
-    report: dict = {**machine_meta(), "commit": git("rev-parse", "--short", "HEAD"), "load_average_start": os.getloadavg(),
-                    "corpus": portable_path(CORPUS), "questions": portable_path(QUESTIONS), "targets": TARGETS}
+    report: dict = {
+        **machine_meta(),
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "load_average_start": os.getloadavg(),
+        "corpus": portable_path(CORPUS),
+        "questions": portable_path(QUESTIONS),
+        "targets": TARGETS,
+    }
     report["mcp"] = mcp_latency(fresh_home(built, args.home / "mcp"), queries)
     process, url = start_http(fresh_home(built, args.home / "http"))
     try:
@@ -212,15 +245,23 @@ def save_results(report: dict, out: str, rendered) -> None:  # type: ignore[no-u
 
 def render(report: dict, args: argparse.Namespace) -> str:
     def met(row: dict) -> str:
-        return "met" if row["p50_ms"] <= TARGETS["p50_ms"] and row["p99_ms"] <= TARGETS["p99_ms"] and not row["errors"] else "NOT met"
+        return (
+            "met"
+            if row["p50_ms"] <= TARGETS["p50_ms"] and row["p99_ms"] <= TARGETS["p99_ms"] and not row["errors"]
+            else "NOT met"
+        )
 
-    latency = "".join(f"| {door} | {row['count']} | {row['p50_ms']} | {row['p99_ms']} | {row['max_ms']} | {row['mean_ms']} | {row['errors']} | {met(row)} |\n"
-                      for door, row in (("MCP (stdio)", report["mcp"]), ("HTTP", report["http"])))
+    latency = "".join(
+        f"| {door} | {row['count']} | {row['p50_ms']} | {row['p99_ms']} | {row['max_ms']} | {row['mean_ms']} | {row['errors']} | {met(row)} |\n"
+        for door, row in (("MCP (stdio)", report["mcp"]), ("HTTP", report["http"]))
+    )
     load = "".join(
         f"| {'a new query each' if row['fresh_queries'] else 'the questions in turn'} | {row['seconds']:g} | {row['requests']} ({row['requests_per_s']}/s) | {row['errors']} | "
         f"{row['under_load_p50_ms']} / {row['under_load_p99_ms']} | {row['rss_mb_at_10s']} | {row['rss_mb_min_after_10s']}-{row['rss_mb_max_after_10s']} | "
         f"{row['rss_mb_end']} | {row['rss_growth_mb_per_min_after_10s']} | {row['anon_mb_at_10s']} | {row['anon_mb_min_after_10s']}-{row['anon_mb_max_after_10s']} | "
-        f"{row['anon_growth_mb_per_min_after_10s']} |\n" for row in report["load"])
+        f"{row['anon_growth_mb_per_min_after_10s']} |\n"
+        for row in report["load"]
+    )
     return (
         f"# The warm search services\n\n{report['cpus']} cores ({report['cpu']}), Python {report['python']}, {report['date']}, commit "
         f"{report['commit']}. **A shared machine**: other sessions ran builds and tests at the same time (load average "

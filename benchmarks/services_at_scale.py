@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 
 import httpx
-import psutil
-
 from common import RESULTS, git, machine_meta, portable_path, private_env
 from services import QUESTIONS, WARM_QUERY, http_latency, mcp_latency, percentiles, save_results, start_http
 
@@ -76,8 +74,13 @@ def main() -> None:
     parser.add_argument("--out", default="services_1m")
     args = parser.parse_args()
     queries = [json.loads(line)["query"] for line in QUESTIONS.read_text().splitlines() if line.strip()][: args.queries]
-    report: dict = {**machine_meta(), "commit": git("rev-parse", "--short", "HEAD"), "index": args.name,
-                    "home": portable_path(args.home, generated=True), "load_average_start": os.getloadavg()}
+    report: dict = {
+        **machine_meta(),
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "index": args.name,
+        "home": portable_path(args.home, generated=True),
+        "load_average_start": os.getloadavg(),
+    }
     report["resident"] = resident_latency(args.home, args.name, queries)
     report["mcp"] = mcp_latency(args.home, queries, args.name)
     process, url = start_http(args.home, args.name)
@@ -97,7 +100,11 @@ def render(report: dict, args: argparse.Namespace) -> str:
         f"| {door} | {row['count']} | {row['p50_ms']} | {row['p99_ms']} | {row['max_ms']} | {row['errors']} | "
         f"{row['memory_mb']['VmRSS'] if 'memory_mb' in row else '-'} | "
         f"{'met' if row['p50_ms'] <= TARGET_P50_MS and not row['errors'] else 'NOT met'} |\n"
-        for door, row in (("resident search (`ctxrag search`)", report["resident"]), ("MCP (stdio)", report["mcp"]), ("HTTP", report["http"]))
+        for door, row in (
+            ("resident search (`ctxrag search`)", report["resident"]),
+            ("MCP (stdio)", report["mcp"]),
+            ("HTTP", report["http"]),
+        )
     )
     return (
         f"# The warm search doors on index {report['index']!r}\n\n{report['cpus']} cores ({report['cpu']}), Python {report['python']}, "

@@ -18,19 +18,22 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from common import REPO, private_env, run_ctxrag, site_packages  # benchmarks/common.py: the project first on sys.path
 import suite_questions as questions_
-from ctxrag.tasks.options import EmbeddingOptions
+from common import REPO, private_env, run_ctxrag, site_packages  # benchmarks/common.py: the project first on sys.path
+
 from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.options import EmbeddingOptions
 
 SITE = site_packages()
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 LEFT_OUT_DIRS = ("__pycache__", "test", "tests", "idle_test")  # never copied from the stdlib
-MIRRORS = REPO.parent / ".mirror"  # GitHub snapshots as `fetch github:<owner>/<name>` brings them: <owner>+<name>/repo, bare
+MIRRORS = (
+    REPO.parent / ".mirror"
+)  # GitHub snapshots as `fetch github:<owner>/<name>` brings them: <owner>+<name>/repo, bare
 
 
 class Unavailable(Exception):
@@ -54,7 +57,12 @@ def shared(data: Path, relative: str) -> Corpus:
     source = data / relative
     if not source.exists():
         raise Unavailable(f"../shared/data/{relative} is not there")
-    return Corpus(slug(Path(relative).parts[0]), "shared-" + slug(Path(relative).stem), f"../shared/data/{relative}", lambda home: source)
+    return Corpus(
+        slug(Path(relative).parts[0]),
+        "shared-" + slug(Path(relative).stem),
+        f"../shared/data/{relative}",
+        lambda home: source,
+    )
 
 
 def site_package(path: str, distribution: str, version: str | None = None) -> Corpus:
@@ -67,13 +75,23 @@ def site_package(path: str, distribution: str, version: str | None = None) -> Co
         raise Unavailable(f"written for {distribution} {version}, {installed} is installed")
     if not (SITE / path).is_dir():
         raise Unavailable(f"site-packages/{path} is not a folder")
-    return Corpus(slug(distribution), "site-" + slug(path), f"site-packages/{path} ({distribution} {installed})", lambda home: SITE / path)
+    return Corpus(
+        slug(distribution),
+        "site-" + slug(path),
+        f"site-packages/{path} ({distribution} {installed})",
+        lambda home: SITE / path,
+    )
 
 
 def docstring_free(base: Corpus) -> Corpus:
     """``base`` copied without its docstrings (suite_questions.strip_docstrings); same unit."""
     name = "nodoc-" + base.index
-    return Corpus(base.unit, name, f"{base.label}, docstrings removed", lambda home: questions_.prepare_repository(base.prepare(home), home, name)[0])
+    return Corpus(
+        base.unit,
+        name,
+        f"{base.label}, docstrings removed",
+        lambda home: questions_.prepare_repository(base.prepare(home), home, name)[0],
+    )
 
 
 def check_python(python: str | None) -> None:
@@ -98,8 +116,12 @@ def stdlib(paths: list[str], python: str | None = None) -> Corpus:
                 shutil.copy2(source, folder / path)
 
     shown = ", ".join(sorted(paths))
-    return Corpus("stdlib", f"stdlib-{key}", f"stdlib of Python {platform.python_version()}: {shown}",
-                  lambda home: made_once(home / "sources" / f"stdlib-{key}", fill))
+    return Corpus(
+        "stdlib",
+        f"stdlib-{key}",
+        f"stdlib of Python {platform.python_version()}: {shown}",
+        lambda home: made_once(home / "sources" / f"stdlib-{key}", fill),
+    )
 
 
 def git_tree(repo: str, commit: str, path: str = "", pathspecs: tuple[str, ...] = ()) -> Corpus:
@@ -111,10 +133,15 @@ def git_tree(repo: str, commit: str, path: str = "", pathspecs: tuple[str, ...] 
         raise Unavailable(f"commit {commit} of {repo} is not in ../.mirror: run `fetch github:{repo}`")
     if kind(f"{commit}:{path}") != "tree":
         raise Unavailable(f"{repo} has no folder {path!r} at {commit}")
-    name = f"git-{slug(repo.split('/')[-1])}-" + hashlib.sha256(json.dumps([repo, commit, path, pathspecs]).encode()).hexdigest()[:8]
+    name = (
+        f"git-{slug(repo.split('/')[-1])}-"
+        + hashlib.sha256(json.dumps([repo, commit, path, pathspecs]).encode()).hexdigest()[:8]
+    )
 
     def fill(folder: Path) -> None:  # the folder's tree, so its files are at the corpus's top
-        archive = subprocess.run([*git, "archive", f"{commit}:{path}", "--", *pathspecs], capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            [*git, "archive", f"{commit}:{path}", "--", *pathspecs], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
 
     shown = f"github:{repo}@{commit[:12]} {path or '.'}/" + "".join(f" {spec}" for spec in pathspecs)
@@ -170,19 +197,39 @@ def embedder(context_tokens: int, model: str | None = None) -> dict:
     return spec | ({"precision": forced} if forced not in ("", "auto") and not model else {})
 
 
-def ensure_index(home: Path, corpus: Corpus, context_tokens: int = EmbeddingOptions().context_tokens, model: str | None = None) -> None:
+def ensure_index(
+    home: Path, corpus: Corpus, context_tokens: int = EmbeddingOptions().context_tokens, model: str | None = None
+) -> None:
     """Make the corpus's index in ``home`` with ``ctxrag index`` on offline defaults (``--context-tokens`` as asked)
     unless its live version was built with that embedder (a new version, another precision too: its rankings are made again)."""
     store = IndexStore(home)
     live = store.manifest(corpus.index) if store.live_version(corpus.index) is not None else None
-    if live and {**(built := live["config"]["embedder"]), **(wanted := embedder(context_tokens, model))} == built and built.keys() - {"precision"} == wanted.keys() - {"precision"}:
+    if (
+        live
+        and {**(built := live["config"]["embedder"]), **(wanted := embedder(context_tokens, model))} == built
+        and built.keys() - {"precision"} == wanted.keys() - {"precision"}
+    ):
         return
     source = corpus.prepare(home)
-    print(f"indexing {corpus.label} as {corpus.index!r} (context cut to {context_tokens or 'all'} word pieces) ...", file=sys.stderr, flush=True)
+    print(
+        f"indexing {corpus.label} as {corpus.index!r} (context cut to {context_tokens or 'all'} word pieces) ...",
+        file=sys.stderr,
+        flush=True,
+    )
     started = time.perf_counter()
-    run_ctxrag(["index", str(source), "--name", corpus.index, "--context-tokens", str(context_tokens), "--json",
-                *(["--embedding-model", model] if model else [])],
-               private_env(home, CTXRAG_PREFECT_SERVER="temporary"))
+    run_ctxrag(
+        [
+            "index",
+            str(source),
+            "--name",
+            corpus.index,
+            "--context-tokens",
+            str(context_tokens),
+            "--json",
+            *(["--embedding-model", model] if model else []),
+        ],
+        private_env(home, CTXRAG_PREFECT_SERVER="temporary"),
+    )
     # How long the command took (the report's cold-start cost; a re-embedded index gets the re-index's).
     path = home / "suite" / "indexing.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -193,3 +240,19 @@ def ensure_index(home: Path, corpus: Corpus, context_tokens: int = EmbeddingOpti
 def indexing_seconds(home: Path) -> dict[str, float]:
     path = home / "suite" / "indexing.json"
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+def corpus_of(spec: dict, data: Path) -> Corpus:
+    """A hand-written set's ``corpus`` (see the question format) on this machine, or Unavailable."""
+    make = {
+        "site-packages": lambda: site_package(
+            spec["path"], spec.get("distribution", spec["path"]), spec.get("version")
+        ),
+        "stdlib": lambda: stdlib(list(spec["paths"]), spec.get("python")),
+        "shared": lambda: shared(data, spec["path"]),
+        "pydoc-topics": lambda: pydoc_topics(spec.get("python")),
+        "git": lambda: git_tree(spec["repo"], spec["commit"], spec.get("path", ""), tuple(spec.get("pathspecs", ()))),
+    }
+    if spec.get("source") not in make:
+        raise Unavailable(f"unknown corpus source {spec.get('source')!r}")
+    return make[spec["source"]]()

@@ -52,12 +52,20 @@ def normalized(name: str) -> str:
 def readmes() -> list[tuple[str, str, str]]:
     """(normalized name, version, Markdown description) of the installed distributions that qualify, sorted by name."""
     found: dict[str, tuple[str, str, str]] = {}
-    for dist in sorted(importlib.metadata.distributions(), key=lambda d: (normalized(d.metadata["Name"] or ""), d.version)):
+    for dist in sorted(
+        importlib.metadata.distributions(), key=lambda d: (normalized(d.metadata["Name"] or ""), d.version)
+    ):
         meta = dist.metadata
         text = meta.get_payload() or meta.get("Description") or ""  # type: ignore[attr-defined]
         kind = (meta.get("Description-Content-Type") or "").strip().lower()
         name = normalized(meta["Name"] or "")
-        if name and name not in found and name not in LEFT_OUT and kind.startswith("text/markdown") and len(text) >= MIN_DESCRIPTION:
+        if (
+            name
+            and name not in found
+            and name not in LEFT_OUT
+            and kind.startswith("text/markdown")
+            and len(text) >= MIN_DESCRIPTION
+        ):
             found[name] = (name, dist.version, text)
     return sorted(found.values())
 
@@ -96,7 +104,11 @@ def build_set(docs: list[tuple[str, str, str]], folder: Path) -> list[Question]:
     for name, lines in parsed.items():
         number = 0
         for line_number, text, body in found[name]:
-            if len([word for word in text.split() if re.search(r"\w", word)]) < MIN_WORDS or body < MIN_BODY or seen[text.casefold()] > 1:
+            if (
+                len([word for word in text.split() if re.search(r"\w", word)]) < MIN_WORDS
+                or body < MIN_BODY
+                or seen[text.casefold()] > 1
+            ):
                 continue
             number += 1
             marks = re.match(r"\s*#+", lines[line_number]).group(0)  # type: ignore[union-attr]
@@ -124,7 +136,9 @@ def summary_questions(shared: Path, index: StoredIndex) -> tuple[list[Question],
     records = json.loads((shared / "anthropic_docs" / "anthropic_summary_indexed_docs.json").read_text())
     row_of = {link: row for row, link in enumerate(index.chunks["chunk_id"].to_pylist())}
     kept = [record for record in records if record.get("summary") and record["chunk_link"] in row_of]
-    return [Question(record["summary"], record["chunk_link"], "") for record in kept], [[row_of[record["chunk_link"]]] for record in kept]
+    return [Question(record["summary"], record["chunk_link"], "") for record in kept], [
+        [row_of[record["chunk_link"]]] for record in kept
+    ]
 
 
 DOCSTRING_MIN_WORDS = 6
@@ -132,8 +146,16 @@ SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`])")
 
 
 def docstring_node(node: ast.AST) -> ast.Expr | None:
-    first = node.body[0] if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body else None
-    return first if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str) else None
+    first = (
+        node.body[0]
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+        else None
+    )
+    return (
+        first
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+        else None
+    )
 
 
 def strip_docstrings(source: str) -> str | None:
@@ -176,7 +198,11 @@ def mine(package: Path, copy: Path) -> list[tuple[str, str, str]]:
                 continue
             question = first_sentence(ast.get_docstring(node) or "")  # none: no words, left out below
             header = lines[node.lineno - 1].strip()
-            if len(question.split()) >= DOCSTRING_MIN_WORDS and header and sum(line.strip() == header for line in lines) == 1:
+            if (
+                len(question.split()) >= DOCSTRING_MIN_WORDS
+                and header
+                and sum(line.strip() == header for line in lines) == 1
+            ):
                 found.append((question, str(relative), header))
     return found
 
@@ -189,7 +215,11 @@ def write_evalset(copy: Path, mined: list[tuple[str, str, str]], out: Path, seed
     seen: set[str] = set()
     records = []
     for question, doc, header in mined:
-        holding = [index for index, content in chunks.get(doc, []) if any(line.strip() == header for line in content.splitlines())]
+        holding = [
+            index
+            for index, content in chunks.get(doc, [])
+            if any(line.strip() == header for line in content.splitlines())
+        ]
         if len(holding) != 1 or question in seen:
             continue
         seen.add(question)
@@ -208,4 +238,3 @@ def prepare_repository(package: Path, home: Path, name: str) -> tuple[Path, Path
         count = write_evalset(copy, mine(package, copy), evalset)
         print(f"{package.name}: {count} questions", file=sys.stderr, flush=True)
     return copy, evalset
-

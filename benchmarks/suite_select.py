@@ -14,8 +14,8 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -38,9 +38,15 @@ def matrix(home: Path, data, grid: list[str]) -> np.ndarray:
     if path.exists():
         return np.load(path)
     started = time.perf_counter()
-    out = np.array([[data.score(i, data.rank(i, label), [data.primary])[0] for i in range(len(data.texts))] for label in grid])
+    out = np.array(
+        [[data.score(i, data.rank(i, label), [data.primary])[0] for i in range(len(data.texts))] for label in grid]
+    )
     np.save(path, out)
-    print(f"{data.name}: {len(grid)} configurations x {len(data.texts)} questions scored in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    print(
+        f"{data.name}: {len(grid)} configurations x {len(data.texts)} questions scored in {time.perf_counter() - started:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return out
 
 
@@ -49,11 +55,21 @@ def tuned(data) -> dict:
     and the figure to expect (the cross-validated one if the choice is kept, else the default's)."""
     from ctxrag.tasks.evaluation.tune import CANDIDATES, decide
 
-    values = np.array([[data.score(i, data.rank(i, config.label), [data.primary])[0] for i in range(len(data.texts))]
-                       for config in CANDIDATES])
+    values = np.array(
+        [
+            [data.score(i, data.rank(i, config.label), [data.primary])[0] for i in range(len(data.texts))]
+            for config in CANDIDATES
+        ]
+    )
     outcome = decide(values, data.clusters.tolist(), data.primary)
-    return {"kept": outcome.choice.label if outcome.choice else None, "reason": outcome.reason, "cv": outcome.cv,
-            "default": outcome.default, "expected": outcome.cv if outcome.choice else outcome.default, "fold picks": outcome.fold_picks}
+    return {
+        "kept": outcome.choice.label if outcome.choice else None,
+        "reason": outcome.reason,
+        "cv": outcome.cv,
+        "default": outcome.default,
+        "expected": outcome.cv if outcome.choice else outcome.default,
+        "fold picks": outcome.fold_picks,
+    }
 
 
 def pick(means: np.ndarray, columns: Sequence[int] | None = None) -> int:
@@ -64,8 +80,10 @@ def pick(means: np.ndarray, columns: Sequence[int] | None = None) -> int:
 
 def corpus_splits(units: Sequence[str]) -> list[tuple[str, list[int], list[int]]]:
     """(left-out unit, training set indices, held-out set indices), one per unit in order of first appearance."""
-    return [(unit, [s for s, u in enumerate(units) if u != unit], [s for s, u in enumerate(units) if u == unit])
-            for unit in dict.fromkeys(units)]
+    return [
+        (unit, [s for s, u in enumerate(units) if u != unit], [s for s, u in enumerate(units) if u == unit])
+        for unit in dict.fromkeys(units)
+    ]
 
 
 def loco(sets: list, matrices: list[np.ndarray], grid: list[str]) -> tuple[list[np.ndarray], dict[str, str]]:
@@ -81,14 +99,24 @@ def loco(sets: list, matrices: list[np.ndarray], grid: list[str]) -> tuple[list[
     return held, chosen
 
 
-def cluster_bootstrap(a: np.ndarray, b: np.ndarray, clusters: np.ndarray, resamples: int = RESAMPLES, seed: int = 0,
-                      confidence: float = 0.95) -> tuple[float, float, float]:
+def cluster_bootstrap(
+    a: np.ndarray,
+    b: np.ndarray,
+    clusters: np.ndarray,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
     """Mean of ``a - b`` and its percentile interval, resampling clusters (each with all its questions)."""
     return stratified_bootstrap([(a, b, clusters)], resamples, seed, confidence)
 
 
-def stratified_bootstrap(groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], resamples: int = RESAMPLES, seed: int = 0,
-                         confidence: float = 0.95) -> tuple[float, float, float]:
+def stratified_bootstrap(
+    groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
     """The mean over groups (sets) of each group's mean ``a - b``; each group's clusters resampled on their own."""
     rng = np.random.default_rng(seed)
     means = np.zeros(resamples)

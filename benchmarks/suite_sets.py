@@ -12,16 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
-
 import suite_corpora as corpora
+import suite_questions as questions_
 from suite_corpora import Corpus, Unavailable
 
-import suite_questions as questions_
 from ctxrag.storage.index_store import StoredIndex
 from ctxrag.tasks.context.structure import defined_names, mentioned_names
 from ctxrag.tasks.evaluation.evalset import golden_ref, load_evalset
@@ -62,7 +61,10 @@ def rows_by(index: StoredIndex, column: str) -> dict[str, int]:
 def chunk_refs(index: StoredIndex) -> dict[str, int]:
     """``doc_id#chunk_index`` -> row (the cookbook's golden pairs and the docstring sets' question files)."""
     chunks = index.chunks
-    return {golden_ref(doc, position): row for row, (doc, position) in enumerate(zip(chunks["doc_id"].to_pylist(), chunks["chunk_index"].to_pylist()))}
+    return {
+        golden_ref(doc, position): row
+        for row, (doc, position) in enumerate(zip(chunks["doc_id"].to_pylist(), chunks["chunk_index"].to_pylist()))
+    }
 
 
 def from_evalset(path: Callable[[Path], Path], by_link: bool) -> Callable[[Path, StoredIndex], list[Question]]:
@@ -70,7 +72,9 @@ def from_evalset(path: Callable[[Path], Path], by_link: bool) -> Callable[[Path,
 
     def build(home: Path, index: StoredIndex) -> list[Question]:
         rows = rows_by(index, "chunk_id") if by_link else chunk_refs(index)
-        return [Question(q.query, [rows[ref] for ref in q.golden if ref in rows]) for q in load_evalset(path(home)).queries]
+        return [
+            Question(q.query, [rows[ref] for ref in q.golden if ref in rows]) for q in load_evalset(path(home)).queries
+        ]
 
     return build
 
@@ -79,24 +83,50 @@ def builtin_sets(data: Path) -> list[SetSpec]:
     """The sets made by the project's own means (shared data and miners)."""
     docs_plain = corpora.shared(data, "anthropic_docs/anthropic_docs.json")
     specs = [
-        SetSpec("codebase", corpora.shared(data, "codebase/codebase_chunks.json"), "chunk", ["pass@10", "pass@5", "pass@20", "mrr@10"],
-                "code", "cookbook",
-                "The cookbook's 248 questions, written by an LLM from the chunks themselves (golden: chunks); primary "
-                "Pass@10, the cookbook's own metric.",
-                from_evalset(lambda home: data / "codebase" / "evaluation_set.jsonl", False)),
-        SetSpec("docs-sample", corpora.shared(data, "anthropic_docs/anthropic_summary_indexed_docs.json"), "chunk",
-                ["recall@3", "mrr@3", "recall@10"], "prose", "cookbook",
-                "20 of the cookbook's docs questions (golden: 1-3 chunk links) on the summary-indexed docs; primary "
-                "recall@3, the metric of the cookbook's published figures and of the project's docs target.",
-                from_evalset(lambda home: data / "anthropic_docs" / "docs_evaluation_sample.json", True)),
-        SetSpec("docs-summaries", docs_plain, "chunk", CODE_METRICS, "prose", "summary",
-                "The docs corpus's 232 Claude-written chunk summaries asked against the same chunks indexed without them "
-                "(suite_questions.summary_questions); golden: the summary's own chunk.",
-                lambda home, index: [Question(q.text, rows) for q, rows in zip(*questions_.summary_questions(data, index))]),
-        SetSpec("readmes-heading", corpora.readmes(), "chunk", ["mrr@10", "pass@10", "hit@10"], "prose", "heading",
-                "Headings of the installed distributions' Markdown READMEs as questions, each heading replaced by "
-                "`Section N` in its file (suite_questions.build_set); golden: the chunks under that section.",
-                readme_questions),
+        SetSpec(
+            "codebase",
+            corpora.shared(data, "codebase/codebase_chunks.json"),
+            "chunk",
+            ["pass@10", "pass@5", "pass@20", "mrr@10"],
+            "code",
+            "cookbook",
+            "The cookbook's 248 questions, written by an LLM from the chunks themselves (golden: chunks); primary "
+            "Pass@10, the cookbook's own metric.",
+            from_evalset(lambda home: data / "codebase" / "evaluation_set.jsonl", False),
+        ),
+        SetSpec(
+            "docs-sample",
+            corpora.shared(data, "anthropic_docs/anthropic_summary_indexed_docs.json"),
+            "chunk",
+            ["recall@3", "mrr@3", "recall@10"],
+            "prose",
+            "cookbook",
+            "20 of the cookbook's docs questions (golden: 1-3 chunk links) on the summary-indexed docs; primary "
+            "recall@3, the metric of the cookbook's published figures and of the project's docs target.",
+            from_evalset(lambda home: data / "anthropic_docs" / "docs_evaluation_sample.json", True),
+        ),
+        SetSpec(
+            "docs-summaries",
+            docs_plain,
+            "chunk",
+            CODE_METRICS,
+            "prose",
+            "summary",
+            "The docs corpus's 232 Claude-written chunk summaries asked against the same chunks indexed without them "
+            "(suite_questions.summary_questions); golden: the summary's own chunk.",
+            lambda home, index: [Question(q.text, rows) for q, rows in zip(*questions_.summary_questions(data, index))],
+        ),
+        SetSpec(
+            "readmes-heading",
+            corpora.readmes(),
+            "chunk",
+            ["mrr@10", "pass@10", "hit@10"],
+            "prose",
+            "heading",
+            "Headings of the installed distributions' Markdown READMEs as questions, each heading replaced by "
+            "`Section N` in its file (suite_questions.build_set); golden: the chunks under that section.",
+            readme_questions,
+        ),
     ]
     for package, distribution in (("rich", "rich"), ("httpx", "httpx")):
         specs.append(docstring_set(f"{package}-docstring", corpora.site_package(package, distribution)))
@@ -106,27 +136,25 @@ def builtin_sets(data: Path) -> list[SetSpec]:
 
 def docstring_set(name: str, base: Corpus) -> SetSpec:
     corpus = corpora.docstring_free(base)
-    made = ("First sentences (>= 6 words) of public docstrings as questions, asked of a docstring-free copy "
-            "(suite_questions.mine; at most 400, seeded sample); golden: the chunk holding the definition's header line.")
-    return SetSpec(name, corpus, "chunk", CODE_METRICS, "code", "docstring", made,
-                   from_evalset(lambda home: home / f"{corpus.index}.jsonl", False))
+    made = (
+        "First sentences (>= 6 words) of public docstrings as questions, asked of a docstring-free copy "
+        "(suite_questions.mine; at most 400, seeded sample); golden: the chunk holding the definition's header line."
+    )
+    return SetSpec(
+        name,
+        corpus,
+        "chunk",
+        CODE_METRICS,
+        "code",
+        "docstring",
+        made,
+        from_evalset(lambda home: home / f"{corpus.index}.jsonl", False),
+    )
 
 
 def readme_questions(home: Path, index: StoredIndex) -> list[Question]:
     questions = questions_.build_set(questions_.readmes(), corpora.readmes().prepare(home))
     return [Question(q.text, rows) for q, rows in zip(questions, questions_.golden_rows(index, questions))]
-
-
-def corpus_of(spec: dict, data: Path) -> Corpus:
-    """A hand-written set's ``corpus`` (see the question format) on this machine, or Unavailable."""
-    make = {"site-packages": lambda: corpora.site_package(spec["path"], spec.get("distribution", spec["path"]), spec.get("version")),
-            "stdlib": lambda: corpora.stdlib(list(spec["paths"]), spec.get("python")),
-            "shared": lambda: corpora.shared(data, spec["path"]),
-            "pydoc-topics": lambda: corpora.pydoc_topics(spec.get("python")),
-            "git": lambda: corpora.git_tree(spec["repo"], spec["commit"], spec.get("path", ""), tuple(spec.get("pathspecs", ())))}
-    if spec.get("source") not in make:
-        raise Unavailable(f"unknown corpus source {spec.get('source')!r}")
-    return make[spec["source"]]()
 
 
 def handwritten_sets(folder: Path, data: Path) -> tuple[list[SetSpec], list[str]]:
@@ -136,7 +164,7 @@ def handwritten_sets(folder: Path, data: Path) -> tuple[list[SetSpec], list[str]
         meta = json.loads(meta_path.read_text())
         name = meta.get("name", meta_path.parent.name)
         try:
-            corpus = corpus_of(meta["corpus"], data)
+            corpus = corpora.corpus_of(meta["corpus"], data)
         except Unavailable as reason:
             skipped.append(f"{name}: skipped, {reason}")
             print(f"suite: {skipped[-1]}", file=sys.stderr)
@@ -144,9 +172,19 @@ def handwritten_sets(folder: Path, data: Path) -> tuple[list[SetSpec], list[str]
         text = (meta_path.parent / "questions.jsonl").read_text()
         records = [json.loads(line) for line in text.splitlines() if line.strip()]
         level = "chunk" if meta.get("level") == "chunk" else "document"
-        specs.append(SetSpec(name, corpus, level, CODE_METRICS if level == "chunk" else DOCUMENT_METRICS, meta.get("kind", "?"),
-                             meta.get("style", "?"), meta.get("made", ""), handwritten_questions(records, level),
-                             hashlib.sha256(text.encode()).hexdigest()))
+        specs.append(
+            SetSpec(
+                name,
+                corpus,
+                level,
+                CODE_METRICS if level == "chunk" else DOCUMENT_METRICS,
+                meta.get("kind", "?"),
+                meta.get("style", "?"),
+                meta.get("made", ""),
+                handwritten_questions(records, level),
+                hashlib.sha256(text.encode()).hexdigest(),
+            )
+        )
     return specs, skipped
 
 
@@ -199,10 +237,18 @@ class SetData:
         names = mentioned_names(self.texts[i])
 
         def evidence(rows: list[int]) -> tuple[dict[int, int], set[int]]:
-            return {row: int(self.doc_of_row[row]) for row in rows}, {row for row in rows if self.defines.get(row, frozenset()) & names}
+            return {row: int(self.doc_of_row[row]) for row in rows}, {
+                row for row in rows if self.defines.get(row, frozenset()) & names
+            }
 
-        rankings = {side: [(int(row), float(score)) for row, score in zip(self.arrays[side[0] + "row"][i], self.arrays[side[0] + "score"][i]) if row >= 0]
-                    for side in ("vector", "bm25")}  # arrays "vrow", "vscore", "brow", "bscore"
+        rankings = {
+            side: [
+                (int(row), float(score))
+                for row, score in zip(self.arrays[side[0] + "row"][i], self.arrays[side[0] + "score"][i])
+                if row >= 0
+            ]
+            for side in ("vector", "bm25")
+        }  # arrays "vrow", "vscore", "brow", "bscore"
         return [hit.row for hit in fuse_rankings(StrategyConfig.from_str(strategy), rankings, RANKED, evidence)]
 
 
@@ -229,7 +275,11 @@ def build_cache(home: Path, spec: SetSpec) -> None:
     doc_of_row = np.array([numbering[doc] for doc in doc_ids])
     kept, golden = [], []
     for question in questions:
-        wanted = [numbering[doc] for doc in question.golden if doc in numbering] if spec.level == "document" else list(question.golden)
+        wanted = (
+            [numbering[doc] for doc in question.golden if doc in numbering]
+            if spec.level == "document"
+            else list(question.golden)
+        )
         if wanted:
             kept.append(question.text)
             golden.append(wanted)
@@ -239,19 +289,41 @@ def build_cache(home: Path, spec: SetSpec) -> None:
     npz.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(npz, doc_of_row=doc_of_row, **arrays)
     first_doc = [int(doc_of_row[g[0]]) if spec.level == "chunk" else g[0] for g in golden]
-    meta.write_text(json.dumps({
-        "version": CACHE_VERSION, "key": cache_key(spec, home), "name": spec.name, "unit": spec.corpus.unit,
-        "label": spec.corpus.label, "level": spec.level, "metrics": spec.metrics, "kind": spec.kind, "style": spec.style,
-        "made": spec.made, "texts": kept, "golden": golden, "clusters": first_doc, "dropped": len(questions) - len(kept),
-        "defines": {str(row): names for row, names in enumerate(defines) if names},
-    }))
+    meta.write_text(
+        json.dumps(
+            {
+                "version": CACHE_VERSION,
+                "key": cache_key(spec, home),
+                "name": spec.name,
+                "unit": spec.corpus.unit,
+                "label": spec.corpus.label,
+                "level": spec.level,
+                "metrics": spec.metrics,
+                "kind": spec.kind,
+                "style": spec.style,
+                "made": spec.made,
+                "texts": kept,
+                "golden": golden,
+                "clusters": first_doc,
+                "dropped": len(questions) - len(kept),
+                "defines": {str(row): names for row, names in enumerate(defines) if names},
+            }
+        )
+    )
 
 
 def rank_arrays(searcher: Searcher, texts: list[str]) -> dict[str, np.ndarray]:
     """Every question's BM25 and vector rankings, DEPTH deep: rows (-1 past the end) and scores, as cached."""
     searcher.prefetch(texts)
-    arrays = {key: np.full((len(texts), DEPTH), fill, dtype) for key, fill, dtype in
-              (("brow", -1, np.int32), ("bscore", 0, np.float32), ("vrow", -1, np.int32), ("vscore", np.nan, np.float32))}
+    arrays = {
+        key: np.full((len(texts), DEPTH), fill, dtype)
+        for key, fill, dtype in (
+            ("brow", -1, np.int32),
+            ("bscore", 0, np.float32),
+            ("vrow", -1, np.int32),
+            ("vscore", np.nan, np.float32),
+        )
+    }
     for i, text in enumerate(texts):
         for prefix, ranking in (("b", searcher.rank_bm25(text, DEPTH)), ("v", searcher.rank_vector(text, DEPTH))):
             for position, (row, value) in enumerate(ranking):
@@ -269,12 +341,28 @@ def chunk_defines(index: StoredIndex) -> list[list[str]]:
 def cache_key(spec: SetSpec, home: Path) -> str:
     """What the cache depends on: the set's definition and the live index version (the questions are made from both)."""
     live = corpora.IndexStore(home).live_version(spec.corpus.index)
-    text = json.dumps([CACHE_VERSION, spec.name, spec.level, spec.metrics, spec.made, spec.corpus.label, spec.key, live.name if live else None])
+    text = json.dumps(
+        [
+            CACHE_VERSION,
+            spec.name,
+            spec.level,
+            spec.metrics,
+            spec.made,
+            spec.corpus.label,
+            spec.key,
+            live.name if live else None,
+        ]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: int = corpora.EmbeddingOptions().context_tokens,
-             embedding_model: str | None = None) -> SetData:
+def load_set(
+    home: Path,
+    spec: SetSpec,
+    rebuild: bool = False,
+    context_tokens: int = corpora.EmbeddingOptions().context_tokens,
+    embedding_model: str | None = None,
+) -> SetData:
     """The set's cached rankings (made first if missing, stale or asked to), on the corpus's index as
     ``ctxrag index --context-tokens`` makes it (``corpora.ensure_index``: indexed again if its embedder differs)."""
     corpora.ensure_index(home, spec.corpus, context_tokens, embedding_model)
@@ -285,7 +373,22 @@ def load_set(home: Path, spec: SetSpec, rebuild: bool = False, context_tokens: i
         current = json.loads(meta_path.read_text())
     arrays = dict(np.load(npz))
     defines = {int(row): frozenset(names) for row, names in current["defines"].items()}
-    return SetData(current["name"], current["unit"], current["label"], current["level"], current["metrics"], current["kind"],
-                   current["style"], current["made"], current["texts"], [np.array(g) for g in current["golden"]],
-                   np.array(current["clusters"]), arrays["doc_of_row"], dropped=current["dropped"], chunks=len(arrays["doc_of_row"]),
-                   rankings=current["key"], arrays=arrays, defines=defines)
+    return SetData(
+        current["name"],
+        current["unit"],
+        current["label"],
+        current["level"],
+        current["metrics"],
+        current["kind"],
+        current["style"],
+        current["made"],
+        current["texts"],
+        [np.array(g) for g in current["golden"]],
+        np.array(current["clusters"]),
+        arrays["doc_of_row"],
+        dropped=current["dropped"],
+        chunks=len(arrays["doc_of_row"]),
+        rankings=current["key"],
+        arrays=arrays,
+        defines=defines,
+    )

@@ -18,11 +18,35 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ctxrag.api import (  # noqa: A004
-        EvaluateResult, Hit, Index, IndexReport, Location, TuneResult, UserError, evaluate, index, open, search, tune,
+    from ctxrag.api import (
+        EvaluateResult,
+        Hit,
+        Index,
+        IndexReport,
+        Location,
+        TuneResult,
+        UserError,
+        evaluate,
+        index,
+        open,
+        search,
+        tune,
     )
 
-_API = ("EvaluateResult", "Hit", "Index", "IndexReport", "Location", "TuneResult", "UserError", "evaluate", "index", "open", "search", "tune")
+_API = (
+    "EvaluateResult",
+    "Hit",
+    "Index",
+    "IndexReport",
+    "Location",
+    "TuneResult",
+    "UserError",
+    "evaluate",
+    "index",
+    "open",
+    "search",
+    "tune",
+)
 __all__ = [name for name in _API if name != "open"]  # a star import must not shadow the builtin open
 
 

@@ -22,9 +22,9 @@ from ctxrag.hits import Hit, Location
 from ctxrag.host_state import keeps_host_state
 from ctxrag.keywords import EvaluateKeywords, IndexKeywords, SearchKeywords
 from ctxrag.results import EvaluateResult, IndexReport, TuneResult
-from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, from_flat
 from ctxrag.runs import run_evaluate, run_index
 from ctxrag.storage.errors import UserError
+from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, from_flat
 
 if TYPE_CHECKING:
     from ctxrag.prefect_commands.server_mode import ServerMode
@@ -32,7 +32,18 @@ if TYPE_CHECKING:
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
 
 __all__ = [
-    "EvaluateResult", "Hit", "Index", "IndexReport", "Location", "TuneResult", "UserError", "evaluate", "index", "open", "search", "tune",
+    "EvaluateResult",
+    "Hit",
+    "Index",
+    "IndexReport",
+    "Location",
+    "TuneResult",
+    "UserError",
+    "evaluate",
+    "index",
+    "open",
+    "search",
+    "tune",
 ]
 
 _SEARCH = SearchOptions()
@@ -46,7 +57,9 @@ class Index:
     10,000 most recently embedded query vectors stay in memory, and the local model's are not stored for later processes."""
 
     @keeps_host_state
-    def __init__(self, name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf, long_lived: bool = False) -> None:
+    def __init__(
+        self, name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf, long_lived: bool = False
+    ) -> None:
         from ctxrag.storage.environment import ctxrag_home
         from ctxrag.storage.index_store import IndexStore
         from ctxrag.tasks.retrieval.locate import Locator
@@ -57,8 +70,14 @@ class Index:
         self.name = name
         self.run_id = f"search-{uuid.uuid4().hex[:12]}"
         self._ledger = _ledger_of(home)
-        self._searcher = Searcher(store.open(name), server_rrf=server_rrf, home=home, ledger=self._ledger, run_id=self.run_id,
-                                  remember=LONG_LIVED_QUERIES if long_lived else None)
+        self._searcher = Searcher(
+            store.open(name),
+            server_rrf=server_rrf,
+            home=home,
+            ledger=self._ledger,
+            run_id=self.run_id,
+            remember=LONG_LIVED_QUERIES if long_lived else None,
+        )
         self.strategy = strategy_of(store, name).label
         """The strategy a search uses when none is named: what ``ctxrag.tune`` chose for the index, else the default."""
         self._rerankers: dict[tuple[str, str], Reranker] = {}
@@ -99,7 +118,9 @@ class Index:
         ``search(query, ...)`` returns."""
         return self._search_all(list(queries), k, strategy, rerank, rerank_model)
 
-    def _search_all(self, queries: list[str], k: int, strategy: str | None, rerank: str, rerank_model: str) -> list[list[Hit]]:
+    def _search_all(
+        self, queries: list[str], k: int, strategy: str | None, rerank: str, rerank_model: str
+    ) -> list[list[Hit]]:
         from ctxrag.hits import hits_of
         from ctxrag.storage.errors import InvalidInput
         from ctxrag.tasks.retrieval.search import Strategy, StrategyConfig
@@ -128,6 +149,7 @@ class Index:
 def _ledger_of(home: Path) -> Callable[[list[LedgerRow]], None]:
     """Where an open index's paid calls are written: the home's ledger, opened at the first paid call (a local
     search makes none, and skips the ledger's imports)."""
+
     def append(rows: list[LedgerRow]) -> None:
         from ctxrag.storage.ledger import Ledger
 
@@ -161,24 +183,36 @@ def configured_reranker() -> str:
 
 
 @keeps_host_state
-def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf, long_lived: bool = False) -> Index:  # noqa: A001  (ctxrag.open)
+def open(name: str = DEFAULT_NAME, *, server_rrf: bool = _SEARCH.server_rrf, long_lived: bool = False) -> Index:
     """Open index NAME for many searches (``server_rrf``: an Elasticsearch index's hybrid fused by the cluster;
     ``long_lived``: a service's index, its query vectors kept in bounded memory, as ``Index`` says)."""
     return Index(name, server_rrf=server_rrf, long_lived=long_lived)
 
 
 @keeps_host_state
-def search(query: str, name: str = DEFAULT_NAME, k: int = _SEARCH.k, strategy: str | None = None, **options: Unpack[SearchKeywords]) -> list[Hit]:
+def search(
+    query: str,
+    name: str = DEFAULT_NAME,
+    k: int = _SEARCH.k,
+    strategy: str | None = None,
+    **options: Unpack[SearchKeywords],
+) -> list[Hit]:
     """One search of index NAME, as ``ctxrag search``; ``options``: ``rerank``, ``rerank_model``, ``server_rrf``.
     For many searches, ``open`` the index once."""
     chosen = from_flat(SearchOptions, {"k": k, "strategy": strategy, **options}, "ctxrag.search")
     rerank_spec(chosen.rerank, chosen.rerank_model)  # a bad reranker fails before the index is loaded
-    return Index(name, server_rrf=chosen.server_rrf).search(query, chosen.k, chosen.strategy, chosen.rerank, chosen.rerank_model)
+    return Index(name, server_rrf=chosen.server_rrf).search(
+        query, chosen.k, chosen.strategy, chosen.rerank, chosen.rerank_model
+    )
 
 
 @keeps_host_state
 def index(
-    source: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Unpack[IndexKeywords]
+    source: str | os.PathLike[str],
+    name: str = DEFAULT_NAME,
+    *,
+    server: ServerMode | None = None,
+    **options: Unpack[IndexKeywords],
 ) -> IndexReport:
     """Load, contextualize, embed and index SOURCE (a JSON corpus or a folder) under NAME, as ``ctxrag index``; the
     new version goes live only when complete. ``options``: ``IndexOptions``' fields (``IndexKeywords``). Returns the
@@ -194,7 +228,11 @@ def index(
 
 @keeps_host_state
 def evaluate(
-    evalset: str | os.PathLike[str], name: str = DEFAULT_NAME, *, server: ServerMode | None = None, **options: Unpack[EvaluateKeywords]
+    evalset: str | os.PathLike[str],
+    name: str = DEFAULT_NAME,
+    *,
+    server: ServerMode | None = None,
+    **options: Unpack[EvaluateKeywords],
 ) -> EvaluateResult:
     """Score index NAME's strategies on EVALSET, as ``ctxrag evaluate``. ``options``: ``EvaluateOptions``' fields
     (``k`` and ``strategy`` take one value or a list). Returns ``metrics`` ({strategy: {metric: value}}), ``run_dir``,
@@ -202,7 +240,9 @@ def evaluate(
     ``server``: the Prefect server the flow reports to, as ``index``'s (default: a temporary one)."""
     chosen = from_flat(EvaluateOptions, options, "ctxrag.evaluate")
 
-    def warn(message: str) -> None:  # stacklevel: the caller's line (warn, check_evaluate_input, run_evaluate, evaluate, kept)
+    def warn(
+        message: str,
+    ) -> None:  # stacklevel: the caller's line (warn, check_evaluate_input, run_evaluate, evaluate, kept)
         warnings.warn(message, UserWarning, stacklevel=6)
 
     return EvaluateResult.from_dict(run_evaluate(os.fspath(evalset), name, chosen, warn, _server(server)))
@@ -217,7 +257,9 @@ def _server(server: str | None) -> ServerMode:
 
 
 @keeps_host_state
-def tune(name: str, evalset: str | os.PathLike[str] | None = None, *, metric: str | None = None, reset: bool = False) -> TuneResult | None:
+def tune(
+    name: str, evalset: str | os.PathLike[str] | None = None, *, metric: str | None = None, reset: bool = False
+) -> TuneResult | None:
     """Choose index NAME's search strategy on your questions in EVALSET, as ``ctxrag tune NAME EVALSET``: each
     strategy and parameter is scored by cross-validation grouped by document, the index keeps the choice (``search``,
     ``evaluate`` and the quality gate use it), and fewer than 30 questions keep the default (``reason`` says why).
@@ -227,8 +269,8 @@ def tune(name: str, evalset: str | os.PathLike[str] | None = None, *, metric: st
     from ctxrag.storage.environment import ctxrag_home
     from ctxrag.storage.errors import InvalidInput
     from ctxrag.storage.index_store import IndexStore
-    from ctxrag.tasks.evaluation.evaluate import require_golden_chunks
     from ctxrag.tasks.evaluation.evalset import load_evalset
+    from ctxrag.tasks.evaluation.evaluate import require_golden_chunks
     from ctxrag.tasks.evaluation.tune import tune as choose
 
     store = IndexStore(ctxrag_home())

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions
 from ctxrag.cli_options import with_options
+from ctxrag.errors import fail, user_errors
 from ctxrag.inspect_command import inspect
 from ctxrag.prefect_commands import register as register_prefect_commands
 from ctxrag.service_commands import register as register_service_commands
-from ctxrag.errors import fail, user_errors
 from ctxrag.storage.environment import apply_offline_defaults, apply_private_umask, ctxrag_home
 from ctxrag.tasks.common.display import console, figure
+from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions
 
 app = typer.Typer(
     add_completion=False,
@@ -42,7 +41,7 @@ def _warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)
 
 
-def _parse_ks(values: Optional[list[str]]) -> Optional[list[int]]:
+def _parse_ks(values: list[str] | None) -> list[int] | None:
     if not values:
         return None
     try:
@@ -67,7 +66,9 @@ def index(
     source: str = typer.Argument(..., help="A cookbook/docs JSON corpus, or a folder of code, Markdown and text."),
     name: str = NameOption,
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
-    plan: bool = typer.Option(False, "--plan", help="Print what the run would pay for (every Claude mode, Voyage), and run nothing."),
+    plan: bool = typer.Option(
+        False, "--plan", help="Print what the run would pay for (every Claude mode, Voyage), and run nothing."
+    ),
     options: IndexOptions = INDEX,
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
@@ -90,7 +91,9 @@ def index(
         if key not in {"index", "version", "status"} and not isinstance(value, (dict, list, type(None))):
             table.add_row(key.replace("_", " "), figure(value, key))
     table.add_row("warnings", str(len(report["warnings"])))
-    table.add_row("seconds", ", ".join(f"{stage} {figure(value, 'seconds')}" for stage, value in report["seconds"].items()))
+    table.add_row(
+        "seconds", ", ".join(f"{stage} {figure(value, 'seconds')}" for stage, value in report["seconds"].items())
+    )
     out.print(table)
     costs = report["contextualizer_calls"]
     if costs["calls"]:
@@ -102,11 +105,17 @@ def index(
         )
     if report["embedding_calls"]["calls"]:
         spent = report["embedding_calls"]
-        out.print(f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${figure(spent['cost_usd'], 'cost_usd')}", highlight=False)
+        out.print(
+            f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${figure(spent['cost_usd'], 'cost_usd')}",
+            highlight=False,
+        )
     if costs["calls"]:
         if costs["documents_without_caching"]:
-            out.print(f"caching could not apply (below the model's minimum length) to {len(costs['documents_without_caching'])} documents: "
-                      + ", ".join(costs["documents_without_caching"][:10]), highlight=False)
+            out.print(
+                f"caching could not apply (below the model's minimum length) to {len(costs['documents_without_caching'])} documents: "
+                + ", ".join(costs["documents_without_caching"][:10]),
+                highlight=False,
+            )
 
 
 def _start_resident_search(name: str) -> None:
@@ -120,11 +129,18 @@ def _start_resident_search(name: str) -> None:
 def search(
     query: str = typer.Argument(...),
     name: str = NameOption,
-    strategy: Optional[str] = typer.Option(SEARCH.strategy, help=STRATEGY_HELP),
+    strategy: str | None = typer.Option(SEARCH.strategy, help=STRATEGY_HELP),
     k: int = typer.Option(SEARCH.k, "-k", "--k", min=1),
-    rerank: str = typer.Option(SEARCH.rerank, help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:MODEL (a cross-encoder's folder or Hugging Face id) or none (default: $CTXRAG_RERANK, else none)."),
-    rerank_model: str = typer.Option(SEARCH.rerank_model, help="Reranker model (cohere: rerank-english-v3.0; claude: claude-haiku-4-5)."),
-    server_rrf: bool = typer.Option(SEARCH.server_rrf, "--server-rrf", help="Elasticsearch backend: fuse hybrid with the cluster's rrf retriever."),
+    rerank: str = typer.Option(
+        SEARCH.rerank,
+        help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:MODEL (a cross-encoder's folder or Hugging Face id) or none (default: $CTXRAG_RERANK, else none).",
+    ),
+    rerank_model: str = typer.Option(
+        SEARCH.rerank_model, help="Reranker model (cohere: rerank-english-v3.0; claude: claude-haiku-4-5)."
+    ),
+    server_rrf: bool = typer.Option(
+        SEARCH.server_rrf, "--server-rrf", help="Elasticsearch backend: fuse hybrid with the cluster's rrf retriever."
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Search an index (no Prefect run: answers in milliseconds; later searches of the home ask a resident search
@@ -133,13 +149,22 @@ def search(
 
     home = ctxrag_home()
     resident_at = None if server_rrf else resident.socket_path(home)
-    asked = {"query": query, "index": name, "k": k, "strategy": strategy, "rerank": rerank, "rerank_model": rerank_model}
+    asked = {
+        "query": query,
+        "index": name,
+        "k": k,
+        "strategy": strategy,
+        "rerank": rerank,
+        "rerank_model": rerank_model,
+    }
     answer = resident.ask(resident_at, asked)
     if answer is None:
         from ctxrag.api import search as search_index
 
         with user_errors():
-            hits = search_index(query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf)
+            hits = search_index(
+                query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf
+            )
         answer = {"hits": [hit.to_dict() for hit in hits], "places": [str(hit.location) for hit in hits]}
         resident.start(resident_at, home, name, after=os.getpid())
     if as_json:
@@ -147,8 +172,11 @@ def search(
         return
     for hit, place in zip(answer["hits"], answer["places"]):
         where = f"  {escape(place)}" if place else ""
-        out.print(f"[bold]{hit['rank']}. {escape(hit['chunk_id'])}[/]{where}  score {figure(hit['score'], 'score')}  "
-                  f"found by {', '.join(hit['found_by'])}", highlight=False)
+        out.print(
+            f"[bold]{hit['rank']}. {escape(hit['chunk_id'])}[/]{where}  score {figure(hit['score'], 'score')}  "
+            f"found by {', '.join(hit['found_by'])}",
+            highlight=False,
+        )
         snippet = " ".join(hit["content"].split())[:240]
         out.print(f"   {snippet}", highlight=False, markup=False)
 
@@ -157,22 +185,42 @@ def search(
 def evaluate(
     evalset: str = typer.Argument(..., help="Cookbook JSONL (Pass@k) or docs JSON (precision/recall/F1/MRR)."),
     name: str = NameOption,
-    k: Optional[list[str]] = typer.Option(None, "--k", help="Cut-offs, e.g. --k 5,10,20 (default: 5,10,20 for JSONL, 3 for docs)."),
-    strategy: Optional[list[str]] = typer.Option(None, "--strategy", help="Repeatable, as search's --strategy; default: every strategy, and the index's tuned one."),
-    rerank: str = typer.Option(EVALUATE.rerank, help="Add <strategy>+rerank-<provider> rows: cohere, claude, local:MODEL (a cross-encoder folder or id)."),
+    k: list[str] | None = typer.Option(
+        None, "--k", help="Cut-offs, e.g. --k 5,10,20 (default: 5,10,20 for JSONL, 3 for docs)."
+    ),
+    strategy: list[str] | None = typer.Option(
+        None,
+        "--strategy",
+        help="Repeatable, as search's --strategy; default: every strategy, and the index's tuned one.",
+    ),
+    rerank: str = typer.Option(
+        EVALUATE.rerank,
+        help="Add <strategy>+rerank-<provider> rows: cohere, claude, local:MODEL (a cross-encoder folder or id).",
+    ),
     rerank_model: str = typer.Option(EVALUATE.rerank_model, help="Reranker model."),
-    end_to_end: bool = typer.Option(EVALUATE.end_to_end, "--end-to-end", help="Add accuracy: Claude answers, a Claude judge grades."),
+    end_to_end: bool = typer.Option(
+        EVALUATE.end_to_end, "--end-to-end", help="Add accuracy: Claude answers, a Claude judge grades."
+    ),
     answer_model: str = typer.Option(EVALUATE.answer_model, help="--end-to-end: the answering model."),
     judge_model: str = typer.Option(EVALUATE.judge_model, help="--end-to-end: the judging model."),
     subject: str = typer.Option(EVALUATE.subject, help="--end-to-end: what the questions are about (judge prompt)."),
-    server_rrf: bool = typer.Option(EVALUATE.server_rrf, "--server-rrf", help="Elasticsearch backend: hybrid fused by the cluster's rrf retriever."),
+    server_rrf: bool = typer.Option(
+        EVALUATE.server_rrf, "--server-rrf", help="Elasticsearch backend: hybrid fused by the cluster's rrf retriever."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print only {strategy: {metric: value}} as JSON."),
 ) -> None:
     """Evaluate the index's search strategies on EVALSET; writes a chart and per-query results."""
     with user_errors():  # bad input fails before Prefect starts; the set's warnings (skipped questions) print first
         options = EvaluateOptions(
-            k=_parse_ks(k), strategy=strategy or None, rerank=rerank, rerank_model=rerank_model, end_to_end=end_to_end,
-            answer_model=answer_model, judge_model=judge_model, subject=subject, server_rrf=server_rrf,
+            k=_parse_ks(k),
+            strategy=strategy or None,
+            rerank=rerank,
+            rerank_model=rerank_model,
+            end_to_end=end_to_end,
+            answer_model=answer_model,
+            judge_model=judge_model,
+            subject=subject,
+            server_rrf=server_rrf,
         )
         from ctxrag.runs import run_evaluate
 
@@ -180,13 +228,20 @@ def evaluate(
     if result["missing_golden"]:
         _warn(f"{len(result['missing_golden'])} golden chunks are not in the index (scored as misses)")
     for row_name, reason in result["unavailable"].items():
-        err.print(f"note: {row_name} not computed: {reason}" + (" (left out of the JSON)" if as_json else ""), highlight=False)
+        err.print(
+            f"note: {row_name} not computed: {reason}" + (" (left out of the JSON)" if as_json else ""), highlight=False
+        )
     for row_name, count in result["unparseable_judgements"].items():
         if count:
-            err.print(f"note: {row_name}: {count} judgements could not be parsed; accuracy is over the rest", highlight=False)
+            err.print(
+                f"note: {row_name}: {count} judgements could not be parsed; accuracy is over the rest", highlight=False
+            )
     for row_name, count in result["rerank_fallbacks"].items():
         if count:
-            err.print(f"note: {row_name}: Claude's indices were unusable for {count} queries; original order used", highlight=False)
+            err.print(
+                f"note: {row_name}: Claude's indices were unusable for {count} queries; original order used",
+                highlight=False,
+            )
     if as_json:
         print(json.dumps(result["metrics"]))
         return
@@ -196,10 +251,15 @@ def evaluate(
     names = list(dict.fromkeys(metric for values in metrics.values() for metric in values))
     if "accuracy" in result["unavailable"] and "accuracy" not in names:
         names.append("accuracy")
-    out.print(metrics_table(out, f"{result['queries']} queries on index {name!r}", metrics, names, result["unavailable"]))
+    out.print(
+        metrics_table(out, f"{result['queries']} queries on index {name!r}", metrics, names, result["unavailable"])
+    )
     spent = result["paid_calls"]
     if spent["calls"]:
-        out.print(f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${figure(spent['cost_usd'], 'cost_usd')}", highlight=False)
+        out.print(
+            f"paid calls: {spent['calls']} ({spent['failed_calls']} failed), ${figure(spent['cost_usd'], 'cost_usd')}",
+            highlight=False,
+        )
     err.print(f"chart: {result['chart']}\nper-query results: {result['run_dir']}", highlight=False)
 
 
@@ -221,8 +281,10 @@ def list_indexes() -> None:
 @app.command()
 def tune(
     name: str = typer.Argument(..., help="The index."),
-    evalset: Optional[str] = typer.Argument(None, help="Your questions, in either evaluation format (30 or more)."),
-    metric: Optional[str] = typer.Option(None, help="What to maximize, e.g. pass@10 (default for Pass@k sets), mrr@10 (default for docs sets), recall@5."),
+    evalset: str | None = typer.Argument(None, help="Your questions, in either evaluation format (30 or more)."),
+    metric: str | None = typer.Option(
+        None, help="What to maximize, e.g. pass@10 (default for Pass@k sets), mrr@10 (default for docs sets), recall@5."
+    ),
     reset: bool = typer.Option(False, "--reset", help="Forget the index's choice: search goes back to the default."),
     as_json: bool = typer.Option(False, "--json", help="Print what the index keeps as JSON."),
 ) -> None:
@@ -239,15 +301,22 @@ def tune(
     if as_json:
         print(json.dumps(kept.to_dict()))
         return
-    table = Table(title=f"{kept.questions} questions on index {name!r}, {kept.documents} documents: {kept.metric} on all of them")
+    table = Table(
+        title=f"{kept.questions} questions on index {name!r}, {kept.documents} documents: {kept.metric} on all of them"
+    )
     table.add_column("strategy")
     table.add_column(kept.metric, justify="right")
     for label, value in sorted(kept.scores.items(), key=lambda item: -item[1]):
         table.add_row(label, figure(value, kept.metric))
     out.print(table)
     if kept.cv is not None:
-        out.print(f"held out ({kept.folds} folds by document): {figure(kept.cv, kept.metric)}; picks: {', '.join(kept.fold_picks)}", highlight=False)
-    out.print(f"index {name!r} searches with {kept.label or 'the default'}: {kept.reason}", highlight=False, markup=False)
+        out.print(
+            f"held out ({kept.folds} folds by document): {figure(kept.cv, kept.metric)}; picks: {', '.join(kept.fold_picks)}",
+            highlight=False,
+        )
+    out.print(
+        f"index {name!r} searches with {kept.label or 'the default'}: {kept.reason}", highlight=False, markup=False
+    )
 
 
 @app.command()
@@ -264,9 +333,15 @@ def delete(name: str = typer.Argument(...)) -> None:
 
 @app.command()
 def gc(
-    include_paid: bool = typer.Option(False, "--include-paid", help="Also remove paid results (Claude contexts, Voyage vectors) no index uses."),
-    paid_older_than: Optional[float] = typer.Option(None, "--paid-older-than", min=0, help="Also remove paid results no index uses, older than DAYS."),
-    as_json: bool = typer.Option(False, "--json", help="Print the counts kept and removed, and bytes_freed, as one JSON object."),
+    include_paid: bool = typer.Option(
+        False, "--include-paid", help="Also remove paid results (Claude contexts, Voyage vectors) no index uses."
+    ),
+    paid_older_than: float | None = typer.Option(
+        None, "--paid-older-than", min=0, help="Also remove paid results no index uses, older than DAYS."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the counts kept and removed, and bytes_freed, as one JSON object."
+    ),
 ) -> None:
     """Remove stored contexts, embeddings and query vectors that no kept index version references; paid ones stay unless asked."""
     from ctxrag.storage.index_store import IndexStore
@@ -277,8 +352,11 @@ def gc(
         report = collect_garbage(ctxrag_home(), include_paid=include_paid, paid_older_than_days=paid_older_than)
     for table in TABLES:
         if report[f"{table}_kept_paid"]:
-            err.print(f"kept {report[f'{table}_kept_paid']} paid {table} no index uses (paid for; "
-                      "--include-paid or --paid-older-than DAYS removes them)", highlight=False)
+            err.print(
+                f"kept {report[f'{table}_kept_paid']} paid {table} no index uses (paid for; "
+                "--include-paid or --paid-older-than DAYS removes them)",
+                highlight=False,
+            )
     if as_json:
         print(json.dumps(report))
         return

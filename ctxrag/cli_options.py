@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import typer
 
@@ -16,7 +17,9 @@ from ctxrag.tasks.options import flat_options, from_flat
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
-def with_options(kind: type, checked: Callable[[], AbstractContextManager[object]], parameter: str = "options") -> Callable[[Command], Command]:
+def with_options(
+    kind: type, checked: Callable[[], AbstractContextManager[object]], parameter: str = "options"
+) -> Callable[[Command], Command]:
     """Replace the command's ``parameter`` by ``kind``'s flat options; the object is built inside ``checked()`` (the
     command's handling of user errors: a bad value is one line, exit code 2)."""
     flat = flat_options(kind)
@@ -25,9 +28,12 @@ def with_options(kind: type, checked: Callable[[], AbstractContextManager[object
         own = [item for item in inspect.signature(command, eval_str=True).parameters.values() if item.name != parameter]
         added = [
             inspect.Parameter(
-                option.name, inspect.Parameter.KEYWORD_ONLY, annotation=option.annotation,
-                default=typer.Option(option.default, f"--{option.name.replace('_', '-')}", help=option.description,
-                                     min=option.minimum),
+                option.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=option.annotation,
+                default=typer.Option(
+                    option.default, f"--{option.name.replace('_', '-')}", help=option.description, min=option.minimum
+                ),
             )
             for option in flat
         ]
@@ -35,7 +41,9 @@ def with_options(kind: type, checked: Callable[[], AbstractContextManager[object
         @functools.wraps(command)
         def run(**values: Any) -> Any:
             chosen = {option.name: values.pop(option.name) for option in flat}
-            chosen = {name: value if value != [] else None for name, value in chosen.items()}  # an unused repeatable option
+            chosen = {
+                name: value if value != [] else None for name, value in chosen.items()
+            }  # an unused repeatable option
             with checked():
                 built: object = from_flat(kind, chosen, "ctxrag")
             return command(**values, **{parameter: built})

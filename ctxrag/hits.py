@@ -48,14 +48,25 @@ class Hit:
     def to_dict(self) -> dict[str, object]:
         """The hit as ``ctxrag search --json`` prints it (the score rounded to 6 places)."""
         return {
-            "rank": self.rank, "chunk_id": self.chunk_id, "doc_id": self.doc_id, "chunk_index": self.chunk_index,
-            "score": round(self.score, 6), "found_by": self.found_by, "context": self.context, "content": self.content,
-            "source": self.source, "language": self.language, "location": self.location.to_dict(), "ranks": dict(self.ranks),
+            "rank": self.rank,
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "chunk_index": self.chunk_index,
+            "score": round(self.score, 6),
+            "found_by": self.found_by,
+            "context": self.context,
+            "content": self.content,
+            "source": self.source,
+            "language": self.language,
+            "location": self.location.to_dict(),
+            "ranks": dict(self.ranks),
         }
 
     def __repr__(self) -> str:
-        return (f"Hit(rank={self.rank}, source={self.source!r}, location={str(self.location)!r}, "
-                f"score={self.score:.4f}, found_by={self.found_by})")
+        return (
+            f"Hit(rank={self.rank}, source={self.source!r}, location={str(self.location)!r}, "
+            f"score={self.score:.4f}, found_by={self.found_by})"
+        )
 
 
 COLUMNS = ["chunk_id", "doc_id", "chunk_index", "content", "context"]

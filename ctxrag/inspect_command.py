@@ -29,13 +29,23 @@ def chunk_rows(name: str, path: str) -> list[dict[str, Any]]:
     assert live is not None
     doc_id = _doc_id(path, Path(str((store.manifest(name) or {}).get("source") or ".")))
     table = ChunkTable(path=live / "chunks.parquet")  # the file's rows only are read, with its whole doc_id column
-    rows = sorted((row for row, found in enumerate(table["doc_id"].to_pylist()) if found == doc_id), key=lambda row: table.value("chunk_index", row))
+    rows = sorted(
+        (row for row, found in enumerate(table["doc_id"].to_pylist()) if found == doc_id),
+        key=lambda row: table.value("chunk_index", row),
+    )
     if not rows:
-        raise InvalidInput(f"{path}: no chunks of it in index {name!r} (documents are named as in `ctxrag search --json`'s doc_id)")
+        raise InvalidInput(
+            f"{path}: no chunks of it in index {name!r} (documents are named as in `ctxrag search --json`'s doc_id)"
+        )
     locator = Locator(table)
     columns = ("doc_id", "chunk_index", "heading", "content", "context")
-    return [{**{column: table.value(column, row) for column in columns}, "lines": list(lines) if (lines := locator.lines(row)) else None}
-            for row in rows]
+    return [
+        {
+            **{column: table.value(column, row) for column in columns},
+            "lines": list(lines) if (lines := locator.lines(row)) else None,
+        }
+        for row in rows
+    ]
 
 
 def _doc_id(path: str, source: Path) -> str:

@@ -17,10 +17,17 @@ def index_listing(home: Path) -> list[dict[str, Any]]:
     for name in store.names():
         manifest, tuning = store.manifest(name) or {}, store.tuning(name)
         counts, config = manifest.get("counts", {}), manifest.get("config", {})
-        listed.append({
-            "name": name, "documents": counts.get("documents"), "chunks": counts.get("chunks"),
-            "contextualizer": config.get("contextualizer", {}).get("name"), "strategy": tuned_strategy(tuning, name).label,
-            "tuned": bool(tuning and tuning.get("strategy")), "version": manifest.get("version"),
-            "created_at": manifest.get("created_at"), "source": manifest.get("source"),
-        })
+        listed.append(
+            {
+                "name": name,
+                "documents": counts.get("documents"),
+                "chunks": counts.get("chunks"),
+                "contextualizer": config.get("contextualizer", {}).get("name"),
+                "strategy": tuned_strategy(tuning, name).label,
+                "tuned": bool(tuning and tuning.get("strategy")),
+                "version": manifest.get("version"),
+                "created_at": manifest.get("created_at"),
+                "source": manifest.get("source"),
+            }
+        )
     return listed

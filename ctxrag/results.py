@@ -53,9 +53,15 @@ class IndexReport(_FromReport):
     gate: dict[str, object] | None
     seconds: dict[str, float]
     warnings: list[str]
-    chunks_by_language: dict[str, int] = dataclasses.field(default_factory=dict)  # most first (ctxrag.tasks.common.languages)
-    read_as_plain_text: dict[str, object] = dataclasses.field(default_factory=dict)  # files no chunker knows: how many, the first 20
-    chunked_by_regex: dict[str, object] = dataclasses.field(default_factory=dict)  # code files cut without a syntax tree: how many, the first 20
+    chunks_by_language: dict[str, int] = dataclasses.field(
+        default_factory=dict
+    )  # most first (ctxrag.tasks.common.languages)
+    read_as_plain_text: dict[str, object] = dataclasses.field(
+        default_factory=dict
+    )  # files no chunker knows: how many, the first 20
+    chunked_by_regex: dict[str, object] = dataclasses.field(
+        default_factory=dict
+    )  # code files cut without a syntax tree: how many, the first 20
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from ctxrag.tasks.options import EvaluateOptions, IndexOptions
-from ctxrag.tasks.stages.input_checks import check_index_input  # noqa: F401  (the command's and the API's)
-from ctxrag.storage.environment import ctxrag_home
 from ctxrag.errors import user_message
+from ctxrag.storage.environment import ctxrag_home
+from ctxrag.tasks.options import EvaluateOptions, IndexOptions
+from ctxrag.tasks.stages.input_checks import check_index_input
 
 if TYPE_CHECKING:
     from ctxrag.prefect_commands.server_mode import ServerMode
@@ -43,7 +42,8 @@ def quiet_tracebacks() -> None:
 
     setup_logging()
     loggers = [
-        logger for name, logger in logging.Logger.manager.loggerDict.items()
+        logger
+        for name, logger in logging.Logger.manager.loggerDict.items()
         if name.startswith("prefect") and isinstance(logger, logging.Logger)
     ]
     handlers = {handler for logger in loggers for handler in logger.handlers}
@@ -53,7 +53,9 @@ def quiet_tracebacks() -> None:
             handler.addFilter(_NoTracebackForUserErrors())
 
 
-def run_flow(load_flow: Callable[[], Callable[..., Any]], *, server: ServerMode | None = None, **parameters: Any) -> Any:
+def run_flow(
+    load_flow: Callable[[], Callable[..., Any]], *, server: ServerMode | None = None, **parameters: Any
+) -> Any:
     """Run the flow ``load_flow`` imports against the configured Prefect server, else the local one ``server`` names
     (None: ``server_mode()``, the command's choice); its errors are raised. The import, and Prefect's logging set-up,
     happen while the local server starts."""
@@ -91,10 +93,11 @@ def run_index(source: str, name: str, options: IndexOptions, server: ServerMode 
     run in this process)."""
     check_index_input(source, name, options)
     from ctxrag.storage.index_store import IndexStore
-
     from ctxrag.tasks.common.providers import Provider
 
-    new_local_index = options.embedding.embedder == Provider.LOCAL and IndexStore(ctxrag_home()).live_version(name) is None
+    new_local_index = (
+        options.embedding.embedder == Provider.LOCAL and IndexStore(ctxrag_home()).live_version(name) is None
+    )
 
     def load_flow() -> Callable[..., Any]:
         from prefect.task_runners import ThreadPoolTaskRunner

@@ -4,7 +4,6 @@ uvicorn) are imported only when a service starts, so ``ctxrag --help`` and ``ctx
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -16,7 +15,9 @@ DEFAULT_PORT = 8750
 
 
 def mcp(
-    name: str = typer.Option(DEFAULT_NAME, "--name", help="The index the search tool uses when the caller names none (warmed at start)."),
+    name: str = typer.Option(
+        DEFAULT_NAME, "--name", help="The index the search tool uses when the caller names none (warmed at start)."
+    ),
 ) -> None:
     """Serve search as a Model Context Protocol server on stdin/stdout (for Claude Code, Claude Desktop, other agents)."""
     with user_errors():
@@ -30,11 +31,15 @@ def mcp(
 
 
 def serve_search(
-    name: str = typer.Option(DEFAULT_NAME, "--name", help="The index /search uses when the request names none (warmed at start)."),
+    name: str = typer.Option(
+        DEFAULT_NAME, "--name", help="The index /search uses when the request names none (warmed at start)."
+    ),
     host: str = typer.Option("127.0.0.1", help="Address to listen on; any but a loopback one needs a token."),
     port: int = typer.Option(DEFAULT_PORT, min=1, max=65535, help="Port to listen on."),
-    token_file: Optional[Path] = typer.Option(
-        None, "--token-file", help="Require the bearer token in this file (generated there, mode 600, if it does not exist); or set CTXRAG_SEARCH_TOKEN.",
+    token_file: Path | None = typer.Option(
+        None,
+        "--token-file",
+        help="Require the bearer token in this file (generated there, mode 600, if it does not exist); or set CTXRAG_SEARCH_TOKEN.",
     ),
 ) -> None:
     """Serve search over HTTP: POST /search, GET /indexes, the OpenAPI schema at /openapi.json; JSON hits."""
@@ -50,7 +55,9 @@ def serve_search(
     from ctxrag.tasks.common.display import console
 
     where = f"[{host}]" if ":" in host else host
-    console(stderr=True).print(f"serving search on http://{where}:{port} (token: {origin}); Ctrl-C stops", highlight=False, markup=False)
+    console(stderr=True).print(
+        f"serving search on http://{where}:{port} (token: {origin}); Ctrl-C stops", highlight=False, markup=False
+    )
     serve_http(WarmIndexes(ctxrag_home()), name, token, host, port)
 
 

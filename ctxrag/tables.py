@@ -18,10 +18,17 @@ def metrics_table(
     if Measurement.get(console, console.options.update(width=10_000), table).maximum <= console.width:
         return table
     families = dict.fromkeys(metric.split("@")[0] for metric in names)
-    return Group(*(
-        _table(f"{title}: {family}", metrics, [metric for metric in names if metric.split("@")[0] == family], unavailable)
-        for family in families
-    ))
+    return Group(
+        *(
+            _table(
+                f"{title}: {family}",
+                metrics,
+                [metric for metric in names if metric.split("@")[0] == family],
+                unavailable,
+            )
+            for family in families
+        )
+    )
 
 
 def _table(title: str, metrics: dict[str, dict[str, float]], names: list[str], unavailable: dict[str, str]) -> Table:
@@ -31,7 +38,10 @@ def _table(title: str, metrics: dict[str, dict[str, float]], names: list[str], u
     for metric in names:
         table.add_column(metric, justify="right")
     for strategy_name, values in metrics.items():
-        table.add_row(strategy_name, *(figure(values[metric], metric) if metric in values else unavailable.get(metric, "-") for metric in names))
+        table.add_row(
+            strategy_name,
+            *(figure(values[metric], metric) if metric in values else unavailable.get(metric, "-") for metric in names),
+        )
     for row_name, reason in unavailable.items():
         if row_name != "accuracy":
             table.add_row(row_name, *([reason] + [""] * (len(names) - 1)))

@@ -2,7 +2,6 @@
 
 import os
 
-
 # In a checkout ctxrag/flows links to flows/: the flows load from their real files, so Prefect names a flow's entrypoint
 # as prefect.yaml does (flows/index.py:index_corpus, not ctxrag/flows/index.py:...). A no-op in an installed package.
-__path__[:] = [os.path.realpath(entry) for entry in __path__]  # noqa: F821  (a package's own __path__)
+__path__[:] = [os.path.realpath(entry) for entry in __path__]

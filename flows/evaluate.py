@@ -7,13 +7,15 @@ from prefect import flow
 
 from ctxrag.storage.names import DEFAULT_NAME
 from ctxrag.tasks.options import EvaluateOptions
-from ctxrag.tasks.stages.input_checks import check_deployment_run
 from ctxrag.tasks.runners import run_name
+from ctxrag.tasks.stages.input_checks import check_deployment_run
 from ctxrag.tasks.stages.scoring import Scoring, load_evaluation_set, report_evaluation, run_evaluation
 
 
 @flow(name="ctxrag-evaluate", flow_run_name=run_name("evaluate"))
-def evaluate_index(evalset: str, name: str = DEFAULT_NAME, options: EvaluateOptions = EvaluateOptions(), home: str | None = None) -> dict[str, object]:
+def evaluate_index(
+    evalset: str, name: str = DEFAULT_NAME, options: EvaluateOptions = EvaluateOptions(), home: str | None = None
+) -> dict[str, object]:
     """Score every strategy (or the given ones) of index NAME on EVALSET; returns metrics and where results went.
     Every strategy includes the one ``ctxrag tune`` chose for the index, when it is not one of the others.
 

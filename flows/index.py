@@ -19,7 +19,9 @@ from ctxrag.tasks.stages.run import IndexRun
 
 
 @flow(name="ctxrag-index", flow_run_name=run_name("index"), task_runner=make_task_runner())
-def index_corpus(source: str, name: str = DEFAULT_NAME, options: IndexOptions = IndexOptions(), home: str | None = None) -> dict[str, object]:
+def index_corpus(
+    source: str, name: str = DEFAULT_NAME, options: IndexOptions = IndexOptions(), home: str | None = None
+) -> dict[str, object]:
     """Index SOURCE (a JSON corpus or a folder) under NAME; returns a report of what was done and reused.
 
     ``options``: the contextualizer (and Claude's calls), the embedder, the backend, a folder's files and the quality

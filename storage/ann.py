@@ -78,7 +78,7 @@ class AnnVectorIndex:
         return [(int(rows[at]), float(scores[at])) for at in top_rows(scores, depth)]
 
     @classmethod
-    def load(cls, directory: Path) -> "AnnVectorIndex":
+    def load(cls, directory: Path) -> AnnVectorIndex:
         return cls(np.load(directory / VectorIndex.FILE, mmap_mode="r"), _faiss().read_index(str(directory / FILE)))
 
 

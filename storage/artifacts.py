@@ -16,103 +16,35 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import uuid
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
-
-import filelock
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ctxrag.storage.errors import UserError
-from ctxrag.storage.environment import PRIVATE_FILE, private_dirs
+from ctxrag.storage.environment import private_dirs
+from ctxrag.storage.journal import (  # noqa: F401  (the errors and the lock: the store's API)
+    JOURNAL_LOCK_TIMEOUT_S,
+    CorruptJournalError,
+    JournalLockTimeout,
+    _fsync,
+    _private_opener,
+    journal_lock,
+    write_parquet_atomic,
+)
 
 KEY = "key"
 _TAIL_BLOCK = 1 << 16
 FOLD_PARTS = 16  # a table folding its journal into parts rewrites them all into one from this many
 QUERY_FOLD_BYTES = 1 << 20  # the queries table's journal (~8 KB a local query's vector) becomes a part from 1 MiB
-VECTOR_SCHEMA = pa.schema([("key", pa.string()), ("vector", pa.list_(pa.float32())), ("paid", pa.bool_()), ("created_at", pa.float64())])
-JOURNAL_LOCK_TIMEOUT_S = 600.0  # an append takes milliseconds: a lock held this long is a stuck process, said as one
-
-
-class CorruptJournalError(UserError, ValueError):
-    """A journal line other than a torn last one is not a JSON row; the message names the file and the line."""
-
-
-class JournalLockTimeout(UserError, TimeoutError):
-    """The journal's lock was not free within ``JOURNAL_LOCK_TIMEOUT_S``: another process holds it (not retried)."""
-
-
-_journal_locks: dict[Path, tuple[threading.RLock, filelock.FileLock]] = {}
-_journal_locks_guard = threading.Lock()
-os.register_at_fork(after_in_child=_journal_locks.clear)  # a forked child starts with no lock another thread held
-
-
-def _locks_of(journal: Path) -> tuple[threading.RLock, filelock.FileLock]:
-    """This process's two locks of one journal: made once, shared by every thread."""
-    path = journal.absolute()
-    with _journal_locks_guard:
-        if path not in _journal_locks:
-            lock_file = path.with_name(path.name + ".lock")
-            _journal_locks[path] = (threading.RLock(), filelock.FileLock(lock_file, thread_local=True))
-        return _journal_locks[path]
-
-
-@contextmanager
-def journal_lock(journal: Path, timeout: float | None = None) -> Iterator[None]:
-    """Hold the journal's write lock: threads of this process queue on a thread lock (a ``flock`` taken through two
-    open files of one process blocks the other thread, while one shared descriptor excludes nobody), then one of them
-    takes the file lock against other processes. Re-entrant within a thread; never waits forever (``JournalLockTimeout``)."""
-    limit = JOURNAL_LOCK_TIMEOUT_S if timeout is None else timeout
-    in_process, across_processes = _locks_of(journal)
-    if not in_process.acquire(timeout=limit):
-        raise JournalLockTimeout(f"{journal}: another thread of this process held the journal's lock for {limit:g} s")
-    try:
-        try:
-            across_processes.acquire(timeout=limit)
-        except filelock.Timeout:
-            raise JournalLockTimeout(f"{journal}: another process held the journal's lock ({across_processes.lock_file}) for {limit:g} s") from None
-        try:
-            yield
-        finally:
-            across_processes.release()
-    finally:
-        in_process.release()
-
-
-def write_parquet_atomic(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` so that readers see either nothing or the whole file, durably: the file and then its
-    folder are fsynced, so once this returns the file survives a power loss (compaction relies on it before it
-    truncates the journal)."""
-    private_dirs(path.parent)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        pq.write_table(table, temporary)
-        _fsync(temporary)
-        os.replace(temporary, path)
-        _fsync(path.parent)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _private_opener(path: str, flags: int) -> int:
-    """``open``'s opener for a file made 0600 (the ledger's and the stores' journals)."""
-    return os.open(path, flags, PRIVATE_FILE)
-
-
-def _fsync(path: Path) -> None:
-    """Flush a file's data, or a folder's entries (a rename), to the disk."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+VECTOR_SCHEMA = pa.schema(
+    [("key", pa.string()), ("vector", pa.list_(pa.float32())), ("paid", pa.bool_()), ("created_at", pa.float64())]
+)
 
 
 class RowCache:
@@ -160,7 +92,9 @@ class RowCache:
                     "Remove the line to drop that row (a stored result, computed again when needed)"
                 ) from None
             if not isinstance(row, dict):
-                raise CorruptJournalError(f"{self.journal}: line {number}: corrupt journal row (a JSON {type(row).__name__}, not an object)")
+                raise CorruptJournalError(
+                    f"{self.journal}: line {number}: corrupt journal row (a JSON {type(row).__name__}, not an object)"
+                )
             rows.append(row)
         return rows
 
@@ -190,17 +124,26 @@ class RowCache:
         """Which of ``keys`` have a stored row (only the key column is read)."""
         wanted = set(keys)
         journaled = {row[KEY] for row in self._journal_rows() if row.get(KEY) in wanted}  # first: see ``RowCache``
-        return journaled | {key for part in self.parts() for key in pq.ParquetFile(part).read(columns=[KEY])[KEY].to_pylist() if key in wanted}
+        return journaled | {
+            key
+            for part in self.parts()
+            for key in pq.ParquetFile(part).read(columns=[KEY])[KEY].to_pylist()
+            if key in wanted
+        }
 
     def lookup(self, keys: Iterable[str], column: str) -> dict[str, Any]:
         """``column``'s stored value of each of ``keys`` that has a row (later rows win), read as Python values: no
         Arrow array is made from them (see ``vectors``)."""
         wanted = set(keys)
         found: dict[str, Any] = {}
-        journaled = [(row[KEY], row.get(column)) for row in self._journal_rows() if row.get(KEY) in wanted]  # first: see ``RowCache``
+        journaled = [
+            (row[KEY], row.get(column)) for row in self._journal_rows() if row.get(KEY) in wanted
+        ]  # first: see ``RowCache``
         for part in self.parts():
             table = pq.ParquetFile(part).read(columns=[KEY, column])
-            found.update((key, value) for key, value in zip(table[KEY].to_pylist(), table[column].to_pylist()) if key in wanted)
+            found.update(
+                (key, value) for key, value in zip(table[KEY].to_pylist(), table[column].to_pylist()) if key in wanted
+            )
         found.update(journaled)
         return found
 
@@ -231,9 +174,18 @@ class RowCache:
 
         for part in self.parts():
             stored = pq.ParquetFile(part)
-            hits = [(position, rows_of[key]) for position, key in enumerate(stored.read(columns=[KEY])[KEY].to_pylist()) if key in rows_of]
+            hits = [
+                (position, rows_of[key])
+                for position, key in enumerate(stored.read(columns=[KEY])[KEY].to_pylist())
+                if key in rows_of
+            ]
             if hits:  # a part's vectors are read only if it holds one asked for (a query's: none of 1M documents')
-                fill([row for _, row in hits], _float_matrix(stored.read(columns=[column])[column].combine_chunks(), [position for position, _ in hits]))
+                fill(
+                    [row for _, row in hits],
+                    _float_matrix(
+                        stored.read(columns=[column])[column].combine_chunks(), [position for position, _ in hits]
+                    ),
+                )
         for record in journaled:
             fill([rows_of[record[KEY]]], np.asarray([record[column]], dtype=np.float32))
         for row, first in repeats:
@@ -271,7 +223,9 @@ class RowCache:
                 return
             table = transform(self.read())
             if table is not None and table.num_rows:
-                self._append_part(table)  # newest part, holding every row, fsynced with its folder before the journal goes
+                self._append_part(
+                    table
+                )  # newest part, holding every row, fsynced with its folder before the journal goes
             for part in parts:
                 part.unlink(missing_ok=True)
             os.truncate(self.journal, 0)
@@ -372,10 +326,18 @@ def vector_table(keys: list[str], vectors: np.ndarray, paid: bool, created_at: f
     flat = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1)
     columns = [
         pa.StringArray.from_buffers(rows, pa.py_buffer(key_offsets.tobytes()), pa.py_buffer(b"".join(encoded))),
-        pa.ListArray.from_buffers(VECTOR_SCHEMA.field("vector").type, rows, [None, pa.py_buffer(np.arange(0, rows * width + 1, width or 1, dtype=np.int32)[: rows + 1].tobytes())],
-                                  children=[pa.Array.from_buffers(pa.float32(), flat.size, [None, pa.py_buffer(flat.tobytes())])]),
-        pa.Array.from_buffers(pa.bool_(), rows, [None, pa.py_buffer(np.packbits(np.full(rows, paid), bitorder="little").tobytes())]),
-        pa.Array.from_buffers(pa.float64(), rows, [None, pa.py_buffer(np.full(rows, created_at, dtype=np.float64).tobytes())]),
+        pa.ListArray.from_buffers(
+            VECTOR_SCHEMA.field("vector").type,
+            rows,
+            [None, pa.py_buffer(np.arange(0, rows * width + 1, width or 1, dtype=np.int32)[: rows + 1].tobytes())],
+            children=[pa.Array.from_buffers(pa.float32(), flat.size, [None, pa.py_buffer(flat.tobytes())])],
+        ),
+        pa.Array.from_buffers(
+            pa.bool_(), rows, [None, pa.py_buffer(np.packbits(np.full(rows, paid), bitorder="little").tobytes())]
+        ),
+        pa.Array.from_buffers(
+            pa.float64(), rows, [None, pa.py_buffer(np.full(rows, created_at, dtype=np.float64).tobytes())]
+        ),
     ]
     return pa.Table.from_arrays(columns, schema=VECTOR_SCHEMA)
 

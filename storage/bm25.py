@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ctxrag.storage.bm25_build import build_postings
+from ctxrag.storage.environment import private_dirs
 from ctxrag.storage.errors import CorruptIndexError
 from ctxrag.storage.tokenize import tokenize
-from ctxrag.storage.environment import private_dirs
 
 if TYPE_CHECKING:
     import bm25s
@@ -45,7 +45,11 @@ class SortedTerms:
     vocabulary (a million chunks' ``vocab.index.json``, 5.8 MB, took 0.36 s to parse)."""
 
     def __init__(self, directory: Path) -> None:
-        self._terms = np.memmap(directory / TERMS_FILE, dtype=np.uint8, mode="r") if (directory / TERMS_FILE).stat().st_size else np.zeros(0, np.uint8)
+        self._terms = (
+            np.memmap(directory / TERMS_FILE, dtype=np.uint8, mode="r")
+            if (directory / TERMS_FILE).stat().st_size
+            else np.zeros(0, np.uint8)
+        )
         self._offsets = np.load(directory / TERM_OFFSETS_FILE, mmap_mode="r")
         self._ids = np.load(directory / TERM_IDS_FILE, mmap_mode="r")
 
@@ -84,7 +88,9 @@ class Postings:
 
     @classmethod
     def of(cls, retriever: bm25s.BM25) -> Postings:
-        return cls(retriever.vocab_dict, retriever.scores["data"], retriever.scores["indices"], retriever.scores["indptr"])
+        return cls(
+            retriever.vocab_dict, retriever.scores["data"], retriever.scores["indices"], retriever.scores["indptr"]
+        )
 
     @classmethod
     def read(cls, directory: Path) -> Postings:
@@ -93,7 +99,9 @@ class Postings:
         params = json.loads((directory / "params.index.json").read_text())
         if params.get("method") not in SUMMED_METHODS:
             raise CorruptIndexError(f"{directory}: BM25 method {params.get('method')!r} is not one ctxrag builds")
-        arrays = {name: np.load(directory / f"{name}.csc.index.npy", mmap_mode="r") for name in ("data", "indices", "indptr")}
+        arrays = {
+            name: np.load(directory / f"{name}.csc.index.npy", mmap_mode="r") for name in ("data", "indices", "indptr")
+        }
         if (directory / TERM_IDS_FILE).exists():  # versions written before these files read bm25s's JSON
             return cls(SortedTerms(directory), **arrays)
         return cls(json.loads((directory / "vocab.index.json").read_text(encoding="utf-8")), **arrays)
@@ -121,7 +129,7 @@ class Bm25Index:
         self._retriever = retriever
 
     @classmethod
-    def build(cls, texts: Iterable[str], k1: float = BM25_K1, b: float = BM25_B) -> "Bm25Index":
+    def build(cls, texts: Iterable[str], k1: float = BM25_K1, b: float = BM25_B) -> Bm25Index:
         """Index ``texts`` (read once, a block at a time: ``ctxrag.storage.bm25_build``)."""
         scores, vocab, size = build_postings(texts, k1, b)
         if scores is None:
@@ -147,6 +155,6 @@ class Bm25Index:
             SortedTerms.write(self._retriever.vocab_dict, directory)
 
     @classmethod
-    def load(cls, directory: Path) -> "Bm25Index":
+    def load(cls, directory: Path) -> Bm25Index:
         meta = json.loads((directory / "ctxrag.json").read_text())
         return cls(None if meta["empty"] else Postings.read(directory), meta["size"])

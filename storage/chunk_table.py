@@ -35,7 +35,9 @@ class ChunkTable:
             raise ValueError("a chunk table is read from a table or from a file")
         self._file = pq.ParquetFile(path) if path is not None else None  # reads the footer: a corrupt file fails here
         self._mapped = _open_rows(path.parent / ROWS_FILE) if path is not None else None
-        self._columns: dict[str, pa.ChunkedArray] = {name: table[name] for name in table.column_names} if table is not None else {}
+        self._columns: dict[str, pa.ChunkedArray] = (
+            {name: table[name] for name in table.column_names} if table is not None else {}
+        )
         self._groups: OrderedDict[tuple[str, int], pa.ChunkedArray] = OrderedDict()  # the latest read last
         self._group_bytes = 0
         self._reading = threading.Lock()  # one read of the file at a time: a program may search from several threads
@@ -43,7 +45,10 @@ class ChunkTable:
             metadata = self._file.metadata
             self.column_names: list[str] = self._file.schema_arrow.names
             self.num_rows: int = metadata.num_rows
-            self._starts = [0, *accumulate(metadata.row_group(group).num_rows for group in range(metadata.num_row_groups))]
+            self._starts = [
+                0,
+                *accumulate(metadata.row_group(group).num_rows for group in range(metadata.num_row_groups)),
+            ]
         else:
             assert table is not None
             self.column_names, self.num_rows, self._starts = table.column_names, table.num_rows, [0, table.num_rows]
@@ -58,8 +63,10 @@ class ChunkTable:
                 raise KeyError(f"no column {name!r} in the chunk table (columns: {', '.join(self.column_names)})")
             with self._reading:
                 if self._mapped is not None:
-                    self._columns[name] = pa.chunked_array([self._mapped.get_batch(batch)[name] for batch in range(self._mapped.num_record_batches)],
-                                                           self._mapped.schema.field(name).type)
+                    self._columns[name] = pa.chunked_array(
+                        [self._mapped.get_batch(batch)[name] for batch in range(self._mapped.num_record_batches)],
+                        self._mapped.schema.field(name).type,
+                    )
                 else:
                     self._columns[name] = self._file.read(columns=[name])[name]
         return self._columns[name]
@@ -75,8 +82,10 @@ class ChunkTable:
             return [column[row].as_py() for row in rows]
         if self._mapped is not None:  # batches of GROUP_ROWS rows: a row's is its number // GROUP_ROWS
             return [self._mapped.get_batch(row // GROUP_ROWS)[name][row % GROUP_ROWS].as_py() for row in rows]
-        return [self._group(name, group)[row - self._starts[group]].as_py()
-                for row, group in ((row, bisect_right(self._starts, row) - 1) for row in rows)]
+        return [
+            self._group(name, group)[row - self._starts[group]].as_py()
+            for row, group in ((row, bisect_right(self._starts, row) - 1) for row in rows)
+        ]
 
     def _group(self, name: str, group: int) -> pa.ChunkedArray:
         """Column ``name`` of row group ``group``: from the cache of recent reads, else read (on this thread: pyarrow's

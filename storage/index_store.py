@@ -14,10 +14,11 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,10 +26,10 @@ import pyarrow.parquet as pq
 
 from ctxrag.storage.backends import Ranker, backend_for
 from ctxrag.storage.chunk_table import GROUP_ROWS, ROWS_FILE, ChunkTable, RowsWriter
-from ctxrag.storage.locks import held_or_refused
-from ctxrag.storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError
-from ctxrag.storage.names import NAME_PATTERN, validate_name
 from ctxrag.storage.environment import private_dirs
+from ctxrag.storage.errors import CorruptIndexError, IndexBusyError, UnknownIndexError
+from ctxrag.storage.locks import held_or_refused
+from ctxrag.storage.names import NAME_PATTERN, validate_name
 
 FORMAT_VERSION = 2  # 2: BM25 files carry ctxrag.json
 
@@ -128,14 +129,20 @@ class IndexStore:
         """Read every kept version's manifest of every index; ``CorruptIndexError`` names the first unreadable one."""
         if not self.root.is_dir():
             return 0
-        return sum(len(self.kept_manifests(path.name)) for path in sorted(self.root.iterdir()) if NAME_PATTERN.fullmatch(path.name))
+        return sum(
+            len(self.kept_manifests(path.name))
+            for path in sorted(self.root.iterdir())
+            if NAME_PATTERN.fullmatch(path.name)
+        )
 
     def open(self, name: str, version_id: str | None = None, staged: bool = False) -> StoredIndex:
         """Load the live version of ``name`` (or the given version; ``staged``: one not yet served, under a gate)."""
         version = self._dir(name) / "versions" / version_id if version_id else self.live_version(name)
         if version is None:
             known = ", ".join(self.names()) or "none"
-            raise UnknownIndexError(f"no index named {name!r} (indexes: {known}); build one with `ctxrag index SOURCE --name {name}`")
+            raise UnknownIndexError(
+                f"no index named {name!r} (indexes: {known}); build one with `ctxrag index SOURCE --name {name}`"
+            )
         manifest = read_json_file(version / "manifest.json", "index manifest")
         if manifest.get("format_version") != FORMAT_VERSION:
             raise UnknownIndexError(
@@ -169,7 +176,12 @@ class IndexStore:
         return held_or_refused(self._dir(name) / "build.lock", busy)
 
     def publish(
-        self, name: str, manifest: dict[str, Any], chunks: pa.Table | Iterable[pa.Table], texts: Iterable[str], vectors: np.ndarray,
+        self,
+        name: str,
+        manifest: dict[str, Any],
+        chunks: pa.Table | Iterable[pa.Table],
+        texts: Iterable[str],
+        vectors: np.ndarray,
         live: bool = True,
     ) -> Path:
         """Build a new version with the manifest's backend beside the live one, then (``live``) serve it and prune old
@@ -186,7 +198,13 @@ class IndexStore:
             rows = staging / "chunks.parquet"
             _write_rows([chunks] if isinstance(chunks, pa.Table) else chunks, rows)
             state = backend.build(name, staging, lambda: pq.ParquetFile(rows).read(), texts, vectors, live)
-            full = {**manifest, "format_version": FORMAT_VERSION, "name": name, "version": version_id, backend.name: state}
+            full = {
+                **manifest,
+                "format_version": FORMAT_VERSION,
+                "name": name,
+                "version": version_id,
+                backend.name: state,
+            }
             (staging / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
             final = directory / "versions" / version_id
             private_dirs(final.parent)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 
@@ -47,13 +47,29 @@ SaveLedger = Callable[[list[LedgerRow]], None]  # how a paid call hands its row 
 
 SCHEMA = pa.schema(
     [
-        (KEY, pa.string()), ("run_id", pa.string()), ("stage", pa.string()), ("provider", pa.string()),
-        ("model", pa.string()), ("prompt_version", pa.string()), ("mode", pa.string()), ("doc_id", pa.string()),
-        ("chunk_ids", pa.list_(pa.string())), ("status", pa.string()), ("error", pa.string()),
-        ("latency_s", pa.float64()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
-        ("cache_write_tokens", pa.int64()), ("cache_read_tokens", pa.int64()), ("cost_usd", pa.float64()),
-        ("cost_without_cache_usd", pa.float64()), ("cache_applied", pa.bool_()), ("units", pa.int64()),
-        ("attempts", pa.int64()), ("created_at", pa.float64()), ("waited_s", pa.float64()),
+        (KEY, pa.string()),
+        ("run_id", pa.string()),
+        ("stage", pa.string()),
+        ("provider", pa.string()),
+        ("model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("mode", pa.string()),
+        ("doc_id", pa.string()),
+        ("chunk_ids", pa.list_(pa.string())),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("latency_s", pa.float64()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("cache_write_tokens", pa.int64()),
+        ("cache_read_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("cost_without_cache_usd", pa.float64()),
+        ("cache_applied", pa.bool_()),
+        ("units", pa.int64()),
+        ("attempts", pa.int64()),
+        ("created_at", pa.float64()),
+        ("waited_s", pa.float64()),
     ]
 )
 

@@ -20,7 +20,9 @@ def stopwords() -> frozenset[str]:
     it is read on its own: bm25s's package would import scipy (0.1 s of a search, which needs no bm25s)."""
     package = importlib.util.find_spec("bm25s")  # finds the package without running its __init__
     assert package is not None and package.origin is not None, "bm25s is a dependency of ctxrag"
-    spec = importlib.util.spec_from_file_location("ctxrag_bm25s_stopwords", Path(package.origin).parent / "stopwords.py")
+    spec = importlib.util.spec_from_file_location(
+        "ctxrag_bm25s_stopwords", Path(package.origin).parent / "stopwords.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -100,7 +100,7 @@ class VectorIndex:
         np.save(directory / self.FILE, self.matrix)
 
     @classmethod
-    def load(cls, directory: Path) -> "VectorIndex":
+    def load(cls, directory: Path) -> VectorIndex:
         """The stored matrix, memory-mapped: its rows are unit rows already (``save``, ``save_unit_rows``), so nothing
         is read until a query scores them, and no second matrix is made."""
         return cls(np.load(directory / cls.FILE, mmap_mode="r"), unit_rows=True)

@@ -16,6 +16,8 @@ from typing import Any
 from ctxrag.storage.artifacts import contexts_cache, embeddings_cache
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.secrets import MissingKey, redact
+from ctxrag.tasks.common.models import Chunk, Corpus
+from ctxrag.tasks.common.providers import Provider
 from ctxrag.tasks.context.claude.contextualizer import MODES, ClaudeContextualizer, ClaudeSettings
 from ctxrag.tasks.context.claude.plan import (
     ASSUMED_CONTEXT_TOKENS,
@@ -34,9 +36,7 @@ from ctxrag.tasks.context.claude.token_count import (
 from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.load import DEFAULT_MAX_FILE_BYTES, load_source
-from ctxrag.tasks.common.models import Chunk, Corpus
 from ctxrag.tasks.stored import context_keys, document_changes, pending_chunks, unstored_texts
-from ctxrag.tasks.common.providers import Provider
 
 VOYAGE_PRICES_FILE = "tasks/embedding/voyage.py"
 
@@ -57,7 +57,9 @@ def plan_costs(
     """The plan as one dict (the CLI prints it as a table or as JSON); each new context assumed ``context_tokens``
     long (its output, and its share of the embedded text)."""
     if contextualizer == "claude-summary":
-        raise InvalidInput("--plan prices --contextualizer claude (its four modes) and embeddings; claude-summary is not planned")
+        raise InvalidInput(
+            "--plan prices --contextualizer claude (its four modes) and embeddings; claude-summary is not planned"
+        )
     claude = claude or ClaudeSettings()
     spec = ContextualizerSpec(contextualizer, claude if contextualizer == "claude" else None)
     facts = priced_facts(claude.model) if spec.paid else None  # an unknown model fails before any work
@@ -65,8 +67,12 @@ def plan_costs(
     _voyage_price(embedder)
     corpus = load_source(source, include=include, exclude=exclude, max_file_bytes=max_file_bytes)
     plan: dict[str, Any] = {
-        "source": source, "index": name, "documents": len(corpus.documents), "chunks": len(corpus.chunks),
-        "documents_against_live_index": document_changes(corpus, name, home), "contextualizer": contextualizer,
+        "source": source,
+        "index": name,
+        "documents": len(corpus.documents),
+        "chunks": len(corpus.chunks),
+        "documents_against_live_index": document_changes(corpus, name, home),
+        "contextualizer": contextualizer,
         "warnings": corpus.warnings,
     }
     contexts: dict[str, str] = {}
@@ -77,7 +83,9 @@ def plan_costs(
     return plan
 
 
-def _claude_part(corpus: Corpus, claude: ClaudeSettings, home: Path, counter: TokenCounter | None, context_tokens: int) -> dict[str, Any]:
+def _claude_part(
+    corpus: Corpus, claude: ClaudeSettings, home: Path, counter: TokenCounter | None, context_tokens: int
+) -> dict[str, Any]:
     """Every mode's estimate, what is stored per prompt, the cheapest mode, and how tokens were counted."""
     from ctxrag.tasks.common.retry import ApiCallFailed
 
@@ -95,12 +103,24 @@ def _claude_part(corpus: Corpus, claude: ClaudeSettings, home: Path, counter: To
     chosen = modes[claude.mode]
     return {
         "model": claude.model,
-        "prices": {"input_per_mtok": facts.input_per_mtok, "output_per_mtok": facts.output_per_mtok, "as_of": PRICES_AS_OF, "file": PRICES_FILE},
+        "prices": {
+            "input_per_mtok": facts.input_per_mtok,
+            "output_per_mtok": facts.output_per_mtok,
+            "as_of": PRICES_AS_OF,
+            "file": PRICES_FILE,
+        },
         "cache_minimum_tokens": facts.min_cacheable_tokens,
         "cache_ttl": claude.cache_ttl,
-        "limits": {"concurrency": limits.concurrency, "rpm": limits.requests_per_minute, "tpm": limits.tokens_per_minute},
+        "limits": {
+            "concurrency": limits.concurrency,
+            "rpm": limits.requests_per_minute,
+            "tpm": limits.tokens_per_minute,
+        },
         "token_counts": counter.source + (f" (count_tokens failed: {count_error})" if count_error else ""),
-        "token_count_calls": {"now": getattr(counter, "counted_now", 0), "reused_from_store": getattr(counter, "reused", 0)},
+        "token_count_calls": {
+            "now": getattr(counter, "counted_now", 0),
+            "reused_from_store": getattr(counter, "reused", 0),
+        },
         "assumptions": assumptions(context_tokens),
         "modes": modes,
         "chosen_mode": claude.mode,
@@ -121,8 +141,12 @@ def _modes(
         worker = ClaudeContextualizer(replace(claude, mode=mode))
         if worker.version not in pending_by_prompt:
             pending = pending_chunks(corpus, context_keys(corpus, ContextualizerSpec("claude", worker.settings)), home)
-            pending_by_prompt[worker.version] = [(by_id[doc_id], [chunk for chunk, _ in keyed]) for doc_id, keyed in pending.items()]
-        modes[mode] = estimate_mode(worker, pending_by_prompt[worker.version], counter, limits, context_tokens).to_dict()
+            pending_by_prompt[worker.version] = [
+                (by_id[doc_id], [chunk for chunk, _ in keyed]) for doc_id, keyed in pending.items()
+            ]
+        modes[mode] = estimate_mode(
+            worker, pending_by_prompt[worker.version], counter, limits, context_tokens
+        ).to_dict()
         modes[mode]["prompt_version"] = worker.version
         modes[mode]["chunks_already_contextualized"] = len(corpus.chunks) - modes[mode]["chunks"]
     return modes
@@ -135,8 +159,8 @@ def _counter(home: Path) -> TokenCounter:
 
     if not os.environ.get(API_KEY_ENV, "").strip() and not os.environ.get("PREFECT_API_URL"):
         return EstimatedCounts()
-    from ctxrag.tasks.context.claude.client import ClaudeClient
     from ctxrag.tasks.common.retry import RetryPolicy
+    from ctxrag.tasks.context.claude.client import ClaudeClient
 
     try:
         return CountedTokens(ClaudeClient(RetryPolicy(attempts=3), timeout_s=60.0), home)
@@ -156,7 +180,12 @@ def _stored_contexts(corpus: Corpus, spec: ContextualizerSpec, home: Path) -> di
 
 
 def _embedding_part(
-    corpus: Corpus, spec: ContextualizerSpec, embedder: EmbedderSpec, contexts: dict[str, str], home: Path, context_tokens: int
+    corpus: Corpus,
+    spec: ContextualizerSpec,
+    embedder: EmbedderSpec,
+    contexts: dict[str, str],
+    home: Path,
+    context_tokens: int,
 ) -> dict[str, Any]:
     """Texts to embed (exact where the context is known, else the chunk plus an assumed context) and their price."""
     from ctxrag.tasks.embedding.voyage import estimate_tokens, pack
@@ -168,31 +197,43 @@ def _embedding_part(
             by_document.setdefault(chunk.doc_id, []).append(chunk)
         for document in corpus.documents:
             chunks = by_document.get(document.doc_id, [])
-            contexts.update({chunk.chunk_id: text for chunk, text in zip(chunks, worker.contextualize(document, chunks))})  # type: ignore[attr-defined]
+            written = worker.contextualize(document, chunks)  # type: ignore[attr-defined]
+            contexts.update({chunk.chunk_id: text for chunk, text in zip(chunks, written)})
     if embedder.embeds_documents:
         documents, reused, assumed = _document_sizes(corpus, embedder, contexts, home, context_tokens)
         sizes = [size for document in documents for size in document]
         requests = _contextualized_requests(documents)
     else:
         with_context = [chunk for chunk in corpus.chunks if chunk.chunk_id in contexts]
-        known = embedder.embedded_texts([contexts[chunk.chunk_id] for chunk in with_context], [chunk.content for chunk in with_context])
+        known = embedder.embedded_texts(
+            [contexts[chunk.chunk_id] for chunk in with_context], [chunk.content for chunk in with_context]
+        )
         unknown = [chunk for chunk in corpus.chunks if chunk.chunk_id not in contexts]
         to_embed = unstored_texts(known, embedder, home)
-        sizes = [estimate_tokens(text) for text in to_embed] + [estimate_tokens(embedder.embedded_text("", c.content)) + context_tokens for c in unknown]
+        sizes = [estimate_tokens(text) for text in to_embed] + [
+            estimate_tokens(embedder.embedded_text("", c.content)) + context_tokens for c in unknown
+        ]
         reused, assumed = len(set(known)) - len(to_embed), len(unknown)
         requests = len(pack(sizes, embedder.model))
     part: dict[str, Any] = {
-        "provider": embedder.provider, "model": embedder.model, "texts_to_embed": len(sizes),
-        "texts_already_embedded": reused, "texts_with_assumed_context": assumed,
+        "provider": embedder.provider,
+        "model": embedder.model,
+        "texts_to_embed": len(sizes),
+        "texts_already_embedded": reused,
+        "texts_with_assumed_context": assumed,
     }
     price = _voyage_prices().get(embedder.model) if embedder.provider != Provider.LOCAL else None
     if price is not None:
-        part.update({
-            "tokens": sum(sizes), "requests": requests,
-            "cost_usd": round(sum(sizes) * price / 1_000_000, 6),
-            "token_counts": "estimated high (UTF-8 bytes / 3, as the run sizes its requests)",
-            "price_per_mtok": price, "prices_file": "tasks/embedding/voyage_context.py" if embedder.embeds_documents else VOYAGE_PRICES_FILE,
-        })
+        part.update(
+            {
+                "tokens": sum(sizes),
+                "requests": requests,
+                "cost_usd": round(sum(sizes) * price / 1_000_000, 6),
+                "token_counts": "estimated high (UTF-8 bytes / 3, as the run sizes its requests)",
+                "price_per_mtok": price,
+                "prices_file": "tasks/embedding/voyage_context.py" if embedder.embeds_documents else VOYAGE_PRICES_FILE,
+            }
+        )
     return part
 
 
@@ -245,4 +286,6 @@ def _voyage_price(embedder: EmbedderSpec) -> None:
     prices = _voyage_prices()
     if embedder.provider != Provider.LOCAL and embedder.model not in prices:
         known = ", ".join(sorted(prices))
-        raise InvalidInput(f"no known prices for Voyage model {embedder.model!r}: add it to PRICE_PER_MTOK in {VOYAGE_PRICES_FILE} (CONTEXT_MODELS in tasks/embedding/voyage_context.py for contextualized ones) (known: {known})")
+        raise InvalidInput(
+            f"no known prices for Voyage model {embedder.model!r}: add it to PRICE_PER_MTOK in {VOYAGE_PRICES_FILE} (CONTEXT_MODELS in tasks/embedding/voyage_context.py for contextualized ones) (known: {known})"
+        )

@@ -18,10 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctxrag.storage.errors import BusyError
-from ctxrag.storage.locks import held_or_refused
 from ctxrag.storage.artifacts import KEY, RowCache
+from ctxrag.storage.errors import BusyError
 from ctxrag.storage.index_store import IndexStore
+from ctxrag.storage.locks import held_or_refused
 from ctxrag.tasks.context.offline import CONTEXT_KEY, context_key_of
 from ctxrag.tasks.embedding.embed import EmbedderSpec
 
@@ -50,7 +50,9 @@ def referenced_keys(home: Path) -> tuple[set[str], set[str]]:
     return contexts, embeddings
 
 
-def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days: float | None = None) -> dict[str, int]:
+def collect_garbage(
+    home: Path, include_paid: bool = False, paid_older_than_days: float | None = None
+) -> dict[str, int]:
     """Rewrite the contexts, embeddings and queries tables without the rows no kept version references; returns counts
     per table (``*_kept``, ``*_kept_paid``, ``*_removed``) and ``bytes_freed`` on disk by all three.
 
@@ -83,7 +85,11 @@ def collect_garbage(home: Path, include_paid: bool = False, paid_older_than_days
 
 def _stored_bytes(cache: RowCache) -> int:
     """Bytes of a table's files on disk (its parts and journal)."""
-    return sum(path.stat().st_size for path in cache.directory.glob("*") if path.is_file()) if cache.directory.is_dir() else 0
+    return (
+        sum(path.stat().st_size for path in cache.directory.glob("*") if path.is_file())
+        if cache.directory.is_dir()
+        else 0
+    )
 
 
 def _paid_rows_kept(table: pa.Table, include_paid: bool, cutoff: float | None) -> pa.ChunkedArray | pa.Array:

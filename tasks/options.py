@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.names import DEFAULT_NAME  # noqa: F401  (the commands' and the API's)
-from ctxrag.tasks.context.claude.settings import ClaudeSettings
-from ctxrag.tasks.embedding.embedder_spec import DEFAULT_MAX_SEQ_LENGTH, LOCAL_CONTEXT_TOKENS, LOCAL_WINDOW_TOKENS, EmbedderSpec
-from ctxrag.tasks.evaluation.answer import EndToEnd
 from ctxrag.tasks.common.models import DEFAULT_MAX_FILE_BYTES
 from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.context.claude.settings import ClaudeSettings
+from ctxrag.tasks.embedding.embedder_spec import (
+    DEFAULT_MAX_SEQ_LENGTH,
+    LOCAL_CONTEXT_TOKENS,
+    LOCAL_WINDOW_TOKENS,
+    EmbedderSpec,
+)
+from ctxrag.tasks.evaluation.answer import EndToEnd
 
 _JUDGE = EndToEnd()
 
@@ -39,25 +45,53 @@ class EmbeddingOptions:
 
     __pydantic_config__ = {"title": "Embedding"}
 
-    embedder: str = field(default=Provider.LOCAL.value, metadata=about(
-        "local (MiniLM shipped in a package, offline), voyage or voyage-context-3 (each chunk with its document; VOYAGE_API_KEY)."))
-    embedding_model: str | None = field(default=None, metadata=about(
-        "local: a model folder (sentence-transformers or ONNX bi-encoder) or a Hugging Face id (default: the packaged "
-        "all-MiniLM-L6-v2). Voyage: its model (default voyage-2, or voyage-context-3 with --embedder voyage-context-3; "
-        "voyage-3.5, voyage-code-3, ...)."))
-    output_dimension: int | None = field(default=None, metadata=about("Voyage output dimension, where the model supports it."))
-    max_seq_length: int = field(default=DEFAULT_MAX_SEQ_LENGTH, metadata=about("Local embedding model's max word pieces per chunk."))
-    window_tokens: int = field(default=LOCAL_WINDOW_TOKENS, metadata=about(
-        "Local model: embed a chunk as windows of this many word pieces and average them (0: the whole text, cut at "
-        "--max-seq-length).", minimum=0))
-    context_tokens: int = field(default=LOCAL_CONTEXT_TOKENS, metadata=about(
-        "Local model's windows: cut the context in front of each window to this many word pieces, its longest lines "
-        "first (0: whole; BM25 always reads it whole).", minimum=0))
+    embedder: str = field(
+        default=Provider.LOCAL.value,
+        metadata=about(
+            "local (MiniLM shipped in a package, offline), voyage or voyage-context-3 (each chunk with its document; VOYAGE_API_KEY)."
+        ),
+    )
+    embedding_model: str | None = field(
+        default=None,
+        metadata=about(
+            "local: a model folder (sentence-transformers or ONNX bi-encoder) or a Hugging Face id (default: the packaged "
+            "all-MiniLM-L6-v2). Voyage: its model (default voyage-2, or voyage-context-3 with --embedder voyage-context-3; "
+            "voyage-3.5, voyage-code-3, ...)."
+        ),
+    )
+    output_dimension: int | None = field(
+        default=None, metadata=about("Voyage output dimension, where the model supports it.")
+    )
+    max_seq_length: int = field(
+        default=DEFAULT_MAX_SEQ_LENGTH, metadata=about("Local embedding model's max word pieces per chunk.")
+    )
+    window_tokens: int = field(
+        default=LOCAL_WINDOW_TOKENS,
+        metadata=about(
+            "Local model: embed a chunk as windows of this many word pieces and average them (0: the whole text, cut at "
+            "--max-seq-length).",
+            minimum=0,
+        ),
+    )
+    context_tokens: int = field(
+        default=LOCAL_CONTEXT_TOKENS,
+        metadata=about(
+            "Local model's windows: cut the context in front of each window to this many word pieces, its longest lines "
+            "first (0: whole; BM25 always reads it whole).",
+            minimum=0,
+        ),
+    )
 
     def spec(self) -> EmbedderSpec:
         """The embedder these options choose (a bad choice is an ``InvalidInput``)."""
-        return EmbedderSpec.choose(self.embedder, self.embedding_model, self.max_seq_length, self.output_dimension,
-                                   self.window_tokens, self.context_tokens)
+        return EmbedderSpec.choose(
+            self.embedder,
+            self.embedding_model,
+            self.max_seq_length,
+            self.output_dimension,
+            self.window_tokens,
+            self.context_tokens,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,12 +100,22 @@ class FileOptions:
 
     __pydantic_config__ = {"title": "Files"}
 
-    include: list[str] | None = field(default=None, metadata=about(
-        "Folder SOURCE: load only paths matching this gitignore-style pattern (relative to SOURCE; repeatable)."))
-    exclude: list[str] | None = field(default=None, metadata=about(
-        "Folder SOURCE: skip paths matching this gitignore-style pattern, on top of .gitignore files (repeatable)."))
-    max_file_bytes: int = field(default=DEFAULT_MAX_FILE_BYTES, metadata=about(
-        "Folder SOURCE: skip larger files, with a warning (0: no limit).", minimum=0))
+    include: list[str] | None = field(
+        default=None,
+        metadata=about(
+            "Folder SOURCE: load only paths matching this gitignore-style pattern (relative to SOURCE; repeatable)."
+        ),
+    )
+    exclude: list[str] | None = field(
+        default=None,
+        metadata=about(
+            "Folder SOURCE: skip paths matching this gitignore-style pattern, on top of .gitignore files (repeatable)."
+        ),
+    )
+    max_file_bytes: int = field(
+        default=DEFAULT_MAX_FILE_BYTES,
+        metadata=about("Folder SOURCE: skip larger files, with a warning (0: no limit).", minimum=0),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,14 +124,22 @@ class GateOptions:
 
     __pydantic_config__ = {"title": "Quality gate"}
 
-    evalset: str | None = field(default=None, metadata=about(
-        "Evaluation set: refuse a new version scoring worse than the live one.", flag="gate"))
-    strategy: str | None = field(default=None, metadata=about(
-        "--gate: the strategy scored (default: the index's, as search).", flag="gate-strategy"))
-    metric: str | None = field(default=None, metadata=about(
-        "--gate: the metric (default pass@10, or recall@3 for docs sets).", flag="gate-metric"))
-    max_drop: float = field(default=0.02, metadata=about(
-        "--gate: the largest drop allowed (a fraction: 0.02 = 2 points).", flag="gate-max-drop"))
+    evalset: str | None = field(
+        default=None,
+        metadata=about("Evaluation set: refuse a new version scoring worse than the live one.", flag="gate"),
+    )
+    strategy: str | None = field(
+        default=None,
+        metadata=about("--gate: the strategy scored (default: the index's, as search).", flag="gate-strategy"),
+    )
+    metric: str | None = field(
+        default=None,
+        metadata=about("--gate: the metric (default pass@10, or recall@3 for docs sets).", flag="gate-metric"),
+    )
+    max_drop: float = field(
+        default=0.02,
+        metadata=about("--gate: the largest drop allowed (a fraction: 0.02 = 2 points).", flag="gate-max-drop"),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,15 +148,21 @@ class IndexOptions:
 
     __pydantic_config__ = {"title": "Index options"}
 
-    contextualizer: str = field(default="structural", metadata=about("structural (offline, no LLM), none, claude, claude-summary."))
+    contextualizer: str = field(
+        default="structural", metadata=about("structural (offline, no LLM), none, claude, claude-summary.")
+    )
     claude: ClaudeSettings = field(default_factory=ClaudeSettings, metadata=about("The Claude contextualizers' calls."))
     embedding: EmbeddingOptions = field(default_factory=EmbeddingOptions, metadata=about("The embedder."))
     backend: str = field(default="embedded", metadata=about("embedded (offline) or elasticsearch (ELASTICSEARCH_URL)."))
     files: FileOptions = field(default_factory=FileOptions, metadata=about("A folder SOURCE's files."))
     gate: GateOptions = field(default_factory=GateOptions, metadata=about("The quality gate."))
-    task_runner: str | None = field(default=None, metadata=about(
-        "threads (default) or dask (a local cluster, or CTXRAG_DASK_ADDRESS). A deployment's runs read "
-        "CTXRAG_TASK_RUNNER instead: the flow's runner is chosen before it runs."))
+    task_runner: str | None = field(
+        default=None,
+        metadata=about(
+            "threads (default) or dask (a local cluster, or CTXRAG_DASK_ADDRESS). A deployment's runs read "
+            "CTXRAG_TASK_RUNNER instead: the flow's runner is chosen before it runs."
+        ),
+    )
 
     def contextualizer_claude(self) -> ClaudeSettings | None:
         """The Claude settings when the contextualizer is Claude's, else None."""
@@ -132,15 +190,29 @@ class EvaluateOptions:
 
     __pydantic_config__ = {"title": "Evaluate options"}
 
-    k: int | list[int] | None = field(default=None, metadata=about("Cut-offs (default: 5, 10, 20 for JSONL sets, 3 for docs sets)."))
-    strategy: str | list[str] | None = field(default=None, metadata=about("Strategies (default: every one, and the index's tuned one)."))
-    rerank: str = field(default=_SEARCH.rerank, metadata=about("Add <strategy>+rerank-<provider> rows: cohere, claude, local:MODEL (a cross-encoder folder or id)."))
+    k: int | list[int] | None = field(
+        default=None, metadata=about("Cut-offs (default: 5, 10, 20 for JSONL sets, 3 for docs sets).")
+    )
+    strategy: str | list[str] | None = field(
+        default=None, metadata=about("Strategies (default: every one, and the index's tuned one).")
+    )
+    rerank: str = field(
+        default=_SEARCH.rerank,
+        metadata=about(
+            "Add <strategy>+rerank-<provider> rows: cohere, claude, local:MODEL (a cross-encoder folder or id)."
+        ),
+    )
     rerank_model: str = field(default=_SEARCH.rerank_model, metadata=about("Reranker model."))
     end_to_end: bool = field(default=False, metadata=about("Add accuracy: Claude answers, a Claude judge grades."))
     answer_model: str = field(default=_JUDGE.answer_model, metadata=about("End to end: the answering model."))
     judge_model: str = field(default=_JUDGE.judge_model, metadata=about("End to end: the judging model."))
-    subject: str = field(default=_JUDGE.subject, metadata=about("End to end: what the questions are about (judge prompt)."))
-    server_rrf: bool = field(default=_SEARCH.server_rrf, metadata=about("Elasticsearch backend: hybrid fused by the cluster's rrf retriever."))
+    subject: str = field(
+        default=_JUDGE.subject, metadata=about("End to end: what the questions are about (judge prompt).")
+    )
+    server_rrf: bool = field(
+        default=_SEARCH.server_rrf,
+        metadata=about("Elasticsearch backend: hybrid fused by the cluster's rrf retriever."),
+    )
 
     def __post_init__(self) -> None:
         if bad := [k for k in self.ks() or [] if k < 1]:
@@ -178,7 +250,16 @@ def flat_options(kind: type) -> list[FlatOption]:
             continue  # not a user's option (ClaudeSettings' fixed shapes: max_tokens, chunks_per_call, ...)
         default = item.default_factory() if item.default_factory is not dataclasses.MISSING else item.default
         flag = item.metadata.get("flag") or item.name
-        found.append(FlatOption(flag.replace("-", "_"), (item.name,), annotation, default, item.metadata.get("description", ""), item.metadata.get("min")))
+        found.append(
+            FlatOption(
+                flag.replace("-", "_"),
+                (item.name,),
+                annotation,
+                default,
+                item.metadata.get("description", ""),
+                item.metadata.get("min"),
+            )
+        )
     return found
 
 
@@ -206,5 +287,11 @@ def nested(kind: type, given: Mapping[str, Any], call: str, into: dict[str, Any]
 
 def _build(kind: type[Options], values: Mapping[str, Any]) -> Options:
     hints = typing.get_type_hints(kind)
-    return kind(**{key: _build(hints[key], value) if isinstance(value, dict) and dataclasses.is_dataclass(hints[key]) else value
-                   for key, value in values.items()})
+    return kind(
+        **{
+            key: _build(hints[key], value)
+            if isinstance(value, dict) and dataclasses.is_dataclass(hints[key])
+            else value
+            for key, value in values.items()
+        }
+    )

@@ -12,12 +12,13 @@ bound (``--concurrency``: Prefect global concurrency limits across every process
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from ctxrag.storage.names import DEFAULT_NAME
 from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.names import DEFAULT_NAME
 
 DEFAULT_TASK_WORKERS = 4
 
@@ -55,8 +56,16 @@ def make_task_runner(kind: str | None = None, address: str | None = None) -> Tas
         address = address or os.environ.get("CTXRAG_DASK_ADDRESS")
         if address:
             return DaskTaskRunner(address=address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 2, "processes": True, "dashboard_address": None,
-                                              "scheduler_kwargs": {"dashboard_address": ":0"}, "config": WORKER_CONFIG})
+        return DaskTaskRunner(
+            cluster_kwargs={
+                "n_workers": 2,
+                "threads_per_worker": 2,
+                "processes": True,
+                "dashboard_address": None,
+                "scheduler_kwargs": {"dashboard_address": ":0"},
+                "config": WORKER_CONFIG,
+            }
+        )
     raise InvalidInput(f"unknown task runner {kind!r}; choose threads or dask")
 
 

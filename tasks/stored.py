@@ -11,10 +11,10 @@ from pathlib import Path
 
 from ctxrag.storage.artifacts import contexts_cache, embeddings_cache
 from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.common.models import Chunk, Corpus
 from ctxrag.tasks.context.offline import context_key
 from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
-from ctxrag.tasks.common.models import Chunk, Corpus
 
 Keyed = list[tuple[Chunk, str]]  # chunks with their context keys
 

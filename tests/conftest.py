@@ -17,6 +17,7 @@ Folder-local fixtures are in that folder's conftest.py; non-fixture helpers (pat
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -57,8 +58,10 @@ import pytest  # noqa: E402
 from tests.equipment.local_server import kill_group, leftover_servers  # noqa: E402
 from tests.helpers import ANTHROPIC_TEST_KEY  # noqa: E402
 
-
-SERVER_FIXTURES = ("prefect_harness", "prefect_server")  # a real Prefect server: the session's test harness, or `prefect server start`
+SERVER_FIXTURES = (
+    "prefect_harness",
+    "prefect_server",
+)  # a real Prefect server: the session's test harness, or `prefect server start`
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's -m selection and xdist's own hook
@@ -86,16 +89,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The suite fails if a Prefect server this session started (its PREFECT_HOME in the session home) still runs;
     it is killed, and named. Under xdist the controller checks, once every worker has ended: a worker's own
-    exit status would not fail the run."""
+    exit status would not fail the run. Then the session home, every test's files in it, is removed."""
     if _CONTROLLER_HOME:
         return
     leftovers = leftover_servers(_SESSION_HOME)
     for pid in leftovers:
         kill_group(pid)
+    shutil.rmtree(_SESSION_HOME, ignore_errors=True)  # the temp folder holds nothing of the session after it
     if leftovers:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = "Prefect servers left running by the tests (now killed): " + ", ".join(
-            f"pid {pid} (PREFECT_HOME {home})" for pid, home in sorted(leftovers.items()))
+            f"pid {pid} (PREFECT_HOME {home})" for pid, home in sorted(leftovers.items())
+        )
         if reporter is not None:
             reporter.write("\n")
             reporter.write_line(message, red=True)

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
 from ctxrag.tasks.context.claude.settings import ClaudeSettings
 from ctxrag.tasks.options import IndexOptions, from_flat
 
@@ -38,6 +39,7 @@ def benchmark_module(name: str) -> ModuleType:
     if str(BENCHMARKS) not in sys.path:
         sys.path.insert(0, str(BENCHMARKS))
     return importlib.import_module(name)
+
 
 def index_as_sample(home: Path, corpus: Path = SAMPLE_CORPUS, **options: Any) -> str:
     """Index ``corpus`` as "sample" in ``home`` in this process (the session's Prefect harness), with ``options``
@@ -66,7 +68,7 @@ def shadowing_folder(path: Path) -> Path:
     for name in SHADOWING_MODULES:
         module = path / name
         module.parent.mkdir(parents=True, exist_ok=True)
-        module.write_text(f"raise RuntimeError(\"the user's own {name} was imported\")\n")
+        module.write_text(f'raise RuntimeError("the user\'s own {name} was imported")\n')
     shutil.copytree(REPO / "data" / "sample", path / "data" / "sample")
     return path
 
@@ -85,7 +87,12 @@ def words(prefix: str, count: int) -> str:
 
 
 def write_corpus(
-    path: Path, big_docs: int = 2, chunks_per_doc: int = 4, edit: str = "", words_per_chunk: int = 1400, small_chunks: int | None = None
+    path: Path,
+    big_docs: int = 2,
+    chunks_per_doc: int = 4,
+    edit: str = "",
+    words_per_chunk: int = 1400,
+    small_chunks: int | None = None,
 ) -> dict[str, str]:
     """A cookbook-format corpus: ``big_docs`` documents above Haiku 4.5's cache minimum (with enough chunks of
     ``words_per_chunk`` words), one small one (``small_chunks`` chunks of 120 words, default ``chunks_per_doc``)."""
@@ -96,10 +103,17 @@ def write_corpus(
         chunks = [words(f"d{d}c{c}w", size) + (edit if d == 0 and c == 0 else "") for c in range(count)]
         for c, text in enumerate(chunks):
             texts[text] = f"doc{d}_chunk{c}"
-        records.append({
-            "doc_id": f"doc{d}", "original_uuid": f"uuid-{d}", "content": "\n".join(chunks),
-            "chunks": [{"chunk_id": f"doc{d}_chunk{c}", "original_index": c, "content": text} for c, text in enumerate(chunks)],
-        })
+        records.append(
+            {
+                "doc_id": f"doc{d}",
+                "original_uuid": f"uuid-{d}",
+                "content": "\n".join(chunks),
+                "chunks": [
+                    {"chunk_id": f"doc{d}_chunk{c}", "original_index": c, "content": text}
+                    for c, text in enumerate(chunks)
+                ],
+            }
+        )
     path.write_text(json.dumps(records))
     return texts
 
@@ -133,7 +147,10 @@ DIMS = 8
 
 # (content, context): about 20 chunks on distinct subjects; a few carry code identifiers.
 CHUNKS = [
-    ("Boil the pasta in salted water, then toss it with crushed tomatoes and basil.", "Recipe: a quick Italian dinner."),
+    (
+        "Boil the pasta in salted water, then toss it with crushed tomatoes and basil.",
+        "Recipe: a quick Italian dinner.",
+    ),
     ("The DiffExecutor applies each hunk in order and stops at the first conflict.", "Source file: patching/core.py."),
     ("Glaciers carve U-shaped valleys as they advance over thousands of years.", "Geography notes on erosion."),
     ("Call parse_http_request(raw) to turn the bytes into a Request object.", "API reference for the web module."),

@@ -12,11 +12,26 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = {"storage": 0, "tasks": 1, "flows": 2, "ctxrag": 3}  # an import may only point to the same layer or below
-FOLDERS = {"ctxrag": "ctxrag", "ctxrag.flows": "flows", "ctxrag.tasks": "tasks", "ctxrag.storage": "storage"}  # package -> folder
+FOLDERS = {
+    "ctxrag": "ctxrag",
+    "ctxrag.flows": "flows",
+    "ctxrag.tasks": "tasks",
+    "ctxrag.storage": "storage",
+}  # package -> folder
 # tasks/ by concern: a group may import its own modules and lower groups only (load and context: neither the other)
 TASK_GROUPS = {
-    "common": 0, "load": 1, "context": 1, "runners": 1, "embedding": 2, "retrieval": 3, "gc": 3, "stored": 3, "cost_plan": 4, "evaluation": 4,
-    "options": 5, "stages": 6,
+    "common": 0,
+    "load": 1,
+    "context": 1,
+    "runners": 1,
+    "embedding": 2,
+    "retrieval": 3,
+    "gc": 3,
+    "stored": 3,
+    "cost_plan": 4,
+    "evaluation": 4,
+    "options": 5,
+    "stages": 6,
 }
 MAX_LINES = 400
 BACKEND_NAMES = {"embedded", "elasticsearch"}
@@ -85,7 +100,11 @@ def test_imports_only_point_down_the_layers() -> None:
 
 
 def test_every_task_module_is_in_a_group() -> None:
-    loose = [name for name in modules() if layer_of(name) == "tasks" and name != "ctxrag.tasks" and task_group(name) not in TASK_GROUPS]
+    loose = [
+        name
+        for name in modules()
+        if layer_of(name) == "tasks" and name != "ctxrag.tasks" and task_group(name) not in TASK_GROUPS
+    ]
     assert loose == []
 
 
@@ -94,7 +113,9 @@ def test_task_groups_import_only_lower_groups() -> None:
         f"{importer} -> {imported}"
         for importer, targets in graph().items()
         for imported in targets
-        if (source := task_group(importer)) and (target := task_group(imported)) and source != target
+        if (source := task_group(importer))
+        and (target := task_group(imported))
+        and source != target
         and TASK_GROUPS[target] >= TASK_GROUPS[source]
     ]
     assert upward == []
@@ -130,7 +151,11 @@ def test_no_import_cycles() -> None:
         if node not in index:
             visit(node)
     # a package's __init__ re-exporting its own modules is not a cycle of the design
-    cycles = [cycle for cycle in cycles if not all(member.startswith(cycle[0] + ".") or member == cycle[0] for member in cycle)]
+    cycles = [
+        cycle
+        for cycle in cycles
+        if not all(member.startswith(cycle[0] + ".") or member == cycle[0] for member in cycle)
+    ]
     assert cycles == []
 
 
@@ -161,7 +186,10 @@ def test_only_storage_branches_on_the_backend() -> None:
 
 def test_the_checks_see_what_they_check() -> None:
     edges = graph()
-    assert "ctxrag.storage.index_store" in edges["ctxrag.tasks.retrieval.search"] and "ctxrag.tasks.stages.scoring" in edges["ctxrag.flows.evaluate"]
+    assert (
+        "ctxrag.storage.index_store" in edges["ctxrag.tasks.retrieval.search"]
+        and "ctxrag.tasks.stages.scoring" in edges["ctxrag.flows.evaluate"]
+    )
     assert len(edges) > 40
     assert len(list(BENCHMARKS.glob("*.py"))) > 10
     assert layer_of("ctxrag.storage.index_store") == "storage" and layer_of("ctxrag.prefect_commands.serve") == "ctxrag"

@@ -132,7 +132,12 @@ def test_cli_page_lists_every_option_with_its_default() -> None:
             problems.append(f"no section '## {heading}'")
             continue
         rows = option_rows(page[heading])
-        options = {name: param for param in command.params for name in (*param.opts, *param.secondary_opts) if name.startswith("-")}
+        options = {
+            name: param
+            for param in command.params
+            for name in (*param.opts, *param.secondary_opts)
+            if name.startswith("-")
+        }
         if missing := sorted(set(options) - set(rows)):
             problems.append(f"{heading}: not in its table: {', '.join(missing)}")
         if extra := sorted(set(rows) - set(options)):
@@ -144,7 +149,9 @@ def test_cli_page_lists_every_option_with_its_default() -> None:
             if default == DEFAULT_STRATEGY:
                 if "(#search-strategies)" not in rows[name]:
                     problems.append(f"{heading} {name}: its default should link to #search-strategies")
-            elif str(default) not in rows[name] and (not isinstance(default, float) or f"{default:g}" not in rows[name]):
+            elif str(default) not in rows[name] and (
+                not isinstance(default, float) or f"{default:g}" not in rows[name]
+            ):
                 problems.append(f"{heading} {name}: default {default!r} not in {rows[name]!r}")
     assert not problems, "docs/cli.md: " + "; ".join(problems)
 

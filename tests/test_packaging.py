@@ -20,7 +20,12 @@ from tests.helpers import REPO, SHADOWING_MODULES, shadowing_folder
 
 pytestmark = pytest.mark.slow  # the wheel build, installs, new processes
 
-FOLDERS = {"ctxrag": "ctxrag", "flows": "ctxrag/flows", "tasks": "ctxrag/tasks", "storage": "ctxrag/storage"}  # repo -> wheel
+FOLDERS = {
+    "ctxrag": "ctxrag",
+    "flows": "ctxrag/flows",
+    "tasks": "ctxrag/tasks",
+    "storage": "ctxrag/storage",
+}  # repo -> wheel
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +39,19 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy2(REPO / name, source / name)
     for folder in FOLDERS:
         shutil.copytree(REPO / folder, source / folder, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp / "dist"), str(source)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-q",
+        "-w",
+        str(tmp / "dist"),
+        str(source),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     (built,) = (tmp / "dist").glob("ctxrag-*.whl")
@@ -68,10 +85,14 @@ def test_the_layers_are_links_inside_the_package_and_no_import_finder_is_ours() 
     for layer in ("flows", "tasks", "storage"):
         assert (REPO / "ctxrag" / layer).is_symlink() and os.readlink(REPO / "ctxrag" / layer) == f"../{layer}"
     ours = [path for folder in FOLDERS for path in (REPO / folder).rglob("*.py") if "__pycache__" not in path.parts]
-    assert not [path for path in ours if "MetaPathFinder" in path.read_text() or "sys.meta_path.insert" in path.read_text()]
+    assert not [
+        path for path in ours if "MetaPathFinder" in path.read_text() or "sys.meta_path.insert" in path.read_text()
+    ]
 
 
-def test_installed_ctxrag_imports_its_layers_from_inside_and_prefect_loads_its_flow_files(wheel: Path, tmp_path: Path) -> None:
+def test_installed_ctxrag_imports_its_layers_from_inside_and_prefect_loads_its_flow_files(
+    wheel: Path, tmp_path: Path
+) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     shadowing_folder(tmp_path / "user")
@@ -84,7 +105,9 @@ def test_installed_ctxrag_imports_its_layers_from_inside_and_prefect_loads_its_f
     # dependencies come from this environment's site-packages, the user's folder comes first
     paths = os.pathsep.join([str(tmp_path / "user"), str(site), sysconfig.get_paths()["purelib"]])
     env = {**os.environ, "PYTHONPATH": paths}
-    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path / "user", timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path / "user", timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen["search"] == str(site / "ctxrag" / "tasks" / "retrieval" / "search.py")
@@ -100,7 +123,12 @@ def user_folder(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tu
     # The user's folder first; then this checkout, whose ctxrag is the one tested (the virtualenv's editable install may
     # name another checkout of the project).
     python_path = os.pathsep.join([str(folder), str(REPO)])
-    env = {**os.environ, "PYTHONPATH": python_path, "CTXRAG_HOME": str(folder / ".ctxrag-home"), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    env = {
+        **os.environ,
+        "PYTHONPATH": python_path,
+        "CTXRAG_HOME": str(folder / ".ctxrag-home"),
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+    }
     for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
         env.pop(variable, None)
     return folder, env
@@ -108,7 +136,9 @@ def user_folder(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tu
 
 def python(user_folder: tuple[Path, dict[str, str]], code: str, *args: str) -> subprocess.CompletedProcess[str]:
     folder, env = user_folder
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=folder, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=folder, timeout=300
+    )
 
 
 def test_the_user_folder_does_shadow_generic_names(user_folder: tuple[Path, dict[str, str]]) -> None:

@@ -81,7 +81,9 @@ def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
             continue
         before = next((lines[i].strip() for i in range(start - 2, -1, -1) if lines[i].strip()), "")
         needs = NEEDS.match(before)
-        blocks.append(Block(language, "\n".join(lines[start:number - 1]), start, needs.group(1) if needs else None, page))
+        blocks.append(
+            Block(language, "\n".join(lines[start : number - 1]), start, needs.group(1) if needs else None, page)
+        )
         start = None
     assert start is None, f"{page}: the code block at line {start} is not closed"
     return blocks
@@ -114,7 +116,6 @@ BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
 API_BLOCKS = readme_blocks(PYTHON_API.read_text(encoding="utf-8"), "docs/python-api.md")
 
 
-
 def test_the_readme_is_short_and_every_block_is_run_or_marked() -> None:
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= MAX_LINES, f"README.md has {len(lines)} lines; at most {MAX_LINES}"
@@ -129,7 +130,8 @@ def test_the_python_api_page_s_blocks_are_python_or_text() -> None:
     assert [block for block in API_BLOCKS if block.language == "python"]
     for block in API_BLOCKS:
         assert block.language in {"python"} | NOT_CODE or block.needs, (
-            f"docs/python-api.md line {block.line}: a ```{block.language} block is neither run (python) nor ```text")
+            f"docs/python-api.md line {block.line}: a ```{block.language} block is neither run (python) nor ```text"
+        )
 
 
 def test_only_installs_and_the_test_suite_are_not_run() -> None:
@@ -162,8 +164,12 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, d
     for variable in PAID_VARIABLES:
         env.pop(variable, None)
     env.pop("VIRTUAL_ENV", None)
-    env["PYTHONPATH"] = str(folder)  # this checkout's ctxrag, whichever checkout the virtualenv's editable install names
-    path = [entry for entry in env.get("PATH", os.defpath).split(os.pathsep) if entry and not Path(entry, "ctxrag").exists()]
+    env["PYTHONPATH"] = str(
+        folder
+    )  # this checkout's ctxrag, whichever checkout the virtualenv's editable install names
+    path = [
+        entry for entry in env.get("PATH", os.defpath).split(os.pathsep) if entry and not Path(entry, "ctxrag").exists()
+    ]
     env["PATH"] = os.pathsep.join(path)
     assert shutil.which("ctxrag", path=env["PATH"]) is None
     with stopped_afterwards(base / "prefect"):
@@ -177,8 +183,11 @@ def test_readme_block_runs_as_written(block: Block, checkout: tuple[Path, dict[s
 
 
 @pytest.mark.server  # index and evaluate run flows on a Prefect server (a temporary one, or the local one if asked)
-@pytest.mark.parametrize("block", [block for block in API_BLOCKS if block.language not in NOT_CODE],
-                         ids=[block.id for block in API_BLOCKS if block.language not in NOT_CODE])
+@pytest.mark.parametrize(
+    "block",
+    [block for block in API_BLOCKS if block.language not in NOT_CODE],
+    ids=[block.id for block in API_BLOCKS if block.language not in NOT_CODE],
+)
 def test_python_api_block_runs_as_written(block: Block, checkout: tuple[Path, dict[str, str]]) -> None:
     run_as_written(block, checkout)
 
@@ -194,7 +203,9 @@ def run_as_written(block: Block, checkout: tuple[Path, dict[str, str]]) -> None:
     else:
         script.write_text("set -eo pipefail -x\n" + "\n".join(runnable_lines(block)[0]) + "\n")
         command = ["bash", str(script)]
-    result = subprocess.run(command, cwd=folder, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        command, cwd=folder, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, (
         f"{block.page} line {block.line} failed (exit {result.returncode}):\n{result.stderr[-4000:]}\n{result.stdout[-2000:]}"
     )

@@ -1,8 +1,8 @@
 """A LangChain retriever over a ctxrag index (``pip install 'ctxrag[langchain]'``).
 
-    from ctxrag.integrations.langchain import CtxragRetriever
-    retriever = CtxragRetriever(index_name="sample", k=5)
-    documents = retriever.invoke("how are retries delayed?")
+from ctxrag.integrations.langchain import CtxragRetriever
+retriever = CtxragRetriever(index_name="sample", k=5)
+documents = retriever.invoke("how are retries delayed?")
 """
 
 from __future__ import annotations

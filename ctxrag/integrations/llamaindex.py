@@ -1,8 +1,8 @@
 """A LlamaIndex retriever over a ctxrag index (``pip install 'ctxrag[llamaindex]'``).
 
-    from ctxrag.integrations.llamaindex import CtxragRetriever
-    retriever = CtxragRetriever(index_name="sample", k=5)
-    nodes = retriever.retrieve("how are retries delayed?")
+from ctxrag.integrations.llamaindex import CtxragRetriever
+retriever = CtxragRetriever(index_name="sample", k=5)
+nodes = retriever.retrieve("how are retries delayed?")
 """
 
 from __future__ import annotations
@@ -28,4 +28,9 @@ class CtxragRetriever(BaseRetriever):
         if self._index is None:
             self._index = Index(self.index_name)  # opened once: the model and the query vectors stay loaded
         hits = self._index.search(query_bundle.query_str, k=self.k, strategy=self.strategy)
-        return [NodeWithScore(node=TextNode(text=hit.content, id_=hit.chunk_id, metadata=hit_metadata(hit)), score=hit.score) for hit in hits]
+        return [
+            NodeWithScore(
+                node=TextNode(text=hit.content, id_=hit.chunk_id, metadata=hit_metadata(hit)), score=hit.score
+            )
+            for hit in hits
+        ]

@@ -6,13 +6,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from ctxrag.prefect_commands.deployments import project_dir, read_deployments, work_pools_of
-from ctxrag.prefect_commands.errors import CommandError, err, fail
+from ctxrag.prefect_commands.errors import err, fail
 from ctxrag.prefect_commands.server import client, prefect_server
 from ctxrag.storage.errors import UserError
 
@@ -23,8 +23,12 @@ DEFAULT_POOL = "ctxrag-process"
 
 
 def deploy(
-    name: Optional[list[str]] = typer.Option(None, "--name", help="Deploy only these deployments of prefect.yaml (repeatable)."),
-    directory: Optional[Path] = typer.Option(None, "--project-dir", help="Folder holding prefect.yaml (default: here, else this one)."),
+    name: list[str] | None = typer.Option(
+        None, "--name", help="Deploy only these deployments of prefect.yaml (repeatable)."
+    ),
+    directory: Path | None = typer.Option(
+        None, "--project-dir", help="Folder holding prefect.yaml (default: here, else this one)."
+    ),
 ) -> None:
     """Create prefect.yaml's work pools if missing, then `prefect --no-prompt deploy --all` from the project folder."""
     try:
@@ -37,12 +41,19 @@ def deploy(
                         err.print(f"created work pool {pool!r} (type process)", highlight=False)
             selection = [argument for value in name for argument in ("--name", value)] if name else ["--all"]
             command = _prefect_command("--no-prompt", "deploy", *selection)
-            err.print(f"$ (cd {folder} && prefect --no-prompt deploy {' '.join(selection)})", highlight=False, markup=False)
+            err.print(
+                f"$ (cd {folder} && prefect --no-prompt deploy {' '.join(selection)})", highlight=False, markup=False
+            )
             # The prefect CLI's own output is progress: it goes to stderr, so stdout holds only the deployments made.
             sys.stderr.flush()
-            result = subprocess.run(command, cwd=folder, stdout=sys.stderr, stderr=sys.stderr, env=client_environment(folder, api_url))
+            result = subprocess.run(
+                command, cwd=folder, stdout=sys.stderr, stderr=sys.stderr, env=client_environment(folder, api_url)
+            )
             if result.returncode != 0:
-                fail(f"`prefect deploy` failed (exit code {result.returncode}); its output is above", code=result.returncode)
+                fail(
+                    f"`prefect deploy` failed (exit code {result.returncode}); its output is above",
+                    code=result.returncode,
+                )
             lines = _deployed(folder / "prefect.yaml", name)
     except UserError as error:  # CommandError, or the server's own
         fail(str(error))
@@ -85,13 +96,17 @@ def ensure_process_pool(api: SyncPrefectClient, name: str) -> bool:
     except ObjectNotFound:
         try:
             api.create_work_pool(
-                WorkPoolCreate(name=name, type="process", base_job_template=ProcessWorker.get_default_base_job_template())
+                WorkPoolCreate(
+                    name=name, type="process", base_job_template=ProcessWorker.get_default_base_job_template()
+                )
             )
         except ObjectAlreadyExists:
             return False
         return True
     if pool.type != "process":
-        err.print(f"[yellow]note:[/] {escape(f'work pool {name!r} has type {pool.type!r}, not process')}", highlight=False)
+        err.print(
+            f"[yellow]note:[/] {escape(f'work pool {name!r} has type {pool.type!r}, not process')}", highlight=False
+        )
     return False
 
 
@@ -100,15 +115,19 @@ def _prefect_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "prefect", *args]
 
 
-def _deployed(prefect_yaml: Path, only: Optional[list[str]]) -> list[str]:
+def _deployed(prefect_yaml: Path, only: list[str] | None) -> list[str]:
     """``flow/deployment<TAB>id`` for prefect.yaml's deployments, as the server now has them."""
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
 
-    wanted = {(item.name, str(item.entrypoint)) for item in read_deployments(prefect_yaml) if not only or item.name in only}
+    wanted = {
+        (item.name, str(item.entrypoint)) for item in read_deployments(prefect_yaml) if not only or item.name in only
+    }
     lines = []
     with client() as api:
         names = sorted({name for name, _ in wanted})
-        for deployment in api.read_deployments(deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=names))):
+        for deployment in api.read_deployments(
+            deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=names))
+        ):
             if (deployment.name, str(deployment.entrypoint)) in wanted:
                 lines.append(f"{api.read_flow(deployment.flow_id).name}/{deployment.name}\t{deployment.id}")
     return sorted(lines)

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 from ctxrag.prefect_commands.errors import CommandError
 
@@ -28,13 +28,13 @@ class Deployment:
     """One entry of prefect.yaml's ``deployments``, as written there (YAML aliases and ``<<`` merges resolved)."""
 
     name: str
-    entrypoint: Optional[str] = None
-    description: Optional[str] = None
+    entrypoint: str | None = None
+    description: str | None = None
     tags: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
     schedules: list[dict[str, Any]] = field(default_factory=list)
-    concurrency_limit: Union[int, dict[str, Any], None] = None
-    work_pool: Optional[str] = None
+    concurrency_limit: int | dict[str, Any] | None = None
+    work_pool: str | None = None
 
     def prefect_schedules(self) -> list[Schedule]:
         """The entry's schedules as Prefect schedules (cron, interval or rrule, with their other fields)."""
@@ -45,7 +45,9 @@ class Deployment:
         for config in self.schedules:
             values = {key: value for key, value in config.items() if value is not None}
             if unknown := sorted(set(values) - known):
-                raise CommandError(f"prefect.yaml: deployment {self.name!r}: schedule field {', '.join(unknown)} is not supported here")
+                raise CommandError(
+                    f"prefect.yaml: deployment {self.name!r}: schedule field {', '.join(unknown)} is not supported here"
+                )
             if isinstance(values.get("interval"), (int, float)):
                 values["interval"] = timedelta(seconds=values["interval"])
             try:
@@ -54,7 +56,7 @@ class Deployment:
                 raise CommandError(f"prefect.yaml: deployment {self.name!r}: schedule {config}: {error}") from None
         return schedules
 
-    def prefect_concurrency_limit(self) -> Union[int, ConcurrencyLimitConfig, None]:
+    def prefect_concurrency_limit(self) -> int | ConcurrencyLimitConfig | None:
         """``concurrency_limit: N`` or ``{limit, collision_strategy, grace_period_seconds}``, as Prefect takes it."""
         from prefect.client.schemas.objects import ConcurrencyLimitConfig
 
@@ -70,7 +72,13 @@ class Deployment:
 
         path, _, function = (self.entrypoint or "").rpartition(":")
         file = Path(path)
-        if not function or file.suffix != ".py" or file.is_absolute() or ".." in file.parts or not (folder / file).is_file():
+        if (
+            not function
+            or file.suffix != ".py"
+            or file.is_absolute()
+            or ".." in file.parts
+            or not (folder / file).is_file()
+        ):
             raise CommandError(
                 f"prefect.yaml: deployment {self.name!r} has entrypoint {self.entrypoint!r}; "
                 f"expected FILE.py:FLOW with FILE a module in {folder}"
@@ -96,7 +104,7 @@ def module_name(folder: Path, file: Path) -> str:
     return ".".join(file.with_suffix("").parts)
 
 
-def project_dir(given: Optional[Path] = None) -> Path:
+def project_dir(given: Path | None = None) -> Path:
     """The folder holding prefect.yaml: the one given, else the current folder, else this checkout."""
     candidates = [given] if given else [Path.cwd(), PROJECT_DIR]
     for candidate in candidates:
@@ -119,16 +127,18 @@ def read_deployments(prefect_yaml: Path) -> list[Deployment]:
         if not isinstance(item, dict) or not item.get("name"):
             continue
         pool = item.get("work_pool")
-        deployments.append(Deployment(
-            name=str(item["name"]),
-            entrypoint=item.get("entrypoint"),
-            description=item.get("description"),
-            tags=list(item.get("tags") or []),
-            parameters=dict(item.get("parameters") or {}),
-            schedules=list(item.get("schedules") or []),
-            concurrency_limit=item.get("concurrency_limit"),
-            work_pool=str(pool["name"]) if isinstance(pool, dict) and pool.get("name") else None,
-        ))
+        deployments.append(
+            Deployment(
+                name=str(item["name"]),
+                entrypoint=item.get("entrypoint"),
+                description=item.get("description"),
+                tags=list(item.get("tags") or []),
+                parameters=dict(item.get("parameters") or {}),
+                schedules=list(item.get("schedules") or []),
+                concurrency_limit=item.get("concurrency_limit"),
+                work_pool=str(pool["name"]) if isinstance(pool, dict) and pool.get("name") else None,
+            )
+        )
     return deployments
 
 

@@ -9,7 +9,6 @@ only (umask 077, 0600). No Prefect import here until a flow runs, so ``ctxrag se
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -18,8 +17,6 @@ import sys
 import tempfile
 import time
 import tomllib
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,16 +26,26 @@ from pathlib import Path
 import psutil
 from filelock import FileLock
 
-from ctxrag.prefect_commands.server_auth import SERVER_VARIABLE, auth_file, basic_authorization, ensure_auth_string
+from ctxrag.prefect_commands.server_auth import SERVER_VARIABLE, auth_file, ensure_auth_string
 from ctxrag.prefect_commands.server_mode import MODE_VARIABLE, ServerMode, server_mode, temporary_server_settings
+from ctxrag.prefect_commands.server_probe import (  # noqa: F401  (SERVER_COMMAND, server_home, server_version: the package's)
+    SERVER_COMMAND,
+    _command_line,
+    _request,
+    alive,
+    answers,
+    is_prefect_server,
+    server_home,
+    server_version,
+)
 from ctxrag.prefect_commands.server_template import prepare_database
 from ctxrag.storage.environment import PRIVATE_FILE, PRIVATE_UMASK, private_dirs
 from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
 
-PID_FILE, LOG_FILE = "server.pid", "server.log"  # Prefect's pid file (`prefect server stop` reads it); the server's output
+# Prefect's pid file (`prefect server stop` reads it); the server's output
+PID_FILE, LOG_FILE = "server.pid", "server.log"
 STOP_SECONDS, WAIT_SECONDS = 15.0, 90.0  # a stop's SIGTERM before SIGKILL; a start, or a live server's answer
-SERVER_COMMAND = "prefect.server.api.server:create_app"  # what `prefect server start --background` runs
 SERVICES_OFF = ("TRIGGERS",)  # automations only; the scheduler and late runs serve deployments (docs/decisions.md)
 _KEPT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
 _SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "AUTH", "PASSWORD")
@@ -47,7 +54,9 @@ _CAUSES = {  # what the server's output says at a failed start -> the cause told
     "already in use": "port {port} on 127.0.0.1 is taken by another program",
     "can't locate revision": "the database in {home} was migrated by a newer Prefect than this one; use its environment or another PREFECT_HOME",
     "no such revision": "the database in {home} was migrated by a newer Prefect than this one; use its environment or another PREFECT_HOME",
-    "readonly database": _READ_ONLY, "read-only": _READ_ONLY, "permission denied": _READ_ONLY,
+    "readonly database": _READ_ONLY,
+    "read-only": _READ_ONLY,
+    "permission denied": _READ_ONLY,
 }
 
 
@@ -87,80 +96,53 @@ def configured_api_url() -> str | None:
 
         return get_current_settings().api.url or None
     try:
-        profiles = tomllib.loads(Path(os.environ.get("PREFECT_PROFILES_PATH") or prefect_home() / "profiles.toml").read_text())
+        profiles = tomllib.loads(
+            Path(os.environ.get("PREFECT_PROFILES_PATH") or prefect_home() / "profiles.toml").read_text()
+        )
     except (OSError, tomllib.TOMLDecodeError):
         return None
-    url = profiles.get("profiles", {}).get(os.environ.get("PREFECT_PROFILE") or profiles.get("active", ""), {}).get("PREFECT_API_URL")
+    url = (
+        profiles.get("profiles", {})
+        .get(os.environ.get("PREFECT_PROFILE") or profiles.get("active", ""), {})
+        .get("PREFECT_API_URL")
+    )
     return str(url) if url else None
 
 
-def server_environment(home: Path, source: dict[str, str] | None = None, port: int = 4200, auth: str | None = None) -> dict[str, str]:
+def server_environment(
+    home: Path, source: dict[str, str] | None = None, port: int = 4200, auth: str | None = None
+) -> dict[str, str]:
     """The server's environment: what a process needs, Prefect's settings but the client's (PREFECT_API_*, the
     profile) and any secret-like name outside PREFECT_SERVER_*, its address, telemetry off, and ``auth``: the auth
     string every request but /health must carry (by environment: a command line is world-readable)."""
+
     def kept(name: str) -> bool:
-        return name in _KEPT or name.startswith("PREFECT_SERVER_") or (
-            name.startswith("PREFECT_") and not name.startswith("PREFECT_API_") and name != "PREFECT_PROFILE"
-            and not any(word in name for word in _SECRET_WORDS))
+        return (
+            name in _KEPT
+            or name.startswith("PREFECT_SERVER_")
+            or (
+                name.startswith("PREFECT_")
+                and not name.startswith("PREFECT_API_")
+                and name != "PREFECT_PROFILE"
+                and not any(word in name for word in _SECRET_WORDS)
+            )
+        )
 
     env = {name: value for name, value in (os.environ if source is None else source).items() if kept(name)}
-    env.update({"PREFECT_HOME": str(home), "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-                "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port)})  # the UI calls this API
+    env.update(
+        {
+            "PREFECT_HOME": str(home),
+            "DO_NOT_TRACK": "1",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_SERVER_API_HOST": "127.0.0.1",
+            "PREFECT_SERVER_API_PORT": str(port),
+        }
+    )  # the UI calls this API
     env.update({f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in SERVICES_OFF})
     env.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
     if auth is not None:
         env[SERVER_VARIABLE] = auth
     return env
-
-
-def alive(pid: int) -> bool:
-    return psutil.pid_exists(pid)
-
-
-def _command_line(pid: int) -> list[str] | None:
-    try:
-        return psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return None
-
-
-def is_prefect_server(pid: int) -> bool:
-    """Whether ``pid`` runs a Prefect server, by its command line: a reused pid is not taken for it."""
-    command = _command_line(pid) or []
-    return SERVER_COMMAND in command or {"server", "start"} <= set(command) and any("prefect" in part for part in command)
-
-
-def _request(api_url: str, path: str, auth: str | None = None, timeout: float = 5.0) -> tuple[int | None, object]:
-    """GET ``api_url/path`` (never through a proxy; with ``auth``'s basic authorization): the status (None: no
-    answer) and, for a 200, its JSON."""
-    request = urllib.request.Request(f"{api_url}/{path}", headers={"Authorization": basic_authorization(auth)} if auth else {})
-    try:
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=timeout) as response:
-            return response.status, json.loads(response.read() or b"null") if response.status == 200 else None
-    except urllib.error.HTTPError as error:
-        return error.code, None
-    except (OSError, ValueError):
-        return None, None
-
-
-def _get(api_url: str, path: str, timeout: float = 5.0, auth: str | None = None) -> object:
-    """The JSON of a 200 answer to GET ``api_url/path``, else None."""
-    return _request(api_url, path, auth, timeout)[1]
-
-
-def answers(api_url: str, timeout: float = 5.0) -> bool:
-    return _get(api_url, "health", timeout) is not None  # /health answers without the auth string
-
-
-def server_version(api_url: str, auth: str | None = None) -> str | None:
-    return None if (found := _get(api_url, "admin/version", auth=auth)) is None else str(found)
-
-
-def server_home(api_url: str, auth: str | None = None) -> Path | None:
-    """The PREFECT_HOME the server at ``api_url`` names in its settings (None when it does not say, or refuses
-    ``auth``)."""
-    settings = _get(api_url, "admin/settings", auth=auth)
-    return Path(settings["home"]) if isinstance(settings, dict) and settings.get("home") else None
 
 
 def check_guarded(server: LocalServer, home: Path, auth: str) -> str | None:
@@ -169,14 +151,18 @@ def check_guarded(server: LocalServer, home: Path, auth: str) -> str | None:
     where = f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url})"
     open_status, version = _request(server.api_url, "admin/version")
     if open_status == 200:
-        raise ServerError(f"{where} answers requests without an auth string, so every user of this machine can read "
-                          f"its Secret blocks and runs and start runs. It was started by an earlier ctxrag or by "
-                          f"`prefect server start`; stop it (`ctxrag server stop`: its runs stay in the database) and the "
-                          f"next command starts one that requires the auth string in {auth_file(home)}.")
+        raise ServerError(
+            f"{where} answers requests without an auth string, so every user of this machine can read "
+            f"its Secret blocks and runs and start runs. It was started by an earlier ctxrag or by "
+            f"`prefect server start`; stop it (`ctxrag server stop`: its runs stay in the database) and the "
+            f"next command starts one that requires the auth string in {auth_file(home)}."
+        )
     status, version = _request(server.api_url, "admin/version", auth)
     if status == 401:
-        raise ServerError(f"{where} wants an auth string other than the one in {auth_file(home)}; stop it (`ctxrag "
-                          f"server stop`) and the next command starts one that takes it.")
+        raise ServerError(
+            f"{where} wants an auth string other than the one in {auth_file(home)}; stop it (`ctxrag "
+            f"server stop`) and the next command starts one that takes it."
+        )
     return None if version is None else str(version)
 
 
@@ -209,8 +195,9 @@ def why_it_died(home: Path, port: int, code: int | None, log: str) -> str:
     """Why the server exited at start, read from its output; then the exit code and the output's last lines."""
     said = log.lower()
     cause = next((told for words, told in _CAUSES.items() if words in said), "it exited during start-up")
-    return (f"{cause.format(port=port, home=home)} (exit code {code}); the last lines of `prefect server start`:\n"
-            + ("\n".join(log.splitlines()[-15:]) or "(no output)"))
+    return f"{cause.format(port=port, home=home)} (exit code {code}); the last lines of `prefect server start`:\n" + (
+        "\n".join(log.splitlines()[-15:]) or "(no output)"
+    )
 
 
 def _read_pid(home: Path) -> int | None:
@@ -236,8 +223,10 @@ def check_writable(home: Path) -> None:
         private_dirs(home)
         tempfile.TemporaryFile(dir=home).close()
     except OSError as error:
-        raise ServerError(f"cannot start a local Prefect server: PREFECT_HOME ({home}) is read-only or cannot be created "
-                          f"({error.strerror or error})") from None
+        raise ServerError(
+            f"cannot start a local Prefect server: PREFECT_HOME ({home}) is read-only or cannot be created "
+            f"({error.strerror or error})"
+        ) from None
 
 
 @contextmanager
@@ -290,9 +279,16 @@ def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalSe
     with _sigterm_interrupts():
         try:
             with open(home / LOG_FILE, "wb", opener=_private) as log:
-                process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                                           env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                           start_new_session=True, umask=PRIVATE_UMASK)  # its database, WAL and files: 0600
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                    env=env,
+                    cwd=home,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    umask=PRIVATE_UMASK,
+                )  # its database, WAL and files: 0600
             with open(home / PID_FILE, "w", opener=_private) as pid_file:
                 pid_file.write(str(process.pid))
             meanwhile()
@@ -303,14 +299,21 @@ def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalSe
                     words = " ".join(said.split())  # rich wraps Prefect's message at 80 columns
                     taken = f"Port {port} is already in use" in words or f"already running on port {port}" in words
                     raise (PortTaken if taken else ServerError)(
-                        f"the local Prefect server did not start: {why_it_died(home, port, process.returncode, said)}")
+                        f"the local Prefect server did not start: {why_it_died(home, port, process.returncode, said)}"
+                    )
                 if time.monotonic() > deadline:
-                    raise ServerError(f"the local Prefect server did not answer in {WAIT_SECONDS:.0f} s; its log: {home / LOG_FILE}")
+                    raise ServerError(
+                        f"the local Prefect server did not answer in {WAIT_SECONDS:.0f} s; its log: {home / LOG_FILE}"
+                    )
                 time.sleep(0.1)
             status, settings = _request(server.api_url, "admin/settings", auth)
             answering = Path(settings["home"]) if isinstance(settings, dict) and settings.get("home") else None
-            if status == 401 or answering is not None and answering.resolve() != home.resolve():  # ours could not bind it
-                raise PortTaken(f"port {port} is served by another Prefect server ({answering or 'it refuses this auth string'})")
+            if (
+                status == 401 or answering is not None and answering.resolve() != home.resolve()
+            ):  # ours could not bind it
+                raise PortTaken(
+                    f"port {port} is served by another Prefect server ({answering or 'it refuses this auth string'})"
+                )
             return server
         except BaseException:
             if process is not None and process.poll() is None:
@@ -333,14 +336,17 @@ def ensure_server(home: Path | None = None, meanwhile: Callable[[], object] = la
         deadline = time.monotonic() + WAIT_SECONDS
         while not answers(server.api_url):
             if not alive(server.pid) or time.monotonic() > deadline:
-                raise ServerError(f"the local Prefect server (pid {server.pid}, {server.ui_url}) has not answered for "
-                                  f"{WAIT_SECONDS:.0f} s or exited. `ctxrag server stop` stops it.")
+                raise ServerError(
+                    f"the local Prefect server (pid {server.pid}, {server.ui_url}) has not answered for "
+                    f"{WAIT_SECONDS:.0f} s or exited. `ctxrag server stop` stops it."
+                )
             time.sleep(0.2)
         if (running := check_guarded(server, home, ensure_auth_string(home))) not in (prefect_version(), None):
             raise ServerError(
                 f"the local Prefect server in {home} (pid {server.pid}, {server.ui_url}) runs Prefect {running}; this "
                 f"environment has Prefect {prefect_version()}. It is left running: stop it from its own environment "
-                f"(`prefect server stop`), or set PREFECT_HOME to another folder, or {MODE_VARIABLE}=temporary.")
+                f"(`prefect server stop`), or set PREFECT_HOME to another folder, or {MODE_VARIABLE}=temporary."
+            )
         return server, False
 
 
@@ -357,12 +363,15 @@ def stop_server(home: Path) -> LocalServer | None:
 def announce_started(server: LocalServer, home: Path) -> None:
     console(stderr=True, soft_wrap=True).print(
         f"started a local Prefect server: UI at {server.ui_url} (pid {server.pid}, PREFECT_HOME {home}); later "
-        "commands reuse it; stop it with `ctxrag server stop` or `prefect server stop`.", highlight=False)
+        "commands reuse it; stop it with `ctxrag server stop` or `prefect server stop`.",
+        highlight=False,
+    )
 
 
 @contextmanager
-def local_prefect_server(meanwhile: Callable[[], object] = lambda: None, required: bool = False,
-                         mode: ServerMode | None = None) -> Iterator[str | None]:
+def local_prefect_server(
+    meanwhile: Callable[[], object] = lambda: None, required: bool = False, mode: ServerMode | None = None
+) -> Iterator[str | None]:
     """Point Prefect at the server to use within the block and yield its API URL: the configured one, else the local
     one (started, and announced, if it is not running; ``meanwhile`` runs as it starts). In temporary mode (``mode``,
     else ``server_mode()``) Prefect's temporary server: yields None, or refuses if ``required``."""
@@ -372,8 +381,10 @@ def local_prefect_server(meanwhile: Callable[[], object] = lambda: None, require
         return
     if (mode or server_mode()) == "temporary":
         if required:
-            raise UserError(f"no Prefect server: {MODE_VARIABLE}=temporary (the default under CI=true) starts none that "
-                            f"outlives a command. Unset it (or set {MODE_VARIABLE}=background), or set PREFECT_API_URL.")
+            raise UserError(
+                f"no Prefect server: {MODE_VARIABLE}=temporary (the default under CI=true) starts none that "
+                f"outlives a command. Unset it (or set {MODE_VARIABLE}=background), or set PREFECT_API_URL."
+            )
         meanwhile()
         with temporary_server_settings():
             yield None
@@ -384,5 +395,7 @@ def local_prefect_server(meanwhile: Callable[[], object] = lambda: None, require
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
     # Prefect settings, not os.environ: Prefect hands them to the runs `serve` starts (their environment), never a log
-    with temporary_settings(updates={PREFECT_API_URL: server.api_url, PREFECT_API_AUTH_STRING: ensure_auth_string(prefect_home())}):
+    with temporary_settings(
+        updates={PREFECT_API_URL: server.api_url, PREFECT_API_AUTH_STRING: ensure_auth_string(prefect_home())}
+    ):
         yield server.api_url

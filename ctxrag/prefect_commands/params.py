@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 from ctxrag.prefect_commands.errors import CommandError
 
 
-def parse_params(pairs: Optional[list[str]]) -> dict[str, Any]:
+def parse_params(pairs: list[str] | None) -> dict[str, Any]:
     """``k=v`` pairs -> parameters; a value that parses as JSON is JSON (``k=5`` -> 5), otherwise a string. A dotted
     key sets a field of an object parameter (``options.gate.evalset=q.jsonl``)."""
     parameters: dict[str, Any] = {}
@@ -32,11 +32,13 @@ def merged(given: dict[str, Any], deployed: dict[str, Any]) -> dict[str, Any]:
     """A run's parameters: the deployment's, with ``given`` set over them (object parameters field by field)."""
     result = dict(deployed)
     for key, value in given.items():
-        result[key] = merged(value, deployed[key]) if isinstance(value, dict) and isinstance(deployed.get(key), dict) else value
+        result[key] = (
+            merged(value, deployed[key]) if isinstance(value, dict) and isinstance(deployed.get(key), dict) else value
+        )
     return result
 
 
-def parse_env(pairs: Optional[list[str]]) -> dict[str, str]:
+def parse_env(pairs: list[str] | None) -> dict[str, str]:
     """``NAME=VALUE`` pairs -> environment variables (values stay strings)."""
     env: dict[str, str] = {}
     for pair in pairs or []:

@@ -15,7 +15,7 @@ import copy
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -36,37 +36,56 @@ YAML = "from prefect.yaml"
 
 
 def serve(
-    cron: Optional[str] = typer.Option(None, help="Re-index schedule (cron); '' for none.", show_default=YAML),
-    timezone: Optional[str] = typer.Option(None, help="Time zone of the cron schedule.", show_default=f"{YAML}, else UTC"),
-    source: Optional[str] = typer.Option(None, help="What the scheduled re-index indexes (made absolute here).", show_default=YAML),
-    name: Optional[str] = typer.Option(None, "--name", help="Index name for both deployments.", show_default=YAML),
-    contextualizer: Optional[str] = typer.Option(None, help="structural, none, claude, claude-summary.", show_default=YAML),
-    embedder: Optional[str] = typer.Option(None, help="local, voyage or voyage-context-3.", show_default=YAML),
-    backend: Optional[str] = typer.Option(None, help="embedded or elasticsearch.", show_default=YAML),
-    evalset: Optional[str] = typer.Option(None, help="Evaluation set of the evaluate deployment.", show_default=YAML),
-    limit: Optional[int] = typer.Option(None, min=1, help="Most flow runs this process runs at once."),
-    allow_source: Optional[list[Path]] = typer.Option(
-        None, "--allow-source", help="Another folder a triggered run may read (source, evalset; repeatable). Runs read only under "
-        "the folders of the served source and evalset, and these."),
+    cron: str | None = typer.Option(None, help="Re-index schedule (cron); '' for none.", show_default=YAML),
+    timezone: str | None = typer.Option(None, help="Time zone of the cron schedule.", show_default=f"{YAML}, else UTC"),
+    source: str | None = typer.Option(
+        None, help="What the scheduled re-index indexes (made absolute here).", show_default=YAML
+    ),
+    name: str | None = typer.Option(None, "--name", help="Index name for both deployments.", show_default=YAML),
+    contextualizer: str | None = typer.Option(
+        None, help="structural, none, claude, claude-summary.", show_default=YAML
+    ),
+    embedder: str | None = typer.Option(None, help="local, voyage or voyage-context-3.", show_default=YAML),
+    backend: str | None = typer.Option(None, help="embedded or elasticsearch.", show_default=YAML),
+    evalset: str | None = typer.Option(None, help="Evaluation set of the evaluate deployment.", show_default=YAML),
+    limit: int | None = typer.Option(None, min=1, help="Most flow runs this process runs at once."),
+    allow_source: list[Path] | None = typer.Option(
+        None,
+        "--allow-source",
+        help="Another folder a triggered run may read (source, evalset; repeatable). Runs read only under "
+        "the folders of the served source and evalset, and these.",
+    ),
 ) -> None:
     """Serve ctxrag-index/reindex (scheduled) and ctxrag-evaluate/evaluate from this process: no work pool needed."""
     options = {
-        "source": source, "name": name, "contextualizer": contextualizer, "embedder": embedder, "backend": backend, "evalset": evalset,
+        "source": source,
+        "name": name,
+        "contextualizer": contextualizer,
+        "embedder": embedder,
+        "backend": backend,
+        "evalset": evalset,
     }
     try:
         with prefect_server():
             with client() as api:
                 served = load(project_dir())
                 _refuse_pool_deployments(api, [full_name(entry, flow) for entry, flow in served])
-            deployments = build(served, {key: value for key, value in options.items() if value is not None}, cron, timezone)
+            deployments = build(
+                served, {key: value for key, value in options.items() if value is not None}, cron, timezone
+            )
             folders = allowed_for(deployments, allow_source or [])
             from ctxrag.tasks.stages.input_checks import ALLOWED_VARIABLE
 
-            os.environ[ALLOWED_VARIABLE] = os.pathsep.join(map(str, folders))  # the runs' environment: no parameter changes it
+            os.environ[ALLOWED_VARIABLE] = os.pathsep.join(
+                map(str, folders)
+            )  # the runs' environment: no parameter changes it
             from prefect import serve as prefect_serve
 
-            err.print(f"serving {_summary(served, deployments)}; runs read only under {', '.join(map(str, folders))}; Ctrl-C stops",
-                      highlight=False, markup=False)
+            err.print(
+                f"serving {_summary(served, deployments)}; runs read only under {', '.join(map(str, folders))}; Ctrl-C stops",
+                highlight=False,
+                markup=False,
+            )
             prefect_serve(*deployments, limit=limit, print_starting_message=False)
     except UserError as error:  # CommandError, or the server's own
         fail(str(error))
@@ -85,12 +104,17 @@ def full_name(entry: Deployment, flow: Flow[Any, Any]) -> str:
 
 
 def build(
-    served: list[tuple[Deployment, Flow[Any, Any]]], options: dict[str, Any], cron: Optional[str] = None, timezone: Optional[str] = None
+    served: list[tuple[Deployment, Flow[Any, Any]]],
+    options: dict[str, Any],
+    cron: str | None = None,
+    timezone: str | None = None,
 ) -> list[RunnerDeployment]:
     """Runner deployments as prefect.yaml defines them, with OPTIONS' parameters and --cron/--timezone applied: a
     deployment's own parameter is replaced, an index option (``--contextualizer``, ``--embedder``, ``--backend``)
     goes into the ``options`` of the deployments that take them."""
-    known = {key for entry, _ in served for key in entry.parameters} | (INDEX_OPTIONS if any("options" in entry.parameters for entry, _ in served) else set())
+    known = {key for entry, _ in served for key in entry.parameters} | (
+        INDEX_OPTIONS if any("options" in entry.parameters for entry, _ in served) else set()
+    )
     if unused := sorted(options.keys() - known):
         raise CommandError(f"--{unused[0]}: no deployment in prefect.yaml has a parameter {unused[0]!r}")
     parameters = [_parameters(entry, options) for entry, _ in served]  # every path checked before any schedule
@@ -114,7 +138,9 @@ def _parameters(entry: Deployment, options: dict[str, Any]) -> dict[str, Any]:
         from ctxrag.tasks.options import IndexOptions, nested
 
         chosen = {key: value for key, value in options.items() if key in INDEX_OPTIONS}
-        parameters["options"] = nested(IndexOptions, chosen, "ctxrag serve", into=copy.deepcopy(entry.parameters["options"] or {}))
+        parameters["options"] = nested(
+            IndexOptions, chosen, "ctxrag serve", into=copy.deepcopy(entry.parameters["options"] or {})
+        )
     for key in PATH_PARAMETERS:
         if key in parameters:
             path = Path(str(parameters[key]))
@@ -143,7 +169,7 @@ def allowed_for(deployments: list[RunnerDeployment], extra: list[Path]) -> list[
     return list(dict.fromkeys(folders))
 
 
-def _schedules(entry: Deployment, cron: Optional[str], timezone: Optional[str]) -> list[Schedule]:
+def _schedules(entry: Deployment, cron: str | None, timezone: str | None) -> list[Schedule]:
     from prefect.schedules import Cron
 
     schedules = entry.prefect_schedules()

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 def prefect_server() -> Iterator[str]:
     """Within the block, Prefect talks to the configured server, else the local one (started if it is not running);
     yields its API URL. In temporary mode there is none to talk to: refused."""
-    from ctxrag.prefect_commands.local_server import local_prefect_server  # when a command runs, not when it is registered
+    from ctxrag.prefect_commands.local_server import (
+        local_prefect_server,  # when a command runs, not when it is registered
+    )
 
     with local_prefect_server(required=True) as url:
         assert url is not None
@@ -28,9 +30,8 @@ def prefect_server() -> Iterator[str]:
 def client() -> Iterator[SyncPrefectClient]:
     """A client for the server of the enclosing ``prefect_server()`` block, checked to answer /health."""
     from prefect.client.orchestration import get_client
-    from prefect.settings import get_current_settings
-
     from prefect.exceptions import PrefectHTTPStatusError
+    from prefect.settings import get_current_settings
 
     with get_client(sync_client=True) as api:
         if (problem := api.api_healthcheck()) is not None:

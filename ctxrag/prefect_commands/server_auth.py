@@ -36,18 +36,23 @@ def read_auth_string(home: Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as error:
-        raise UserError(f"cannot read the local Prefect server's auth string {path}: {error.strerror or error}") from None
+        raise UserError(
+            f"cannot read the local Prefect server's auth string {path}: {error.strerror or error}"
+        ) from None
     with os.fdopen(descriptor) as handle:
         status = os.fstat(handle.fileno())
         if status.st_uid != os.getuid() or status.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise UserError(
                 f"{path} (the local Prefect server's auth string) can be read or changed by another user "
                 f"(mode {stat.filemode(status.st_mode)}, owner uid {status.st_uid}); stop the server (`ctxrag server "
-                f"stop`), delete the file, and the next command makes a new one")
+                f"stop`), delete the file, and the next command makes a new one"
+            )
         value = handle.read().strip()
     if not value:
-        raise UserError(f"{path} (the local Prefect server's auth string) is empty; stop the server (`ctxrag server stop`) "
-                        f"and delete the file: the next command makes a new one")
+        raise UserError(
+            f"{path} (the local Prefect server's auth string) is empty; stop the server (`ctxrag server stop`) "
+            f"and delete the file: the next command makes a new one"
+        )
     return value
 
 

@@ -15,7 +15,9 @@ from ctxrag.tasks.common.display import console
 if TYPE_CHECKING:
     from ctxrag.prefect_commands.local_server import LocalServer
 
-server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server every ctxrag command uses (see docs/operations.md).")
+server_app = typer.Typer(
+    no_args_is_help=True, help="The local Prefect server every ctxrag command uses (see docs/operations.md)."
+)
 out = console(soft_wrap=True)  # addresses and commands to copy: never broken
 
 
@@ -25,10 +27,12 @@ def describe(server: LocalServer, home: Path) -> str:
     from ctxrag.prefect_commands.local_server import prefect_version
     from ctxrag.prefect_commands.server_auth import auth_file, export_line
 
-    return (f"running: {server.ui_url} (pid {server.pid}, Prefect {prefect_version()}, PREFECT_HOME {home})\n"
-            f"auth string (the UI's login; readable by you only): {auth_file(home)}\n"
-            f"for Prefect's own commands (prefect deployment ls, prefect worker start, ...):\n"
-            f"{export_line(server.api_url, home)}")
+    return (
+        f"running: {server.ui_url} (pid {server.pid}, Prefect {prefect_version()}, PREFECT_HOME {home})\n"
+        f"auth string (the UI's login; readable by you only): {auth_file(home)}\n"
+        f"for Prefect's own commands (prefect deployment ls, prefect worker start, ...):\n"
+        f"{export_line(server.api_url, home)}"
+    )
 
 
 @server_app.command()
@@ -51,11 +55,16 @@ def status() -> None:
     from ctxrag.prefect_commands.local_server import configured_api_url, find_server, prefect_home
 
     if configured := configured_api_url():
-        out.print(f"configured: PREFECT_API_URL={configured} (ctxrag uses it; no local server is started)", highlight=False)
+        out.print(
+            f"configured: PREFECT_API_URL={configured} (ctxrag uses it; no local server is started)", highlight=False
+        )
         return
     if (server := find_server(prefect_home())) is None:
-        out.print("no local Prefect server running (the next `ctxrag index`, `evaluate`, `serve`, `deploy` or `trigger`, "
-                  "or `ctxrag server start`, starts one)", highlight=False)
+        out.print(
+            "no local Prefect server running (the next `ctxrag index`, `evaluate`, `serve`, `deploy` or `trigger`, "
+            "or `ctxrag server start`, starts one)",
+            highlight=False,
+        )
         raise typer.Exit(code=1)
     out.print(describe(server, prefect_home()), highlight=False)
 
@@ -68,4 +77,6 @@ def stop() -> None:
     if (server := stop_server(prefect_home())) is None:
         out.print("no local Prefect server was running", highlight=False)
     else:
-        out.print(f"stopped the server at {server.ui_url} (pid {server.pid}, PREFECT_HOME {prefect_home()})", highlight=False)
+        out.print(
+            f"stopped the server at {server.ui_url} (pid {server.pid}, PREFECT_HOME {prefect_home()})", highlight=False
+        )

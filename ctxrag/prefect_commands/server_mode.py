@@ -54,12 +54,22 @@ def temporary_server_settings() -> Iterator[None]:
     this process's, never written anywhere): other users reach nothing on it while it runs. A setting in the
     environment wins. Prefect settings, not environment variables: the host program's environment stays as it was."""
     from prefect.settings import (
-        PREFECT_API_AUTH_STRING, PREFECT_SERVER_ANALYTICS_ENABLED, PREFECT_SERVER_API_AUTH_STRING,
-        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings,
+        PREFECT_API_AUTH_STRING,
+        PREFECT_SERVER_ANALYTICS_ENABLED,
+        PREFECT_SERVER_API_AUTH_STRING,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+        temporary_settings,
     )
 
-    wanted: dict[Any, Any] = {PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: TEMPORARY_STARTUP_SECONDS, PREFECT_SERVER_ANALYTICS_ENABLED: False}
+    wanted: dict[Any, Any] = {
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: TEMPORARY_STARTUP_SECONDS,
+        PREFECT_SERVER_ANALYTICS_ENABLED: False,
+    }
     if not {PREFECT_API_AUTH_STRING.name, PREFECT_SERVER_API_AUTH_STRING.name} & set(os.environ):
-        wanted.update({PREFECT_SERVER_API_AUTH_STRING: _PROCESS_AUTH_STRING, PREFECT_API_AUTH_STRING: _PROCESS_AUTH_STRING})
-    with temporary_settings(updates={setting: value for setting, value in wanted.items() if setting.name not in os.environ}):
+        wanted.update(
+            {PREFECT_SERVER_API_AUTH_STRING: _PROCESS_AUTH_STRING, PREFECT_API_AUTH_STRING: _PROCESS_AUTH_STRING}
+        )
+    with temporary_settings(
+        updates={setting: value for setting, value in wanted.items() if setting.name not in os.environ}
+    ):
         yield

@@ -27,8 +27,12 @@ def tables_with_rows(database: Path) -> list[str]:
         names = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         if "alembic_version" not in names:
             return ["(no alembic_version: not a migrated Prefect database)"]
-        return [name for name in names if name != "alembic_version"
-                and connection.execute(f'SELECT 1 FROM "{name}" LIMIT 1').fetchone() is not None]
+        return [
+            name
+            for name in names
+            if name != "alembic_version"
+            and connection.execute(f'SELECT 1 FROM "{name}" LIMIT 1').fetchone() is not None
+        ]
 
 
 def _empty(database: Path) -> bool:
@@ -57,10 +61,23 @@ def make_template(template: Path, environment: dict[str, str]) -> bool:
         os.chmod(folder, 0o700)
     with tempfile.TemporaryDirectory(prefix="ctxrag-prefect-template-", dir=template.parent) as scratch:
         database = Path(scratch) / "prefect.db"
-        env = {**environment, "PREFECT_HOME": scratch, "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}"}
+        env = {
+            **environment,
+            "PREFECT_HOME": scratch,
+            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}",
+        }
         try:
-            migrated = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env,
-                                      cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True, timeout=300).returncode == 0
+            migrated = (
+                subprocess.run(
+                    [sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
+                    env=env,
+                    cwd=scratch,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=300,
+                ).returncode
+                == 0
+            )
         except (OSError, subprocess.TimeoutExpired):
             return False
         if not (migrated and _empty(database)):

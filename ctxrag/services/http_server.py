@@ -27,8 +27,12 @@ class SearchBody(BaseModel):
     query: str = Field(description=f"A question or keywords, 1 to {MAX_QUERY_CHARS:,} characters.")
     index: str | None = Field(None, description="The index to search; default: the service's --name.")
     k: int = Field(DEFAULT_K, description=f"How many hits, 1 to {MAX_K}.")
-    strategy: str | None = Field(None, description="hybrid-score, hybrid, hybrid-doc, hybrid-weighted, bm25, vector; default: the index's.")
-    path: str | None = Field(None, description="Only sources matching this gitignore-style pattern: src/, *.py, docs/**/*.md.")
+    strategy: str | None = Field(
+        None, description="hybrid-score, hybrid, hybrid-doc, hybrid-weighted, bm25, vector; default: the index's."
+    )
+    path: str | None = Field(
+        None, description="Only sources matching this gitignore-style pattern: src/, *.py, docs/**/*.md."
+    )
     language: str | None = Field(None, description="Only sources in this language: python, typescript, markdown, ...")
 
 
@@ -63,7 +67,9 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": ErrorBody} for status in (400, 401, 404, 413, 422, 500, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody} for status in (400, 401, 404, 413, 422, 500, 503)
+}
 
 
 def error_response(status: int, kind: str, message: str) -> JSONResponse:
@@ -88,8 +94,12 @@ def build_app(warm: WarmIndexes, default_index: str, token: str | None) -> FastA
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(f"{'.'.join(str(part) for part in item['loc'][1:]) or 'body'}: {item['msg']}" for item in error.errors())
-        return error_response(422, "invalid_request", problems or "the request body is not the JSON object /search takes")
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc'][1:]) or 'body'}: {item['msg']}" for item in error.errors()
+        )
+        return error_response(
+            422, "invalid_request", problems or "the request body is not the JSON object /search takes"
+        )
 
     @app.exception_handler(ServiceError)
     async def refused(request: Request, error: ServiceError) -> JSONResponse:
@@ -98,14 +108,18 @@ def build_app(warm: WarmIndexes, default_index: str, token: str | None) -> FastA
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:
         log.exception("%s %s failed", request.method, request.url.path)
-        return error_response(500, "internal", "the request failed inside ctxrag (a bug); the service's log has the traceback")
+        return error_response(
+            500, "internal", "the request failed inside ctxrag (a bug); the service's log has the traceback"
+        )
 
     @app.post("/search", response_model=SearchResult, responses=ERRORS)
     async def search(body: SearchBody) -> dict[str, Any]:
         """The best hits for a query: source, location, language, score and text of each."""
         # Awaited on the event loop: searches run on the one search thread, and no worker thread waits for them
         # (anyio's pool started and ended threads as the load varied; the service's memory grew for ~90 s with it).
-        request = SearchRequest(body.query, body.index or default_index, body.k, body.strategy, body.path, body.language)
+        request = SearchRequest(
+            body.query, body.index or default_index, body.k, body.strategy, body.path, body.language
+        )
         return await asyncio.wrap_future(warm.submit(request))
 
     @app.get("/indexes", responses=ERRORS)

@@ -27,20 +27,37 @@ def build_server(warm: WarmIndexes, default_index: str) -> MCPServer:
     from ctxrag import __version__
 
     server: MCPServer = MCPServer(name="ctxrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    read_only = ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
 
     @server.tool(name="search", annotations=read_only)
     def search(
-        query: Annotated[str, Field(description=f"What to look for: a question or keywords (at most {MAX_QUERY_CHARS:,} characters).")],
+        query: Annotated[
+            str,
+            Field(description=f"What to look for: a question or keywords (at most {MAX_QUERY_CHARS:,} characters)."),
+        ],
         index: Annotated[str, Field(description="The index to search (list_indexes names them).")] = default_index,
         k: Annotated[int, Field(description=f"How many hits, 1 to {MAX_K}.")] = DEFAULT_K,
-        strategy: Annotated[str | None, Field(description="hybrid-score, hybrid, hybrid-doc, hybrid-weighted, bm25 or vector; default: the index's.")] = None,
-        path: Annotated[str | None, Field(description="Only sources matching this gitignore-style pattern, e.g. src/, *.py, docs/**/*.md.")] = None,
-        language: Annotated[str | None, Field(description="Only sources in this language, e.g. python, typescript, markdown.")] = None,
+        strategy: Annotated[
+            str | None,
+            Field(
+                description="hybrid-score, hybrid, hybrid-doc, hybrid-weighted, bm25 or vector; default: the index's."
+            ),
+        ] = None,
+        path: Annotated[
+            str | None,
+            Field(description="Only sources matching this gitignore-style pattern, e.g. src/, *.py, docs/**/*.md."),
+        ] = None,
+        language: Annotated[
+            str | None, Field(description="Only sources in this language, e.g. python, typescript, markdown.")
+        ] = None,
     ) -> dict[str, Any]:
         """Search an index of code and documents; the best hits first, each with source, location, language, score and text."""
         try:
-            return warm.search(SearchRequest(query=query, index=index, k=k, strategy=strategy, path=path, language=language))
+            return warm.search(
+                SearchRequest(query=query, index=index, k=k, strategy=strategy, path=path, language=language)
+            )
         except ServiceError as error:
             raise ToolError(f"{error.kind}: {error.message}") from None
 

@@ -73,7 +73,9 @@ class SearchRequest:
         if not isinstance(self.query, str) or not self.query.strip():
             raise ServiceError("invalid_request", "query is empty: ask a question or give some words")
         if len(self.query) > MAX_QUERY_CHARS:
-            raise ServiceError("invalid_request", f"query is {len(self.query):,} characters; the most is {MAX_QUERY_CHARS:,}")
+            raise ServiceError(
+                "invalid_request", f"query is {len(self.query):,} characters; the most is {MAX_QUERY_CHARS:,}"
+            )
         if isinstance(self.k, bool) or not isinstance(self.k, int) or not 1 <= self.k <= MAX_K:
             raise ServiceError("invalid_request", f"k must be a whole number from 1 to {MAX_K}, got {self.k!r}")
         try:
@@ -98,7 +100,9 @@ class HitFilter:
         if path is None and language is None:
             return None
         if language is not None and language not in LANGUAGES:
-            raise ServiceError("invalid_request", f"unknown language {language!r}; known: {', '.join(sorted(LANGUAGES))}")
+            raise ServiceError(
+                "invalid_request", f"unknown language {language!r}; known: {', '.join(sorted(LANGUAGES))}"
+            )
         return cls(_spec(path) if path is not None else None, language)
 
     def keeps(self, hit: Hit) -> bool:
@@ -113,12 +117,21 @@ def _spec(path: str) -> GitIgnoreSpec:
     from pathspec import GitIgnoreSpec
 
     if not path.strip() or len(path) > MAX_PATTERN_CHARS or "\n" in path or path.startswith("!"):
-        raise ServiceError("invalid_request", f"path filter {path[:80]!r}: give one gitignore-style pattern of 1 to "
-                           f"{MAX_PATTERN_CHARS} characters, e.g. src/, *.py or docs/**/*.md")
+        raise ServiceError(
+            "invalid_request",
+            f"path filter {path[:80]!r}: give one gitignore-style pattern of 1 to "
+            f"{MAX_PATTERN_CHARS} characters, e.g. src/, *.py or docs/**/*.md",
+        )
     try:
         spec = GitIgnoreSpec.from_lines([path])
     except (re.error, ValueError) as error:
-        raise ServiceError("invalid_request", f"path filter {path!r} is not a valid gitignore-style pattern ({error})") from None
-    if all(pattern.include is None for pattern in spec.patterns):  # pathspec reads a pattern it cannot use as no pattern
-        raise ServiceError("invalid_request", f"path filter {path!r} is not a valid gitignore-style pattern (it matches nothing)")
+        raise ServiceError(
+            "invalid_request", f"path filter {path!r} is not a valid gitignore-style pattern ({error})"
+        ) from None
+    if all(
+        pattern.include is None for pattern in spec.patterns
+    ):  # pathspec reads a pattern it cannot use as no pattern
+        raise ServiceError(
+            "invalid_request", f"path filter {path!r} is not a valid gitignore-style pattern (it matches nothing)"
+        )
     return spec

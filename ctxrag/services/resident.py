@@ -103,9 +103,19 @@ def search_answer(warm: WarmIndexes, line: bytes) -> dict[str, Any]:
     try:
         request = json.loads(line)
         query, name, k = request["query"], request["index"], request["k"]
-        strategy, rerank, rerank_model = request.get("strategy"), request.get("rerank", ""), request.get("rerank_model", "")
-        if not (isinstance(query, str) and isinstance(name, str) and isinstance(k, int) and isinstance(rerank, str)
-                and isinstance(rerank_model, str) and (strategy is None or isinstance(strategy, str))):
+        strategy, rerank, rerank_model = (
+            request.get("strategy"),
+            request.get("rerank", ""),
+            request.get("rerank_model", ""),
+        )
+        if not (
+            isinstance(query, str)
+            and isinstance(name, str)
+            and isinstance(k, int)
+            and isinstance(rerank, str)
+            and isinstance(rerank_model, str)
+            and (strategy is None or isinstance(strategy, str))
+        ):
             raise TypeError("a field has the wrong type")
     except (ValueError, KeyError, TypeError) as error:
         return {"error": f"not a search request: {error}"}

@@ -33,8 +33,22 @@ IDLE_ENV = "CTXRAG_SEARCH_IDLE_MINUTES"
 DEFAULT_IDLE_MINUTES = 10.0
 # The environment a search's answer can depend on: a resident search serves only callers whose values are its own.
 SETTINGS_PREFIXES = (
-    "CTXRAG_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "TOKENIZERS_", "VOYAGE_", "CO_", "COHERE_",
-    "ANTHROPIC_", "ELASTIC", "OMP_", "MKL_", "ORT_", "OPENBLAS_", "PYTHONPATH", "PYTHONHASHSEED",
+    "CTXRAG_",
+    "HF_",
+    "TRANSFORMERS_",
+    "SENTENCE_TRANSFORMERS_",
+    "TOKENIZERS_",
+    "VOYAGE_",
+    "CO_",
+    "COHERE_",
+    "ANTHROPIC_",
+    "ELASTIC",
+    "OMP_",
+    "MKL_",
+    "ORT_",
+    "OPENBLAS_",
+    "PYTHONPATH",
+    "PYTHONHASHSEED",
 )
 PATH_SETTINGS = ("CTXRAG_HOME", "CTXRAG_CACHE_DIR", "CTXRAG_MODELS_DIR")  # resolved: the digest names the same files
 MAX_SOCKET_PATH = 100  # sun_path holds 104-108 bytes
@@ -53,7 +67,10 @@ def idle_minutes() -> float:
     except ValueError:
         minutes = -1.0
     if not minutes >= 0:  # also NaN
-        print(f"warning: {IDLE_ENV}={raw!r} is not a number of minutes; searching without a resident process", file=sys.stderr)
+        print(
+            f"warning: {IDLE_ENV}={raw!r} is not a number of minutes; searching without a resident process",
+            file=sys.stderr,
+        )
         return 0.0
     return minutes
 
@@ -83,7 +100,9 @@ def runtime_dir() -> Path | None:
 def settings(home: Path) -> dict[str, str]:
     """What a resident search must share with its caller: the home, the interpreter, the code, and the environment
     variables of ``SETTINGS_PREFIXES`` (the path ones resolved)."""
-    chosen = {name: value for name, value in os.environ.items() if name.startswith(SETTINGS_PREFIXES) and name != IDLE_ENV}
+    chosen = {
+        name: value for name, value in os.environ.items() if name.startswith(SETTINGS_PREFIXES) and name != IDLE_ENV
+    }
     for name in PATH_SETTINGS:
         if chosen.get(name):
             chosen[name] = str(Path(chosen[name]).expanduser().resolve())
@@ -160,9 +179,22 @@ def start(path: Path | None, home: Path, name: str, after: int | None = None) ->
         return
     environment = {**os.environ, **{key: value for key, value in settings(home).items() if key in PATH_SETTINGS}}
     subprocess.Popen(
-        [sys.executable, "-m", "ctxrag.services.resident", os.fspath(path), os.fspath(home), name, str(idle_minutes()), *([str(after)] if after else [])],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
-        start_new_session=True, close_fds=True,
+        [
+            sys.executable,
+            "-m",
+            "ctxrag.services.resident",
+            os.fspath(path),
+            os.fspath(home),
+            name,
+            str(idle_minutes()),
+            *([str(after)] if after else []),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environment,
+        start_new_session=True,
+        close_fds=True,
     )
 
 

@@ -51,10 +51,12 @@ def _from_file(path: Path) -> str:
     except FileExistsError:
         mode = path.stat().st_mode
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise InvalidInput(f"{path}: the token file can be read by others (mode {stat.filemode(mode)}); chmod 600 it") from None
+            raise InvalidInput(
+                f"{path}: the token file can be read by others (mode {stat.filemode(mode)}); chmod 600 it"
+            ) from None
         token = path.read_text().strip()
         if len(token) < MIN_TOKEN_CHARS:
-            raise InvalidInput(f"{path}: the token is shorter than {MIN_TOKEN_CHARS} characters")
+            raise InvalidInput(f"{path}: the token is shorter than {MIN_TOKEN_CHARS} characters") from None
         return token
     token = secrets.token_urlsafe(32)
     with os.fdopen(descriptor, "w") as file:

@@ -11,9 +11,9 @@ their own threads (``search``, ``run``), the HTTP door awaits its future on the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ctxrag.services.requests import HitFilter, SearchRequest, ServiceError
@@ -63,7 +63,9 @@ class WarmIndexes:
             raise
         except Exception:
             log.exception("search of index %r failed", request.index)
-            raise ServiceError("internal", "the search failed inside ctxrag (a bug); the service's log has the traceback") from None
+            raise ServiceError(
+                "internal", "the search failed inside ctxrag (a bug); the service's log has the traceback"
+            ) from None
 
     def run(self, name: str, work: Callable[[Index], T]) -> T:
         """``work`` done with index ``name`` at its live version, on the search thread; once more on the index
@@ -125,7 +127,12 @@ class WarmIndexes:
 def _answer(index: Index, request: SearchRequest, keep: HitFilter | None) -> dict[str, Any]:
     strategy = request.strategy or index.strategy
     hits = _search(index, request, strategy, keep)
-    return {"index": request.index, "version": index.version, "strategy": strategy, "hits": [hit_json(hit) for hit in hits]}
+    return {
+        "index": request.index,
+        "version": index.version,
+        "strategy": strategy,
+        "hits": [hit_json(hit) for hit in hits],
+    }
 
 
 def _search(index: Index, request: SearchRequest, strategy: str, keep: HitFilter | None) -> list[Hit]:
@@ -152,7 +159,16 @@ def hit_json(hit: Hit) -> dict[str, Any]:
     """A hit as both services return it: where it is (``source``, ``location``, ``lines``, ``language``), how it
     ranked (``rank``, ``score``, ``found_by``) and its ``text`` (with the ``context`` the index gave it)."""
     return {
-        "rank": hit.rank, "source": hit.source, "location": str(hit.location), "lines": list(hit.location.lines) if hit.location.lines else None,
-        "heading": hit.location.heading, "definitions": list(hit.location.definitions), "language": hit.language,
-        "score": round(hit.score, 6), "found_by": hit.found_by, "chunk_id": hit.chunk_id, "text": hit.content, "context": hit.context,
+        "rank": hit.rank,
+        "source": hit.source,
+        "location": str(hit.location),
+        "lines": list(hit.location.lines) if hit.location.lines else None,
+        "heading": hit.location.heading,
+        "definitions": list(hit.location.definitions),
+        "language": hit.language,
+        "score": round(hit.score, 6),
+        "found_by": hit.found_by,
+        "chunk_id": hit.chunk_id,
+        "text": hit.content,
+        "context": hit.context,
     }

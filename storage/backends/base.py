@@ -32,7 +32,15 @@ class IndexBackend(Protocol):
 
     name: str
 
-    def build(self, index: str, folder: Path, rows: Callable[[], pa.Table], texts: Iterable[str], vectors: np.ndarray, live: bool) -> State:
+    def build(
+        self,
+        index: str,
+        folder: Path,
+        rows: Callable[[], pa.Table],
+        texts: Iterable[str],
+        vectors: np.ndarray,
+        live: bool,
+    ) -> State:
         """Index a version (files under ``folder``, or a server's index); ``live``: serve it now, else only stage it.
         ``rows()`` reads the version's rows (chunks.parquet, written by then) for a backend that needs them."""
         ...

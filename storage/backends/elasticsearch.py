@@ -33,7 +33,15 @@ class ElasticsearchBackend:
 
     name = "elasticsearch"
 
-    def build(self, index: str, folder: Path, rows: Callable[[], pa.Table], texts: Iterable[str], vectors: np.ndarray, live: bool) -> State:
+    def build(
+        self,
+        index: str,
+        folder: Path,
+        rows: Callable[[], pa.Table],
+        texts: Iterable[str],
+        vectors: np.ndarray,
+        live: bool,
+    ) -> State:
         return {"alias": index, "index": EsIndex(connect(), index).build(rows(), vectors, switch=live)}
 
     def promote(self, index: str, state: State) -> None:

@@ -33,13 +33,23 @@ class EmbeddedRanker:
         return self.vectors.rank(vector, depth)
 
     def fuse(self, query: str, vector: np.ndarray, k: int, depth: int) -> Ranking:
-        raise NotImplementedError("the embedded backend fuses in ctxrag (ctxrag.tasks.retrieval.search), not on a server")
+        raise NotImplementedError(
+            "the embedded backend fuses in ctxrag (ctxrag.tasks.retrieval.search), not on a server"
+        )
 
 
 class EmbeddedBackend:
     name = "embedded"
 
-    def build(self, index: str, folder: Path, rows: Callable[[], pa.Table], texts: Iterable[str], vectors: np.ndarray, live: bool) -> State:
+    def build(
+        self,
+        index: str,
+        folder: Path,
+        rows: Callable[[], pa.Table],
+        texts: Iterable[str],
+        vectors: np.ndarray,
+        live: bool,
+    ) -> State:
         Bm25Index.build(texts).save(folder / BM25_FOLDER)
         if wants_ann(len(vectors)):
             return build_ann(vectors, folder)  # embeddings.npy and ann.faiss, staged with the version

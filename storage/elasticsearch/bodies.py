@@ -26,7 +26,9 @@ SEARCH_ANALYZER = "ctxrag_code_english_search"
 STOPWORDS = sorted(set(STOPWORDS_EN_PLUS) | set(string.ascii_lowercase))
 ROW_COLUMNS = ("key", "chunk_id", "doc_id", "chunk_index", "content", "context")
 
-Rows: TypeAlias = "pa.Table | Sequence[Mapping[str, Any]]"  # ctxrag's chunk table (ctxrag.tasks.stages.publish.build_plan)
+Rows: TypeAlias = (
+    "pa.Table | Sequence[Mapping[str, Any]]"  # ctxrag's chunk table (ctxrag.tasks.stages.publish.build_plan)
+)
 Vectors: TypeAlias = "np.ndarray | Sequence[Sequence[float]]"
 
 
@@ -57,7 +59,11 @@ def index_body(dims: int) -> dict[str, Any]:
                     "ctxrag_stemmer": {"type": "stemmer", "language": "porter2"},
                 },
                 "analyzer": {
-                    INDEX_ANALYZER: {"type": "custom", "tokenizer": "standard", "filter": [split, "flatten_graph", *tail]},
+                    INDEX_ANALYZER: {
+                        "type": "custom",
+                        "tokenizer": "standard",
+                        "filter": [split, "flatten_graph", *tail],
+                    },
                     SEARCH_ANALYZER: {"type": "custom", "tokenizer": "standard", "filter": [split, *tail]},
                 },
             },

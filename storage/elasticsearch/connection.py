@@ -116,7 +116,11 @@ def _reason(error: Any) -> str:
     if isinstance(error, Mapping):
         text = f"{error.get('type', 'error')}: {error.get('reason', '')}".strip()
         cause = error.get("caused_by")
-        if isinstance(cause, Mapping) and cause.get("reason") and str(cause["reason"]) not in str(error.get("reason", "")):
+        if (
+            isinstance(cause, Mapping)
+            and cause.get("reason")
+            and str(cause["reason"]) not in str(error.get("reason", ""))
+        ):
             text += f" (caused by {cause.get('type', 'error')}: {cause['reason']})"
         return redact(text)
     return redact(str(error))

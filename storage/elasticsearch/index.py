@@ -19,7 +19,16 @@ from typing import Any, TypeAlias
 from elasticsearch import ApiError, Elasticsearch, NotFoundError
 from elasticsearch.helpers import streaming_bulk
 
-from ctxrag.storage.elasticsearch.bodies import Rows, Vectors, _row_dicts, bm25_body, bulk_actions, index_body, knn_body, rrf_body
+from ctxrag.storage.elasticsearch.bodies import (
+    Rows,
+    Vectors,
+    _row_dicts,
+    bm25_body,
+    bulk_actions,
+    index_body,
+    knn_body,
+    rrf_body,
+)
 from ctxrag.storage.elasticsearch.connection import EsError, _api_reason, _reason
 from ctxrag.storage.errors import UnknownIndexError
 from ctxrag.storage.fusion import FUSION_DEPTH
@@ -55,7 +64,9 @@ class EsBulkFailed(EsError):
         lines = [f"chunk {f.chunk_id!r} (_id {f.doc_id}): {f.reason}" for f in failures[: self.MAX_LISTED]]
         if len(failures) > self.MAX_LISTED:
             lines.append(f"... and {len(failures) - self.MAX_LISTED} more (see .failures)")
-        super().__init__(f"{len(failures)} of {total} documents failed to index into {index!r}:\n  " + "\n  ".join(lines))
+        super().__init__(
+            f"{len(failures)} of {total} documents failed to index into {index!r}:\n  " + "\n  ".join(lines)
+        )
 
 
 class ServerSideRrfUnavailable(EsError):
@@ -107,8 +118,14 @@ class EsIndex:
         return sorted(index for index in found.body if self._physical.fullmatch(index))
 
     def build(
-        self, rows: Rows, vectors: Vectors, *, version: int | None = None, dims: int | None = None,
-        chunk_size: int = BULK_CHUNK_SIZE, switch: bool = True,
+        self,
+        rows: Rows,
+        vectors: Vectors,
+        *,
+        version: int | None = None,
+        dims: int | None = None,
+        chunk_size: int = BULK_CHUNK_SIZE,
+        switch: bool = True,
     ) -> str:
         """Index ``rows`` with their ``vectors`` into a new version and (``switch``) make it live; returns its
         physical name. With ``switch=False`` the version is only staged: ``switch_to`` or ``drop`` it later.
@@ -168,8 +185,12 @@ class EsIndex:
         chunk_ids = {str(row["key"]): str(row["chunk_id"]) for row in rows}
         failures: list[BulkFailure] = []
         for ok, item in streaming_bulk(
-            self.client, bulk_actions(physical, rows, vectors), chunk_size=chunk_size,
-            raise_on_error=False, max_retries=3, initial_backoff=1,
+            self.client,
+            bulk_actions(physical, rows, vectors),
+            chunk_size=chunk_size,
+            raise_on_error=False,
+            max_retries=3,
+            initial_backoff=1,
         ):
             if ok:
                 continue
@@ -186,7 +207,7 @@ class EsIndex:
         for index in indexes:
             try:
                 self.client.indices.delete(index=index, ignore_unavailable=True)
-            except Exception as error:  # noqa: BLE001 - cleanup must not mask the outcome
+            except Exception as error:
                 logger.warning("%s", redact(f"could not delete Elasticsearch index {index!r}: {error}"))
 
     def delete(self, also: Iterable[str] = ()) -> list[str]:
@@ -197,7 +218,9 @@ class EsIndex:
         """
         targets = self._alias_targets()
         if targets:
-            self.client.indices.update_aliases(actions=[{"remove": {"index": index, "alias": self.name}} for index in targets])
+            self.client.indices.update_aliases(
+                actions=[{"remove": {"index": index, "alias": self.name}} for index in targets]
+            )
         known = {index for index in also if self._physical.fullmatch(index)}
         doomed = sorted(set(self._versions()) | set(targets) | known)
         for index in doomed:
@@ -247,5 +270,5 @@ class EsIndex:
     def _version_note(self) -> str:
         try:
             return f" (version {self.client.info()['version']['number']})"
-        except Exception:  # noqa: BLE001 - only decorates a message
+        except Exception:
             return ""

@@ -5,8 +5,8 @@ come through here."""
 from __future__ import annotations
 
 import os
-import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console, ConsoleDimensions
 
@@ -31,7 +31,10 @@ def readable_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
     """Table rows (a Prefect table artifact's, the CLI's) with every value through ``figure``, named by its column,
     or by the row's ``item`` for (item, value) rows."""
     return [
-        {column: figure(value, str(row.get("item", column)) if column == "value" else column) for column, value in row.items()}
+        {
+            column: figure(value, str(row.get("item", column)) if column == "value" else column)
+            for column, value in row.items()
+        }
         for row in rows
     ]
 
@@ -54,7 +57,9 @@ class ReadableConsole(Console):
     size = property(_dimensions, Console.size.fset)  # type: ignore[assignment,attr-defined]
 
     def print(self, *objects: Any, soft_wrap: bool | None = None, **options: Any) -> None:  # type: ignore[override]
-        super().print(*objects, soft_wrap=self._never_wrap or self._piped() if soft_wrap is None else soft_wrap, **options)
+        super().print(
+            *objects, soft_wrap=self._never_wrap or self._piped() if soft_wrap is None else soft_wrap, **options
+        )
 
 
 def console(stderr: bool = False, soft_wrap: bool = False) -> Console:

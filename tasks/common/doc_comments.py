@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -16,8 +17,15 @@ if TYPE_CHECKING:
 _MARKER = re.compile(r"^(?:/\*+!?|\*+(?!/)|//[/!]?|#+)\s?")
 _FILE_TAG = re.compile(r"^@(?:file|fileoverview|overview)\b\s*")
 _JS_SKIPPED = frozenset({"import_statement", "hash_bang_line", "empty_statement"})
-_JAVA_TYPES = frozenset({"class_declaration", "interface_declaration", "enum_declaration", "record_declaration",
-                         "annotation_type_declaration"})
+_JAVA_TYPES = frozenset(
+    {
+        "class_declaration",
+        "interface_declaration",
+        "enum_declaration",
+        "record_declaration",
+        "annotation_type_declaration",
+    }
+)
 
 
 def text_of(node: Node) -> str:
@@ -71,7 +79,11 @@ def _python(root: Node) -> tuple[str, ...] | None:
     for child in root.named_children:
         if child.type == "comment":
             continue
-        strings = [part for part in child.named_children if part.type == "string"] if child.type == "expression_statement" else []
+        strings = (
+            [part for part in child.named_children if part.type == "string"]
+            if child.type == "expression_statement"
+            else []
+        )
         if len(strings) == 1 and child.named_child_count == 1:
             raw = text_of(strings[0]).lstrip("rRuUbBfF")
             quote = raw[:3] if raw[:3] in ('"""', "'''") else raw[:1]
@@ -86,13 +98,22 @@ def _javascript(root: Node) -> tuple[str, ...] | None:
         if child.type == "comment":
             if not text_of(child).startswith("/*!"):  # a bundle's or library's preserved licence banner
                 comments.append(child)
-        elif child.type == "expression_statement" and child.named_child_count == 1 and child.named_children[0].type == "string":
+        elif (
+            child.type == "expression_statement"
+            and child.named_child_count == 1
+            and child.named_children[0].type == "string"
+        ):
             continue  # 'use strict' and other directives
         elif child.type not in _JS_SKIPPED:
             break
     blocks = _blocks(comments)
-    tagged = [block for block in blocks if any(_FILE_TAG.search(line) for c in block for line in
-                                               (text.lstrip("/* ") for text in text_of(c).splitlines()))]
+    tagged = [
+        block
+        for block in blocks
+        if any(
+            _FILE_TAG.search(line) for c in block for line in (text.lstrip("/* ") for text in text_of(c).splitlines())
+        )
+    ]
     return _lines(tagged[:1] or blocks) if blocks else None
 
 
@@ -133,8 +154,13 @@ def _java(root: Node) -> tuple[str, ...] | None:
 
 
 _RULES: dict[str, Callable[[Node], tuple[str, ...] | None]] = {
-    "python": _python, "javascript": _javascript, "typescript": _javascript, "tsx": _javascript, "go": _go,
-    "rust": _rust, "java": _java,
+    "python": _python,
+    "javascript": _javascript,
+    "typescript": _javascript,
+    "tsx": _javascript,
+    "go": _go,
+    "rust": _rust,
+    "java": _java,
 }
 
 

@@ -36,10 +36,12 @@ _JS_COMMON = (
     f"(variable_declaration (variable_declarator name: (identifier) @name value: {_FUNCTION_VALUES})) @definition",
     f"(assignment_expression left: (member_expression property: (_) @name) right: {_FUNCTION_VALUES}) @definition",
     "(pair key: (_) @name value: [(arrow_function) (function_expression)]) @definition",
-    TOP_LEVEL + "(lexical_declaration (variable_declarator name: (identifier) @name value: [(object) (array)])) @definition",
-    TOP_LEVEL + "(variable_declaration (variable_declarator name: (identifier) @name value: [(object) (array)])) @definition",
+    TOP_LEVEL
+    + "(lexical_declaration (variable_declarator name: (identifier) @name value: [(object) (array)])) @definition",
+    TOP_LEVEL
+    + "(variable_declaration (variable_declarator name: (identifier) @name value: [(object) (array)])) @definition",
     TOP_LEVEL + "(assignment_expression left: (member_expression) @name right: (object)) @definition",
-    TOP_LEVEL + "(export_statement \"default\" @name value: (object)) @definition",
+    TOP_LEVEL + '(export_statement "default" @name value: (object)) @definition',
 )
 _TS_EXTRA = (
     "(public_field_definition name: (_) @name value: [(arrow_function) (function_expression)]) @definition",
@@ -74,46 +76,89 @@ class Grammar:
 
 
 GRAMMARS: dict[str, Grammar] = {
-    "python": Grammar("tree_sitter_python", "language", (
-        "(function_definition name: (identifier) @name) @definition",
-        "(class_definition name: (identifier) @name) @definition",
-    ), frozenset({"decorated_definition"})),
-    "javascript": Grammar("tree_sitter_javascript", "language", _JS_COMMON + (
-        "(field_definition property: (_) @name value: [(arrow_function) (function_expression)]) @definition",
-    ), frozenset({"export_statement", "expression_statement"})),
-    "typescript": Grammar("tree_sitter_typescript", "language_typescript", _JS_COMMON + _TS_EXTRA,
-                          frozenset({"export_statement", "expression_statement", "ambient_declaration"})),
-    "tsx": Grammar("tree_sitter_typescript", "language_tsx", _JS_COMMON + _TS_EXTRA,
-                   frozenset({"export_statement", "expression_statement", "ambient_declaration"})),
-    "go": Grammar("tree_sitter_go", "language", (
-        "(function_declaration name: (identifier) @name) @definition",
-        "(method_declaration name: (field_identifier) @name) @definition",
-        "(type_declaration (type_spec name: (type_identifier) @name)) @definition",
-    )),
-    "java": Grammar("tree_sitter_java", "language", tuple(
-        f"({kind} name: (identifier) @name) @definition"
-        for kind in ("class_declaration", "interface_declaration", "enum_declaration", "record_declaration",
-                     "annotation_type_declaration", "method_declaration", "constructor_declaration")
-    )),
-    "rust": Grammar("tree_sitter_rust", "language", (
-        "(function_item name: (identifier) @name) @definition",
-        "(struct_item name: (type_identifier) @name) @definition",
-        "(enum_item name: (type_identifier) @name) @definition",
-        "(union_item name: (type_identifier) @name) @definition",
-        "(trait_item name: (type_identifier) @name) @definition",
-        "(impl_item type: (_) @name) @definition",
-        "(mod_item name: (identifier) @name body: (_)) @definition",
-        "(macro_definition name: (identifier) @name) @definition",
-        "(type_item name: (type_identifier) @name) @definition",
-        TOP_LEVEL + "(const_item name: (identifier) @name) @definition",
-        TOP_LEVEL + "(static_item name: (identifier) @name) @definition",
-    ), prefixes=_COMMENTS | {"attribute_item"}),
+    "python": Grammar(
+        "tree_sitter_python",
+        "language",
+        (
+            "(function_definition name: (identifier) @name) @definition",
+            "(class_definition name: (identifier) @name) @definition",
+        ),
+        frozenset({"decorated_definition"}),
+    ),
+    "javascript": Grammar(
+        "tree_sitter_javascript",
+        "language",
+        _JS_COMMON
+        + ("(field_definition property: (_) @name value: [(arrow_function) (function_expression)]) @definition",),
+        frozenset({"export_statement", "expression_statement"}),
+    ),
+    "typescript": Grammar(
+        "tree_sitter_typescript",
+        "language_typescript",
+        _JS_COMMON + _TS_EXTRA,
+        frozenset({"export_statement", "expression_statement", "ambient_declaration"}),
+    ),
+    "tsx": Grammar(
+        "tree_sitter_typescript",
+        "language_tsx",
+        _JS_COMMON + _TS_EXTRA,
+        frozenset({"export_statement", "expression_statement", "ambient_declaration"}),
+    ),
+    "go": Grammar(
+        "tree_sitter_go",
+        "language",
+        (
+            "(function_declaration name: (identifier) @name) @definition",
+            "(method_declaration name: (field_identifier) @name) @definition",
+            "(type_declaration (type_spec name: (type_identifier) @name)) @definition",
+        ),
+    ),
+    "java": Grammar(
+        "tree_sitter_java",
+        "language",
+        tuple(
+            f"({kind} name: (identifier) @name) @definition"
+            for kind in (
+                "class_declaration",
+                "interface_declaration",
+                "enum_declaration",
+                "record_declaration",
+                "annotation_type_declaration",
+                "method_declaration",
+                "constructor_declaration",
+            )
+        ),
+    ),
+    "rust": Grammar(
+        "tree_sitter_rust",
+        "language",
+        (
+            "(function_item name: (identifier) @name) @definition",
+            "(struct_item name: (type_identifier) @name) @definition",
+            "(enum_item name: (type_identifier) @name) @definition",
+            "(union_item name: (type_identifier) @name) @definition",
+            "(trait_item name: (type_identifier) @name) @definition",
+            "(impl_item type: (_) @name) @definition",
+            "(mod_item name: (identifier) @name body: (_)) @definition",
+            "(macro_definition name: (identifier) @name) @definition",
+            "(type_item name: (type_identifier) @name) @definition",
+            TOP_LEVEL + "(const_item name: (identifier) @name) @definition",
+            TOP_LEVEL + "(static_item name: (identifier) @name) @definition",
+        ),
+        prefixes=_COMMENTS | {"attribute_item"},
+    ),
     "c": Grammar("tree_sitter_c", "language", _C_FUNCTIONS, frozenset({"declaration"})),
-    "cpp": Grammar("tree_sitter_cpp", "language", _C_FUNCTIONS + (
-        "(function_definition declarator: (reference_declarator (function_declarator declarator: (_) @name))) @definition",
-        "(class_specifier name: (_) @name body: (_)) @definition",
-        "(namespace_definition name: (_) @name) @definition",
-    ), frozenset({"declaration", "template_declaration"})),
+    "cpp": Grammar(
+        "tree_sitter_cpp",
+        "language",
+        _C_FUNCTIONS
+        + (
+            "(function_definition declarator: (reference_declarator (function_declarator declarator: (_) @name))) @definition",
+            "(class_specifier name: (_) @name body: (_)) @definition",
+            "(namespace_definition name: (_) @name) @definition",
+        ),
+        frozenset({"declaration", "template_declaration"}),
+    ),
     "shell": Grammar("tree_sitter_bash", "language", ("(function_definition name: (word) @name) @definition",)),
 }
 # A language's grammars, tried in order (a header may be C++ or C): by language, then by extension where it decides.

@@ -15,19 +15,75 @@ if TYPE_CHECKING:
     from ctxrag.tasks.common.models import Corpus
 
 BY_EXTENSION: dict[str, str] = {
-    "py": "python", "pyi": "python", "js": "javascript", "mjs": "javascript", "cjs": "javascript", "jsx": "javascript",
-    "ts": "typescript", "tsx": "typescript", "go": "go", "java": "java", "rs": "rust", "c": "c", "h": "c",
-    "cpp": "cpp", "hpp": "cpp", "cc": "cpp", "cxx": "cpp", "hh": "cpp", "hxx": "cpp", "rb": "ruby", "php": "php",
-    "cs": "csharp", "swift": "swift", "kt": "kotlin", "kts": "kotlin", "scala": "scala", "sh": "shell", "bash": "shell",
-    "zsh": "shell", "sql": "sql", "lua": "lua", "pl": "perl", "pm": "perl", "r": "r", "jl": "julia", "m": "objective-c",
-    "mm": "objective-c", "dart": "dart", "ex": "elixir", "exs": "elixir", "erl": "erlang", "hs": "haskell",
-    "ml": "ocaml", "clj": "clojure", "vue": "vue", "svelte": "svelte", "zig": "zig", "nim": "nim", "f90": "fortran",
-    "ps1": "powershell", "groovy": "groovy", "gradle": "groovy", "cmake": "cmake",
-    "md": "markdown", "markdown": "markdown", "mdx": "mdx", "rst": "restructuredtext", "adoc": "asciidoc",
-    "ipynb": "jupyter", "txt": "text", "text": "text",
+    "py": "python",
+    "pyi": "python",
+    "js": "javascript",
+    "mjs": "javascript",
+    "cjs": "javascript",
+    "jsx": "javascript",
+    "ts": "typescript",
+    "tsx": "typescript",
+    "go": "go",
+    "java": "java",
+    "rs": "rust",
+    "c": "c",
+    "h": "c",
+    "cpp": "cpp",
+    "hpp": "cpp",
+    "cc": "cpp",
+    "cxx": "cpp",
+    "hh": "cpp",
+    "hxx": "cpp",
+    "rb": "ruby",
+    "php": "php",
+    "cs": "csharp",
+    "swift": "swift",
+    "kt": "kotlin",
+    "kts": "kotlin",
+    "scala": "scala",
+    "sh": "shell",
+    "bash": "shell",
+    "zsh": "shell",
+    "sql": "sql",
+    "lua": "lua",
+    "pl": "perl",
+    "pm": "perl",
+    "r": "r",
+    "jl": "julia",
+    "m": "objective-c",
+    "mm": "objective-c",
+    "dart": "dart",
+    "ex": "elixir",
+    "exs": "elixir",
+    "erl": "erlang",
+    "hs": "haskell",
+    "ml": "ocaml",
+    "clj": "clojure",
+    "vue": "vue",
+    "svelte": "svelte",
+    "zig": "zig",
+    "nim": "nim",
+    "f90": "fortran",
+    "ps1": "powershell",
+    "groovy": "groovy",
+    "gradle": "groovy",
+    "cmake": "cmake",
+    "md": "markdown",
+    "markdown": "markdown",
+    "mdx": "mdx",
+    "rst": "restructuredtext",
+    "adoc": "asciidoc",
+    "ipynb": "jupyter",
+    "txt": "text",
+    "text": "text",
 }
-BY_FILENAME: dict[str, str] = {"Makefile": "make", "Dockerfile": "dockerfile", "Rakefile": "ruby", "Gemfile": "ruby",
-                               "CMakeLists.txt": "cmake"}
+BY_FILENAME: dict[str, str] = {
+    "Makefile": "make",
+    "Dockerfile": "dockerfile",
+    "Rakefile": "ruby",
+    "Gemfile": "ruby",
+    "CMakeLists.txt": "cmake",
+}
 TEXT = "text"  # any other file of a folder: read as plain text
 
 
@@ -55,7 +111,9 @@ def file_name(doc_id: str) -> str:
     return parts[-1] if parts else ""
 
 
-PROSE_EXTENSIONS: frozenset[str] = frozenset({"txt", "text"})  # plain text by their own kind (unwrapped paragraphs are not minification)
+PROSE_EXTENSIONS: frozenset[str] = frozenset(
+    {"txt", "text"}
+)  # plain text by their own kind (unwrapped paragraphs are not minification)
 NAMED_FALLBACKS = 20  # the report names this many files read as plain text
 
 
@@ -69,8 +127,11 @@ def chunks_by_language(corpus: Corpus) -> dict[str, int]:
 def read_as_plain_text(corpus: Corpus) -> dict[str, object]:
     """The folder's files that no chunker knows (an unknown extension, or none) and were cut as plain text: how many,
     and the first ``NAMED_FALLBACKS`` of them."""
-    files = [document.doc_id for document in corpus.documents
-             if document.kind == "text" and PurePosixPath(document.doc_id).suffix.lower().lstrip(".") not in PROSE_EXTENSIONS]
+    files = [
+        document.doc_id
+        for document in corpus.documents
+        if document.kind == "text" and PurePosixPath(document.doc_id).suffix.lower().lstrip(".") not in PROSE_EXTENSIONS
+    ]
     return {"files": len(files), "first": files[:NAMED_FALLBACKS]}
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 
 @lru_cache(maxsize=1)

@@ -8,7 +8,9 @@ from functools import cached_property
 
 from ctxrag.storage.errors import UserError
 
-DEFAULT_MAX_FILE_BYTES = 1 << 20  # a folder's larger files are skipped (0: no limit); here, so options need not import the loaders
+DEFAULT_MAX_FILE_BYTES = (
+    1 << 20
+)  # a folder's larger files are skipped (0: no limit); here, so options need not import the loaders
 
 
 def sha256_hex(*parts: str) -> str:
@@ -67,7 +69,7 @@ class Chunk:
 @dataclass
 class Corpus:
     """What a loader returns: documents, their chunks in order, the warnings it raised, and the code files it cut
-with the regex chunker for want of a grammar or of a clean parse (``ctxrag.tasks.load.syntax``)."""
+    with the regex chunker for want of a grammar or of a clean parse (``ctxrag.tasks.load.syntax``)."""
 
     source: str
     documents: list[Document] = field(default_factory=list)

@@ -4,8 +4,9 @@ artifact that the Prefect UI shows while the stage runs."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -22,8 +23,13 @@ def stage_progress(description: str, unit: str = "items", stored: int = 0) -> It
     flow. ``stored``: how many were done by earlier runs (the card of an empty stage says so)."""
     artifact = _PrefectProgress(description, unit, stored)
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=_stderr, transient=True, disable=not _stderr.is_terminal,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_stderr,
+        transient=True,
+        disable=not _stderr.is_terminal,
     ) as progress:
         task_id = progress.add_task(description, total=None)
 
@@ -39,7 +45,9 @@ def progress_text(description: str, done: int, total: int, unit: str = "items", 
     """The card's description: what runs, how far in what it counts, and the percentage (the UI's card shows only
     the bar); a stage with nothing to do says so, and why when earlier runs did it (``stored``)."""
     if not total:
-        return f"ctxrag: {description}: nothing to do" + (f" (all {stored:,} {unit} stored)" if stored else f" (no {unit})")
+        return f"ctxrag: {description}: nothing to do" + (
+            f" (all {stored:,} {unit} stored)" if stored else f" (no {unit})"
+        )
     return f"ctxrag: {description}: {done:,} of {total:,} {unit} ({100.0 * done / total:.0f}%)"
 
 
@@ -71,11 +79,9 @@ class _PrefectProgress:
             if TaskRunContext.get() is None and FlowRunContext.get() is None:
                 return
             if self.artifact_id is None:
-                self.artifact_id = create_progress_artifact(
-                    progress=percent, description=self.text(done, total)
-                )
+                self.artifact_id = create_progress_artifact(progress=percent, description=self.text(done, total))
             elif percent > self.shown:
                 update_progress_artifact(self.artifact_id, progress=percent, description=self.text(done, total))
             self.shown = percent
-        except Exception as error:  # noqa: BLE001 - progress display must never fail a stage
+        except Exception as error:
             logging.getLogger(__name__).debug("progress artifact not updated: %s", error)

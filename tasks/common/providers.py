@@ -18,7 +18,9 @@ class Provider(StrEnum):
 
 EMBEDDERS = frozenset({Provider.LOCAL, Provider.VOYAGE, Provider.VOYAGE_CONTEXT})
 
-DEFAULT_IN_FLIGHT = 4  # a provider's calls open at once across a run, when nothing else is set (Claude's: --concurrency)
+DEFAULT_IN_FLIGHT = (
+    4  # a provider's calls open at once across a run, when nothing else is set (Claude's: --concurrency)
+)
 
 
 def limits_from_environment(provider: Provider) -> tuple[int, float | None]:
@@ -26,13 +28,17 @@ def limits_from_environment(provider: Provider) -> tuple[int, float | None]:
     minute (``CTXRAG_VOYAGE_TOKENS_PER_MINUTE``, default none: the API's 429s are waited out), likewise COHERE. Read
     where the calls are made (a Dask worker: its own environment), since no command option reaches there."""
     name = "VOYAGE" if provider in (Provider.VOYAGE, Provider.VOYAGE_CONTEXT) else provider.name
-    in_flight, per_minute = (os.environ.get(f"CTXRAG_{name}_{what}", "").strip() for what in ("CONCURRENCY", "TOKENS_PER_MINUTE"))
+    in_flight, per_minute = (
+        os.environ.get(f"CTXRAG_{name}_{what}", "").strip() for what in ("CONCURRENCY", "TOKENS_PER_MINUTE")
+    )
     try:
         limit = int(in_flight) if in_flight else DEFAULT_IN_FLIGHT
         tokens = float(per_minute) if per_minute else None
     except ValueError:
-        raise InvalidInput(f"CTXRAG_{name}_CONCURRENCY ({in_flight!r}) must be a whole number and CTXRAG_{name}_TOKENS_PER_MINUTE "
-                           f"({per_minute!r}) a number") from None
+        raise InvalidInput(
+            f"CTXRAG_{name}_CONCURRENCY ({in_flight!r}) must be a whole number and CTXRAG_{name}_TOKENS_PER_MINUTE "
+            f"({per_minute!r}) a number"
+        ) from None
     if limit < 1 or (tokens is not None and tokens <= 0):
         raise InvalidInput(f"CTXRAG_{name}_CONCURRENCY must be 1 or more and CTXRAG_{name}_TOKENS_PER_MINUTE above 0")
     return limit, tokens

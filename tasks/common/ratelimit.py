@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ctxrag.storage.secrets import redact
 
@@ -147,13 +148,17 @@ class RateLimiter:
             return None
         try:
             return budget.take(tokens, lease_s)[0]
-        except Exception as error:  # noqa: BLE001 - the budget is a bound, not the call: the call goes on
+        except Exception as error:
             with self._lock:
                 if self.budget is not None:
                     self.budget = None
                     logging.getLogger(__name__).warning(
                         "the run-wide budget of %s calls is off (Prefect's concurrency limits at %s: %s); each process "
-                        "keeps its own limits", budget.provider, budget.api_url, redact(str(error))[:200])
+                        "keeps its own limits",
+                        budget.provider,
+                        budget.api_url,
+                        redact(str(error))[:200],
+                    )
             return None
 
     def acquire(self, tokens: int = 0) -> float:
@@ -214,8 +219,12 @@ _shared: dict[tuple[object, ...], RateLimiter] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_limiter(provider: str, max_in_flight: int | None, requests_per_minute: float | None = None,
-                   tokens_per_minute: float | None = None) -> RateLimiter:
+def shared_limiter(
+    provider: str,
+    max_in_flight: int | None,
+    requests_per_minute: float | None = None,
+    tokens_per_minute: float | None = None,
+) -> RateLimiter:
     """One limiter per provider and setting in this process, shared by every task thread that calls the provider:
     ``max_in_flight`` bounds the process's open requests; in a Dask worker the run's budget (``run_budget``: Prefect's
     global limits) bounds those of every worker together."""

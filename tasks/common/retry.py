@@ -12,8 +12,9 @@ retries included) retries again: one budget per call.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
@@ -54,7 +55,7 @@ def retry_after_of(error: BaseException) -> float | None:
     headers = headers_of(error)
     try:
         value = headers.get("retry-after") if hasattr(headers, "get") else None
-    except Exception:  # noqa: BLE001 - exotic header containers
+    except Exception:
         value = None
     try:
         return min(max(float(value), 0.0), MAX_RETRY_AFTER_SECONDS) if value is not None else None
@@ -65,8 +66,20 @@ def retry_after_of(error: BaseException) -> float | None:
 def is_connection_error(error: BaseException) -> bool:
     """Network-level failures: the request may not have reached the API."""
     names = {cls.__name__ for cls in type(error).__mro__}
-    return bool(names & {"APIConnectionError", "APITimeoutError", "ConnectError", "ConnectionError", "TimeoutException",
-                         "ReadTimeout", "ServiceUnavailableError", "Timeout", "ClientConnectionError"})
+    return bool(
+        names
+        & {
+            "APIConnectionError",
+            "APITimeoutError",
+            "ConnectError",
+            "ConnectionError",
+            "TimeoutException",
+            "ReadTimeout",
+            "ServiceUnavailableError",
+            "Timeout",
+            "ClientConnectionError",
+        }
+    )
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -124,7 +137,9 @@ class RetryPolicy:
 def may_pass(error: BaseException) -> bool:
     """Whether trying again could help: I/O hiccups and the unexpected may pass; bad input will not get better, and a
     paid call that failed for good has spent its own budget (one budget per call). An error's own ``retryable`` wins."""
-    if isinstance(error, (UserError, ValueError)):  # ApiCallFailed, CorpusError, MissingKey, InvalidInput are UserErrors
+    if isinstance(
+        error, (UserError, ValueError)
+    ):  # ApiCallFailed, CorpusError, MissingKey, InvalidInput are UserErrors
         return False
     return bool(getattr(error, "retryable", True))
 
@@ -133,6 +148,6 @@ def retry_only_io(task, task_run, state) -> bool:  # type: ignore[no-untyped-def
     """Prefect's ``retry_condition_fn``: retry only what ``may_pass``."""
     try:
         state.result()
-    except Exception as error:  # noqa: BLE001 - decided by may_pass
+    except Exception as error:
         return may_pass(error)
     return False

@@ -15,8 +15,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from httpx import HTTPStatusError
@@ -69,8 +70,13 @@ class RunBudget:
     tokens_per_minute: float | None = None
 
     @classmethod
-    def on_server(cls, provider: str, in_flight: int | None, requests_per_minute: float | None = None,
-                  tokens_per_minute: float | None = None) -> RunBudget | None:
+    def on_server(
+        cls,
+        provider: str,
+        in_flight: int | None,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+    ) -> RunBudget | None:
         """The budget on the Prefect server this process talks to; None when none is configured (one process)."""
         from prefect.settings import get_current_settings
 
@@ -78,8 +84,13 @@ class RunBudget:
         return cls(str(url), provider, in_flight, requests_per_minute, tokens_per_minute) if url else None
 
     @classmethod
-    def for_workers(cls, provider: str, in_flight: int | None, requests_per_minute: float | None = None,
-                    tokens_per_minute: float | None = None) -> RunBudget | None:
+    def for_workers(
+        cls,
+        provider: str,
+        in_flight: int | None,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+    ) -> RunBudget | None:
         """``on_server`` in a Dask worker, where other processes share the run's limits; None in the flow's own process
         (threads: its limiter already bounds the whole run, at no round trip per call)."""
         return cls.on_server(provider, in_flight, requests_per_minute, tokens_per_minute) if in_dask_worker() else None
@@ -92,12 +103,22 @@ class RunBudget:
         seconds waited. A lease this process's last call gave back goes to a waiting call at once."""
         client = self._client()
         started = time.monotonic()
-        for limit, per_minute, slots in (("requests-per-minute", self.requests_per_minute, 1),
-                                         ("tokens-per-minute", self.tokens_per_minute, tokens)):
+        for limit, per_minute, slots in (
+            ("requests-per-minute", self.requests_per_minute, 1),
+            ("tokens-per-minute", self.tokens_per_minute, tokens),
+        ):
             if per_minute and slots:
                 name = self._ensure(client, limit, int(per_minute), per_minute / 60.0)
-                _until_granted(lambda: client.increment_concurrency_slots(names=[name], slots=min(slots, int(per_minute)), mode="rate_limit"))
-        lease = self._lease(client, self._ensure(client, "in-flight", self.in_flight, 0.0), lease_s) if self.in_flight else None
+                _until_granted(
+                    lambda: client.increment_concurrency_slots(
+                        names=[name], slots=min(slots, int(per_minute)), mode="rate_limit"
+                    )
+                )
+        lease = (
+            self._lease(client, self._ensure(client, "in-flight", self.in_flight, 0.0), lease_s)
+            if self.in_flight
+            else None
+        )
         return lease, time.monotonic() - started
 
     def _lease(self, client: SyncPrefectClient, name: str, lease_s: float) -> Lease:
@@ -117,7 +138,9 @@ class RunBudget:
                         lease = Lease(name, lease.id, time.monotonic() + duration)
                     return lease
                 try:
-                    granted = client.increment_concurrency_slots_with_lease(names=[name], slots=1, mode="concurrency", lease_duration=duration)
+                    granted = client.increment_concurrency_slots_with_lease(
+                        names=[name], slots=1, mode="concurrency", lease_duration=duration
+                    )
                     return Lease(name, UUID(granted.json()["lease_id"]), time.monotonic() + duration)
                 except HTTPStatusError as error:
                     if error.response.status_code != 423:
@@ -149,7 +172,7 @@ class RunBudget:
     def _release(self, lease: Lease) -> None:
         try:
             self._client().release_concurrency_slots_with_lease(lease.id)
-        except Exception:  # noqa: BLE001 - the lease ends on its own
+        except Exception:
             pass
 
     def _client(self) -> SyncPrefectClient:
@@ -172,7 +195,10 @@ class RunBudget:
             if (name, slots, decay) not in _ensured:
                 try:
                     client.upsert_global_concurrency_limit_by_name(name, max(1, slots), slot_decay_per_second=decay)
-                except (ObjectAlreadyExists, HTTPStatusError):  # another process created it first (SQLite: a 500): set it
+                except (
+                    ObjectAlreadyExists,
+                    HTTPStatusError,
+                ):  # another process created it first (SQLite: a 500): set it
                     client.upsert_global_concurrency_limit_by_name(name, max(1, slots), slot_decay_per_second=decay)
                 _ensured.add((name, slots, decay))
         return name

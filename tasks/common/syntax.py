@@ -125,14 +125,21 @@ def _outline(source: bytes, name: str, root: Node) -> Outline:
     lines = source.split(b"\n")
     definitions: list[Definition] = []
     open_ends: list[tuple[int, int]] = []  # (end byte, index) of the definitions open at the current one
-    for (start, end), (node, inner, named) in sorted(found.items(), key=lambda item: (item[0][0], -item[0][1])):
+    for (_start, end), (node, inner, named) in sorted(found.items(), key=lambda item: (item[0][0], -item[0][1])):
         while open_ends and open_ends[-1][0] < end:
             open_ends.pop()
         parent = open_ends[-1][1] if open_ends else -1
-        definitions.append(Definition(
-            name=_name(named), header=_header(source, node, inner, named), lead=_lead(node, lines, grammar),
-            start=node.start_point.row, header_line=named.start_point.row, end=last_row(node), parent=parent,
-        ))
+        definitions.append(
+            Definition(
+                name=_name(named),
+                header=_header(source, node, inner, named),
+                lead=_lead(node, lines, grammar),
+                start=node.start_point.row,
+                header_line=named.start_point.row,
+                end=last_row(node),
+                parent=parent,
+            )
+        )
         open_ends.append((end, len(definitions) - 1))
     return Outline(name, tuple(definitions), opening_comment(root, name))
 
@@ -176,10 +183,20 @@ def _lead(node: Node, lines: list[bytes], grammar: Grammar) -> int:
     and the blank lines before those, never past the code before it."""
     lead = node.start_point.row
     previous = node.prev_named_sibling
-    if previous is None and node.parent is not None and node.parent.parent is not None and node.parent.start_byte == node.start_byte:
+    if (
+        previous is None
+        and node.parent is not None
+        and node.parent.parent is not None
+        and node.parent.start_byte == node.start_byte
+    ):
         previous = node.parent.prev_named_sibling  # a body that starts at its first statement (Python's): the comments
         # before that statement are the body's siblings
-    while previous is not None and previous.type in grammar.prefixes and last_row(previous) < lead and _own_line(previous, lines):
+    while (
+        previous is not None
+        and previous.type in grammar.prefixes
+        and last_row(previous) < lead
+        and _own_line(previous, lines)
+    ):
         lead = previous.start_point.row
         previous = previous.prev_named_sibling
     if previous is not None:

@@ -7,15 +7,15 @@ definitions that enclose the chunk; for prose, the page, title and heading path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Protocol
+from typing import Protocol
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.ledger import SaveLedger
-from ctxrag.tasks.common.models import Chunk, Document, sha256_hex
 from ctxrag.tasks.common.grammars import regex_by_choice
+from ctxrag.tasks.common.models import Chunk, Document, sha256_hex
 from ctxrag.tasks.common.syntax import Definition as TreeDefinition
 from ctxrag.tasks.common.syntax import outline
 from ctxrag.tasks.context.structure import (
@@ -62,7 +62,7 @@ class ContextualizerKind(str, Enum):
     CLAUDE_SUMMARY = "claude-summary"
 
     @classmethod
-    def from_str(cls, value: str) -> "ContextualizerKind":
+    def from_str(cls, value: str) -> ContextualizerKind:
         try:
             return cls(value)
         except ValueError:
@@ -100,7 +100,9 @@ class StructuralContextualizer(_Offline):
     def key_inputs(self, document: Document, chunk: Chunk) -> tuple[str, ...]:
         """The title, heading and shipped summary it writes: a docs corpus with and without summaries has the same
         chunk keys, and a heading or title can change while the text does not."""
-        return (document.title, chunk.heading, chunk.summary) + ((document.description,) if document.description else ())
+        return (document.title, chunk.heading, chunk.summary) + (
+            (document.description,) if document.description else ()
+        )
 
     def contextualize(self, document: Document, chunks: list[Chunk]) -> list[str]:
         if document.kind == "code":
@@ -113,14 +115,22 @@ class StructuralContextualizer(_Offline):
         tree = None if regex_by_choice(document.doc_id) else outline(document.content, document.doc_id)
         offsets = chunk_offsets(document.content, [chunk.content for chunk in chunks])
         if tree is not None:
-            header = self._header(document, opening_text(tree, document.content), [definition.name for definition in tree.definitions])
+            header = self._header(
+                document, opening_text(tree, document.content), [definition.name for definition in tree.definitions]
+            )
             rows = chunk_lines(document.content, offsets, [chunk.content for chunk in chunks])
             insides = [_path(tree.enclosing(*span)) if span else "" for span in rows]
         else:
             definitions = find_definitions(document.content)
-            header = self._header(document, leading_comment(document.content), [definition.name for definition in definitions])
-            insides = [_path(enclosing_definitions(definitions, *first_code_position(document.content, offset))) if offset >= 0
-                       else "" for offset in offsets]
+            header = self._header(
+                document, leading_comment(document.content), [definition.name for definition in definitions]
+            )
+            insides = [
+                _path(enclosing_definitions(definitions, *first_code_position(document.content, offset)))
+                if offset >= 0
+                else ""
+                for offset in offsets
+            ]
         contexts = []
         for inside, chunk in zip(insides, chunks):
             lines = list(header)
@@ -173,7 +183,9 @@ def shorten_defines(context: str, limit: int) -> str:
 
 def context_key(chunk: Chunk, contextualizer: Contextualizer, document: Document) -> str:
     """Cache key of a chunk's context: (chunk key, contextualizer, version, what else it reads)."""
-    return context_key_of(chunk.key, contextualizer.name, contextualizer.version, *contextualizer.key_inputs(document, chunk))
+    return context_key_of(
+        chunk.key, contextualizer.name, contextualizer.version, *contextualizer.key_inputs(document, chunk)
+    )
 
 
 def context_key_of(chunk_key: str, name: str, version: str, *inputs: str) -> str:

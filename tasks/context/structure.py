@@ -15,7 +15,6 @@ from itertools import accumulate
 from ctxrag.storage.tokenize import stopwords
 from ctxrag.tasks.common.syntax import Outline
 
-
 _MODIFIERS = r"(?:(?:pub(?:\([^)]*\))?|export|default|async|unsafe|static|public|private|protected|final|abstract|inline|extern|virtual|override|sealed|internal|open|data)\s+)*"
 _KEYWORD_DEF = re.compile(
     rf"^(?P<indent>[ \t]*){_MODIFIERS}(?P<kind>(?:fn|struct|enum|trait|impl|class|def|func|function|interface|type|mod|namespace|union)\b|macro_rules!)[ \t]*(?P<rest>[^\n]*)$",
@@ -29,7 +28,9 @@ _CALL_DEF = re.compile(
 )
 _IDENT = re.compile(r"[A-Za-z_][\w]*")
 _LICENSE = re.compile(r"licen[sc]e|copyright|spdx|all rights reserved", re.I)
-_COMMENT_LINE = re.compile(r"^\s*(?://[/!]?|#(?![!\[]|include|pragma|define|if|endif|else|undef)|/\*+|\*/?|--|;;)\s?(?P<text>.*?)\s*(?:\*/)?$")
+_COMMENT_LINE = re.compile(
+    r"^\s*(?://[/!]?|#(?![!\[]|include|pragma|define|if|endif|else|undef)|/\*+|\*/?|--|;;)\s?(?P<text>.*?)\s*(?:\*/)?$"
+)
 
 
 @dataclass(frozen=True)

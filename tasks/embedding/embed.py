@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -25,21 +26,32 @@ import pyarrow as pa
 from ctxrag.storage.artifacts import RowCache, vector_table
 from ctxrag.storage.environment import models_dir as default_models_dir
 from ctxrag.tasks.common.memory import release_freed_memory
+from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.local_runtimes import (
-    int8_encoder, log as _log, packaged_model_path, query_encoder, query_model_export, sentence_transformer,
+    int8_encoder,
+    packaged_model_path,
+    query_encoder,
+    query_model_export,
+    sentence_transformer,
     torch_vectors,
 )
+from ctxrag.tasks.embedding.local_runtimes import (
+    log as _log,
+)
 from ctxrag.tasks.embedding.precision import choose_precision, cuda_available
-from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.windows import HEAD_SEPARATOR, local_piece_ids, local_special_ids, pooled_rows, window_runs
-from ctxrag.tasks.common.providers import Provider
 
 __all__ = ["EmbedderSpec", "LocalEmbedder", "packaged_model_path", "query_model_export", "preload_local_model"]
 
 BATCH_SIZE = 32
 TEXTS_PER_TASK = 2048  # texts per embedding task: the local model's ~1 minute of work on 2 cores
-PERSIST_EVERY = 128  # texts per part file: a killed run keeps all but the last few batches (paid vectors: a few requests)
-LOCAL_PERSIST_EVERY = 512  # the local model's: its windows are batched together (stdlib padding 2.9% at 128, 1.2% at 512)
+PERSIST_EVERY = (
+    128  # texts per part file: a killed run keeps all but the last few batches (paid vectors: a few requests)
+)
+LOCAL_PERSIST_EVERY = (
+    512  # the local model's: its windows are batched together (stdlib padding 2.9% at 128, 1.2% at 512)
+)
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -70,7 +82,11 @@ class LocalEmbedder:
     """
 
     def __init__(
-        self, spec: EmbedderSpec, precision: str | None = None, batch_size: int = BATCH_SIZE, models_dir: Path | None = None
+        self,
+        spec: EmbedderSpec,
+        precision: str | None = None,
+        batch_size: int = BATCH_SIZE,
+        models_dir: Path | None = None,
     ) -> None:
         """``models_dir``: where the ONNX export for queries is kept (ctxrag.tasks.embedding.onnx_queries); None: fp32
         queries use torch (int8 files are kept in ``ctxrag.storage.environment.models_dir`` then)."""
@@ -117,15 +133,17 @@ class LocalEmbedder:
         if self.precision == "int8":
             self._int8()
         else:
-            self.model
+            _ = self.model  # the property loads it
 
     def _announce(self) -> None:
         announce = (self.spec.model, self.spec.max_seq_length, self.precision, self.device)
         if announce not in _announced:
             _announced.add(announce)
             where = f" on {self.device}" if self.device != "cpu" else ""
-            _log(f"local embedder {self.spec.model} (max {self.spec.max_seq_length} word pieces) runs in "
-                 f"{self.precision}{where}: {self.precision_reason}")
+            _log(
+                f"local embedder {self.spec.model} (max {self.spec.max_seq_length} word pieces) runs in "
+                f"{self.precision}{where}: {self.precision_reason}"
+            )
 
     def token_counts(self, texts: list[str]) -> list[int]:
         """Word pieces per text as the model sees it (special tokens included, truncated at max_seq_length)."""
@@ -153,7 +171,9 @@ class LocalEmbedder:
 
     def _int8_queries(self) -> Any:
         """The int8 encoder on a query's share of the machine (up to 2 threads)."""
-        return int8_encoder(self.models_dir or default_models_dir(), self.spec.model, self.spec.max_seq_length, documents=False)
+        return int8_encoder(
+            self.models_dir or default_models_dir(), self.spec.model, self.spec.max_seq_length, documents=False
+        )
 
     def _cut_ids(self, texts: list[str]) -> list[list[int]]:
         """Each text's input ids, cut at ``max_seq_length`` as the tokenizer would (special tokens included)."""

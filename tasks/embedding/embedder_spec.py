@@ -10,7 +10,9 @@ from ctxrag.tasks.common.providers import EMBEDDERS, Provider
 
 DEFAULT_MAX_SEQ_LENGTH = 512
 LOCAL_DEFINES_CHARS = 100  # the local model reads this much of a context's Defines: line (docs/decisions.md)
-LOCAL_WINDOW_TOKENS = 256  # the local model embeds a chunk as windows of this many word pieces (ctxrag.tasks.embedding.windows)
+LOCAL_WINDOW_TOKENS = (
+    256  # the local model embeds a chunk as windows of this many word pieces (ctxrag.tasks.embedding.windows)
+)
 LOCAL_CONTEXT_TOKENS = 64  # each window's context is cut to this many word pieces (0: whole; docs/decisions.md)
 INT8_RECIPE = "int8-v2"  # how int8 weights are made (ctxrag.tasks.embedding.onnx_int8): in every int8 vector's key
 PRECISIONS = ("int8", "bf16", "fp32")  # what the local model's vectors can be made in
@@ -54,11 +56,15 @@ class EmbedderSpec:
         if self.provider not in EMBEDDERS:
             raise InvalidInput(f"unknown embedder {self.provider!r}; choose local, voyage or voyage-context-3")
         if self.window_tokens and (self.provider != Provider.LOCAL or self.window_tokens < 16):
-            raise InvalidInput(f"window_tokens {self.window_tokens}: only the local model windows, at 16 word pieces or more")
+            raise InvalidInput(
+                f"window_tokens {self.window_tokens}: only the local model windows, at 16 word pieces or more"
+            )
         if self.precision not in {"", *PRECISIONS} or (self.precision and self.provider != Provider.LOCAL):
             raise InvalidInput(f"precision {self.precision!r}: {', '.join(PRECISIONS)}, for the local model only")
         if self.context_tokens < 0 or (self.context_tokens and not self.window_tokens):
-            raise InvalidInput(f"context_tokens {self.context_tokens}: a cap of 1 word piece or more, on the local model's windows only")
+            raise InvalidInput(
+                f"context_tokens {self.context_tokens}: a cap of 1 word piece or more, on the local model's windows only"
+            )
 
     @property
     def packaged(self) -> bool:
@@ -108,6 +114,7 @@ class EmbedderSpec:
         from ctxrag.tasks.common.models import indexed_text
         from ctxrag.tasks.context.offline import shorten_defines
         from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, windowed_text
+
         if self.defines_chars:
             contexts = [shorten_defines(context, self.defines_chars) for context in contexts]
         if self.context_tokens:
@@ -124,7 +131,7 @@ class EmbedderSpec:
         output_dimension: int | None,
         window_tokens: int = LOCAL_WINDOW_TOKENS,
         context_tokens: int = LOCAL_CONTEXT_TOKENS,
-    ) -> "EmbedderSpec":
+    ) -> EmbedderSpec:
         """The spec for a CLI / flow choice: the local model (``model``: the packaged MiniLM when None, else a folder
         or Hugging Face id, checked now; ``max_seq_length``, ``window_tokens``; 0: whole texts; ``context_tokens``,
         which applies to windows only) or Voyage (``output_dimension``; it embeds whole texts, so neither window
@@ -134,8 +141,12 @@ class EmbedderSpec:
         if provider == "voyage-context-3":  # contextualized chunk embeddings (ctxrag.tasks.embedding.voyage_context)
             return cls(Provider.VOYAGE_CONTEXT.value, model or "voyage-context-3", 0, output_dimension)
         local = cls(  # an unknown provider raises here
-            provider, PACKAGED_MODEL, max_seq_length, defines_chars=LOCAL_DEFINES_CHARS,
-            window_tokens=window_tokens, context_tokens=context_tokens if window_tokens else 0,
+            provider,
+            PACKAGED_MODEL,
+            max_seq_length,
+            defines_chars=LOCAL_DEFINES_CHARS,
+            window_tokens=window_tokens,
+            context_tokens=context_tokens if window_tokens else 0,
         )
         if model in (None, "", PACKAGED_MODEL):
             return local
@@ -144,8 +155,14 @@ class EmbedderSpec:
         from ctxrag.tasks.embedding.model_sources import resolve_model
 
         card = resolve_model(model)
-        return replace(local, model=card.name, max_seq_length=min(max_seq_length, card.max_length), source=card.reference,
-                       fingerprint=card.fingerprint(), precision=card.precision)
+        return replace(
+            local,
+            model=card.name,
+            max_seq_length=min(max_seq_length, card.max_length),
+            source=card.reference,
+            fingerprint=card.fingerprint(),
+            precision=card.precision,
+        )
 
     def to_dict(self) -> dict[str, object]:
         """The manifest's form; ``defines_chars``, ``window_tokens``, ``context_tokens`` and ``precision`` only when
@@ -157,5 +174,5 @@ class EmbedderSpec:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, object]) -> "EmbedderSpec":
+    def from_dict(cls, data: dict[str, object]) -> EmbedderSpec:
         return cls(**data)  # type: ignore[arg-type]

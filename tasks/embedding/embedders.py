@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctxrag.tasks.embedding.embed import Embedder, EmbedderSpec, LocalEmbedder
 from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.embedding.embed import Embedder, EmbedderSpec, LocalEmbedder
 
 if TYPE_CHECKING:
     from ctxrag.storage.ledger import SaveLedger

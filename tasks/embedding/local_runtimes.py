@@ -39,7 +39,9 @@ def sentence_transformer(path: str, max_seq_length: int, device: str = "cpu"):  
     return model
 
 
-def torch_vectors(model: Any, ids: list[list[int]], precision: str, device: str, batch_size: int, pad: int) -> np.ndarray:
+def torch_vectors(
+    model: Any, ids: list[list[int]], precision: str, device: str, batch_size: int, pad: int
+) -> np.ndarray:
     """sentence-transformers' ``model``'s vectors of tokenized inputs (special tokens included), in bf16 autocast
     when ``precision`` is bf16. Batches are formed here by token count, longest first (sentence-transformers would
     sort by characters, which for code pads about half again as many positions), padded with ``pad`` and run through
@@ -57,7 +59,10 @@ def torch_vectors(model: Any, ids: list[list[int]], precision: str, device: str,
             for row, position in enumerate(positions):
                 input_ids[row, : len(ids[position])] = ids[position]
                 mask[row, : len(ids[position])] = 1
-            features = {"input_ids": torch.from_numpy(input_ids).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+            features = {
+                "input_ids": torch.from_numpy(input_ids).to(device),
+                "attention_mask": torch.from_numpy(mask).to(device),
+            }
             encoded = model(features)["sentence_embedding"].float().cpu().numpy()
             if vectors.shape[1] == 0:
                 vectors = np.zeros((len(ids), encoded.shape[1]), dtype=np.float32)
@@ -86,7 +91,7 @@ def query_model_export(models_dir: Path, model: str) -> Path | None:
                 if not export_query_model(packaged_model_path(), target):
                     return None
             return target
-        except Exception as error:  # noqa: BLE001 - the torch path still answers; say why once
+        except Exception as error:
             log(f"queries stay on torch: no ONNX query encoder ({type(error).__name__}: {error})")
             return None
 
@@ -101,7 +106,7 @@ def query_encoder(models_dir: Path, model: str, max_seq_length: int):  # type: i
         return None
     try:
         return OnnxEncoder(target, packaged_model_path(), max_seq_length)
-    except Exception as error:  # noqa: BLE001 - the torch path still answers; say why once
+    except Exception as error:
         log(f"queries stay on torch: no ONNX query encoder ({type(error).__name__}: {error})")
         return None
 
@@ -116,7 +121,9 @@ def int8_model(models_dir: Path, model: str) -> Path:
         if not target.exists():
             log(f"making int8 weights of {model} (once): {target}")
             if not make_int8_model(packaged_model_path(), target):
-                raise Int8Refused(f"the int8 weights of {model} are not within tolerance of fp32 here (see the log); embed in fp32 or bf16")
+                raise Int8Refused(
+                    f"the int8 weights of {model} are not within tolerance of fp32 here (see the log); embed in fp32 or bf16"
+                )
         return target
 
 
@@ -127,8 +134,13 @@ def int8_encoder(models_dir: Path, model: str, max_seq_length: int, documents: b
     from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder
 
     cores = usable_cores()
-    return OnnxEncoder(int8_model(models_dir, model), packaged_model_path(), max_seq_length, alone=True,
-                       threads=cores if documents else min(2, cores))
+    return OnnxEncoder(
+        int8_model(models_dir, model),
+        packaged_model_path(),
+        max_seq_length,
+        alone=True,
+        threads=cores if documents else min(2, cores),
+    )
 
 
 def usable_cores() -> int:
@@ -142,5 +154,5 @@ def log(message: str) -> None:
         from prefect import get_run_logger
 
         get_run_logger().info(message)
-    except Exception:  # noqa: BLE001 - outside a run (no context), or Prefect missing
+    except Exception:
         logger.info(message)

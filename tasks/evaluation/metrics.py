@@ -10,7 +10,7 @@ Golden chunks are counted once each, whether or not they are in the index (a mis
 from __future__ import annotations
 
 import math
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 
 def pass_at_k(retrieved: Sequence[Hashable], golden: Sequence[Hashable], k: int) -> float:

@@ -28,9 +28,11 @@ def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) ->
     names = list(dict.fromkeys(name for values in metrics.values() for name in values))
     group, bar, top, plot_h, left = 28 + 14 * len(strategies), 14, 40, 240, 40
     width = left + group * len(names) + 200
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + plot_h + 40}" font-family="sans-serif" font-size="12">',
-             f'<text x="{left}" y="22" font-size="14">{escape(title)}</text>',
-             f'<line x1="{left}" y1="{top + plot_h}" x2="{left + group * len(names)}" y2="{top + plot_h}" stroke="#333"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + plot_h + 40}" font-family="sans-serif" font-size="12">',
+        f'<text x="{left}" y="22" font-size="14">{escape(title)}</text>',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + group * len(names)}" y2="{top + plot_h}" stroke="#333"/>',
+    ]
     for tick in (0.0, 0.5, 1.0):
         y = top + plot_h * (1 - tick)
         parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:g}</text>')
@@ -38,20 +40,28 @@ def write_chart(metrics: dict[str, dict[str, float]], path: Path, title: str) ->
         x0 = left + column * group + 14
         for row, strategy in enumerate(strategies):
             value = min(max(metrics[strategy].get(name, 0.0), 0.0), 1.0)
-            parts.append(f'<rect x="{x0 + row * bar}" y="{top + plot_h * (1 - value):.1f}" width="{bar - 2}" '
-                         f'height="{plot_h * value:.1f}" fill="{PALETTE[row % len(PALETTE)]}"><title>{escape(strategy)} '
-                         f'{escape(name)}: {value:.3f}</title></rect>')
-        parts.append(f'<text x="{x0 + bar * len(strategies) / 2:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{escape(name)}</text>')
+            parts.append(
+                f'<rect x="{x0 + row * bar}" y="{top + plot_h * (1 - value):.1f}" width="{bar - 2}" '
+                f'height="{plot_h * value:.1f}" fill="{PALETTE[row % len(PALETTE)]}"><title>{escape(strategy)} '
+                f"{escape(name)}: {value:.3f}</title></rect>"
+            )
+        parts.append(
+            f'<text x="{x0 + bar * len(strategies) / 2:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{escape(name)}</text>'
+        )
     for row, strategy in enumerate(strategies):
         x, y = left + group * len(names) + 16, top + row * 18
-        parts.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{PALETTE[row % len(PALETTE)]}"/>'
-                     f'<text x="{x + 16}" y="{y + 10}">{escape(strategy)}</text>')
+        parts.append(
+            f'<rect x="{x}" y="{y}" width="10" height="10" fill="{PALETTE[row % len(PALETTE)]}"/>'
+            f'<text x="{x + 16}" y="{y + 10}">{escape(strategy)}</text>'
+        )
     private_dirs(path.parent)
     path.write_text("\n".join(parts + ["</svg>"]) + "\n")
     return path
 
 
-def write_run(run_dir: Path, config: dict[str, object], metrics: dict[str, dict[str, float]], per_query: pa.Table) -> None:
+def write_run(
+    run_dir: Path, config: dict[str, object], metrics: dict[str, dict[str, float]], per_query: pa.Table
+) -> None:
     """Save the evaluation's frozen config beside its results, so every figure can be reproduced.
 
     ``per_query.parquet`` holds one row per (strategy, query) with its golden and ranked chunk references and its

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -64,7 +64,12 @@ def load_run(run_dir: str | Path) -> pd.DataFrame:
             row.setdefault(f"ndcg@{k}", ndcg_at_k(retrieved, golden, k))
     names = list(dict.fromkeys(name for row in rows for name in row))
     metrics = [name for name in names if PER_QUERY_METRIC.match(name)]
-    metrics = [name for family in ("pass", "precision", "recall", "mrr", "hit", "ndcg") for name in metrics if name.startswith(family + "@")]
+    metrics = [
+        name
+        for family in ("pass", "precision", "recall", "mrr", "hit", "ndcg")
+        for name in metrics
+        if name.startswith(family + "@")
+    ]
     columns = LEADING + metrics + [name for name in names if name not in LEADING and name not in metrics]
     frame = pd.DataFrame(rows, columns=columns)
     frame.attrs["config"] = config
@@ -98,9 +103,18 @@ def disagreements(frame: pd.DataFrame, a: str, b: str, metric: str, others: Sequ
     names = list(dict.fromkeys([a, b, *others]))
     values = dict(zip(names, _per_query(frame, names, metric, "the run")))
     found_a, found_b = values[a] == 1.0, values[b] == 1.0
-    cases = {f"only {a}": found_a & ~found_b, f"only {b}": found_b & ~found_a, "both": found_a & found_b, "neither": ~found_a & ~found_b}
+    cases = {
+        f"only {a}": found_a & ~found_b,
+        f"only {b}": found_b & ~found_a,
+        "both": found_a & found_b,
+        "neither": ~found_a & ~found_b,
+    }
     rows = [
-        {"case": case, "queries": int(mask.sum()), **{name: float(values[name][mask].mean()) if mask.any() else float("nan") for name in names}}
+        {
+            "case": case,
+            "queries": int(mask.sum()),
+            **{name: float(values[name][mask].mean()) if mask.any() else float("nan") for name in names},
+        }
         for case, mask in cases.items()
     ]
     return pd.DataFrame(rows).set_index("case")
@@ -126,7 +140,9 @@ def _per_query(frame: pd.DataFrame, strategies: Sequence[str], metric: str, sour
 def _add_golden_from_evalset(rows: list[dict[str, object]], config: dict[str, object], run_dir: Path) -> None:
     """Older runs: golden references by position, from the evaluation set the config names."""
     if "evalset" not in config:
-        raise ValueError(f"{run_dir}: per-query results without golden chunks, and no config.json naming the evaluation set")
+        raise ValueError(
+            f"{run_dir}: per-query results without golden chunks, and no config.json naming the evaluation set"
+        )
     queries = load_evalset(str(config["evalset"])).queries
     position: dict[object, int] = {}
     for row in rows:

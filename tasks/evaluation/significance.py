@@ -8,8 +8,8 @@ evaluation set happens to hold; it says nothing about queries unlike these.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -44,7 +44,9 @@ def paired_bootstrap(
     first = np.asarray(a, dtype=float)
     second = np.asarray(b, dtype=float)
     if first.ndim != 1 or first.shape != second.shape:
-        raise ValueError(f"paired bootstrap needs two equally long lists of per-query values (got {first.shape} and {second.shape})")
+        raise ValueError(
+            f"paired bootstrap needs two equally long lists of per-query values (got {first.shape} and {second.shape})"
+        )
     if first.size == 0:
         raise ValueError("paired bootstrap needs at least one query")
     if not (np.isfinite(first).all() and np.isfinite(second).all()):

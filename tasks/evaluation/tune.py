@@ -30,8 +30,11 @@ FOLDS = 5
 _STRATEGIES = [Strategy.VECTOR, Strategy.BM25, Strategy.HYBRID_WEIGHTED, Strategy.HYBRID_DOC]
 CANDIDATES: list[StrategyConfig] = (
     [StrategyConfig.from_str(DEFAULT_STRATEGY)]
-    + [StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=weight) for weight in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
-       if weight != SCORE_FUSION_VECTOR_WEIGHT]
+    + [
+        StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=weight)
+        for weight in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+        if weight != SCORE_FUSION_VECTOR_WEIGHT
+    ]
     + [StrategyConfig(Strategy.HYBRID, rrf_k=k) for k in (60, 10, 2)]
     + [StrategyConfig(strategy) for strategy in _STRATEGIES]
 )
@@ -55,11 +58,20 @@ class Tuning:
     def record(self, evalset: str, version: str) -> dict[str, Any]:
         """What the index keeps (``IndexStore.save_tuning``); ``strategy`` is None when the default stays."""
         return {
-            "strategy": self.choice.to_dict() if self.choice else None, "label": self.choice.label if self.choice else None,
-            "reason": self.reason, "metric": self.metric,
-            "questions": self.questions, "documents": self.documents, "folds": self.folds, "cv": self.cv,
-            "default": self.default, "scores": self.scores, "fold_picks": self.fold_picks, "evalset": str(Path(evalset).resolve()),
-            "version": version, "tuned_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "strategy": self.choice.to_dict() if self.choice else None,
+            "label": self.choice.label if self.choice else None,
+            "reason": self.reason,
+            "metric": self.metric,
+            "questions": self.questions,
+            "documents": self.documents,
+            "folds": self.folds,
+            "cv": self.cv,
+            "default": self.default,
+            "scores": self.scores,
+            "fold_picks": self.fold_picks,
+            "evalset": str(Path(evalset).resolve()),
+            "version": version,
+            "tuned_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
 
 
@@ -89,7 +101,10 @@ def score_candidates(searcher: Searcher, evalset: EvalSet, metric: str, refs: li
 def document_groups(searcher: Searcher, evalset: EvalSet, refs: list[str]) -> list[str]:
     """Each question's group: the document of its first golden chunk (the chunk reference itself if not indexed)."""
     document_of = dict(zip(refs, searcher.index.chunks["doc_id"].to_pylist()))
-    return [document_of.get(question.golden[0], question.golden[0]) if question.golden else "" for question in evalset.queries]
+    return [
+        document_of.get(question.golden[0], question.golden[0]) if question.golden else ""
+        for question in evalset.queries
+    ]
 
 
 def tune(searcher: Searcher, evalset: EvalSet, metric: str | None = None) -> Tuning:
@@ -106,11 +121,20 @@ def decide(values: np.ndarray, groups: list, metric: str) -> Tuning:
     scores = {config.label: round(float(value), 6) for config, value in zip(CANDIDATES, means)}
     documents, questions, default = len(set(groups)), len(groups), float(means[0])
 
-    def result(choice: StrategyConfig | None, reason: str, folds: int = 0, cv: float | None = None, picks: list[str] | None = None) -> Tuning:
+    def result(
+        choice: StrategyConfig | None,
+        reason: str,
+        folds: int = 0,
+        cv: float | None = None,
+        picks: list[str] | None = None,
+    ) -> Tuning:
         return Tuning(choice, reason, metric, questions, documents, folds, cv, default, scores, picks or [])
 
     if questions < MINIMUM_QUESTIONS:
-        return result(None, f"{questions} questions are too few to choose on ({MINIMUM_QUESTIONS} or more needed): the default stays")
+        return result(
+            None,
+            f"{questions} questions are too few to choose on ({MINIMUM_QUESTIONS} or more needed): the default stays",
+        )
     folds, held_out, fold_picks = cross_validate(values, groups)
     picks = [CANDIDATES[pick].label for pick in fold_picks]
     cv = float(held_out.mean())
@@ -118,10 +142,18 @@ def decide(values: np.ndarray, groups: list, metric: str) -> Tuning:
     if best == 0:
         return result(None, f"the default is the best on these questions ({metric} {default:.4f})", folds, cv, picks)
     if folds < 2 or cv <= default:
-        return result(None, f"tuning did not beat the default on held-out questions ({metric}: cross-validated {cv:.4f}, "
-                            f"default {default:.4f}): the default stays", folds, cv, picks)
-    reason = (f"{CANDIDATES[best].label} is the best on all {questions} questions ({metric} {means[best]:.4f}, default "
-              f"{default:.4f}); choosing so held out scores {cv:.4f} across {folds} folds grouped by document")
+        return result(
+            None,
+            f"tuning did not beat the default on held-out questions ({metric}: cross-validated {cv:.4f}, "
+            f"default {default:.4f}): the default stays",
+            folds,
+            cv,
+            picks,
+        )
+    reason = (
+        f"{CANDIDATES[best].label} is the best on all {questions} questions ({metric} {means[best]:.4f}, default "
+        f"{default:.4f}); choosing so held out scores {cv:.4f} across {folds} folds grouped by document"
+    )
     return result(CANDIDATES[best], reason, folds, cv, picks)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ctxrag.tasks.common.models import Corpus, CorpusError
 from ctxrag.tasks.load.chunking import (
     DEFAULT_BUDGET,
     Piece,
@@ -17,7 +18,6 @@ from ctxrag.tasks.load.cookbook import COOKBOOK_FIELDS, load_cookbook, parse_coo
 from ctxrag.tasks.load.directory import DEFAULT_MAX_FILE_BYTES, load_directory
 from ctxrag.tasks.load.docs import DOCS_FIELDS, load_docs, parse_docs
 from ctxrag.tasks.load.jsonio import read_records, type_name
-from ctxrag.tasks.common.models import Corpus, CorpusError
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -38,7 +38,7 @@ __all__ = [
 
 
 def detect_format(records: list[Any], source: str) -> str:
-    """"cookbook" or "docs", from the fields of the first record (the chosen parser then checks every record)."""
+    """ "cookbook" or "docs", from the fields of the first record (the chosen parser then checks every record)."""
     first = records[0]
     if not isinstance(first, dict):
         raise CorpusError(f"{source}: record 0: must be an object, got {type_name(first)}")

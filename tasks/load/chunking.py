@@ -188,7 +188,9 @@ def _code_units(lines: list[str], indent: int, budget: int) -> list[str]:
         if len(text) <= budget:
             units.append(text)
             continue
-        levels = sorted({_indent(l) for l in segment[1:] if _indent(l) > indent and _is_definition(l, _indent(l))})
+        levels = sorted(
+            {_indent(line) for line in segment[1:] if _indent(line) > indent and _is_definition(line, _indent(line))}
+        )
         if levels and len(_segment_starts(segment, levels[0])) > 1:
             units.extend(_code_units(segment, levels[0], budget))
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ctxrag.tasks.common.models import Chunk, Corpus, CorpusError, Document
 from ctxrag.tasks.load.jsonio import (
     read_records,
     record_label,
@@ -19,7 +20,6 @@ from ctxrag.tasks.load.jsonio import (
     require_object,
     require_str,
 )
-from ctxrag.tasks.common.models import Chunk, Corpus, CorpusError, Document
 
 COOKBOOK_FIELDS: tuple[str, ...] = ("doc_id", "original_uuid", "content", "chunks")
 COOKBOOK_CHUNK_FIELDS: tuple[str, ...] = ("chunk_id", "original_index", "content")

@@ -15,11 +15,11 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from ctxrag.storage.errors import InvalidInput
+from ctxrag.tasks.common.languages import BY_EXTENSION, BY_FILENAME, PROSE_EXTENSIONS
+from ctxrag.tasks.common.models import DEFAULT_MAX_FILE_BYTES, Chunk, Corpus, CorpusError, Document
 from ctxrag.tasks.load.chunking import DEFAULT_BUDGET
 from ctxrag.tasks.load.markup import DOCS_EXTENSIONS, as_markdown
 from ctxrag.tasks.load.syntax import chunk_file
-from ctxrag.tasks.common.languages import BY_EXTENSION, BY_FILENAME, PROSE_EXTENSIONS
-from ctxrag.tasks.common.models import DEFAULT_MAX_FILE_BYTES, Chunk, Corpus, CorpusError, Document
 
 SKIP_DIRS: frozenset[str] = frozenset({"__pycache__", "node_modules", "venv", "build", "dist"})  # plus hidden ones
 MARKDOWN_EXTENSIONS: frozenset[str] = frozenset({"md", "markdown"}) | DOCS_EXTENSIONS  # docs pages: markup.as_markdown
@@ -35,7 +35,7 @@ MARKER_LINES = 5  # markers count in this many first lines
 
 
 def file_kind(path: Path) -> str:
-    """"code", "markdown" or "text", from the file's name."""
+    """ "code", "markdown" or "text", from the file's name."""
     if path.name in CODE_FILENAMES:
         return "code"
     extension = path.suffix.lower().lstrip(".")
@@ -106,7 +106,7 @@ def iter_files(
             return False
         path = relpath + "/" if is_dir else relpath
         for prefix, spec in reversed(ignores):  # the deepest .gitignore with a matching pattern decides
-            ignored = spec.check_file(path[len(prefix):]).include
+            ignored = spec.check_file(path[len(prefix) :]).include
             if ignored is not None:
                 if ignored:
                     return False
@@ -160,7 +160,7 @@ def generated(path: Path, text: str) -> str | None:
     """Why the file looks generated or minified, or None."""
     name = path.name.lower()
     if name.endswith(MINIFIED_SUFFIXES):
-        return f"minified (*{name[name.rindex('.min.'):]})"
+        return f"minified (*{name[name.rindex('.min.') :]})"
     head = text[:GENERATED_SNIFF]
     first_lines = "\n".join(head.splitlines()[:MARKER_LINES])
     for marker in GENERATED_MARKERS:
@@ -211,7 +211,9 @@ def load_directory(
         if kind == "markdown":
             page = as_markdown(text, file.suffix.lower().lstrip("."))
             text, description = page.text, page.description
-        document = Document(doc_id=relpath, title=relpath, content=text, kind=kind, source=str(file), description=description)
+        document = Document(
+            doc_id=relpath, title=relpath, content=text, kind=kind, source=str(file), description=description
+        )
         pieces, by_regex = chunk_file(text, kind, relpath, budget)
         pieces = [piece for piece in pieces if piece.content.strip()]
         if by_regex:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxrag.tasks.load.jsonio import optional_str, read_records, record_label, require_object, require_str
 from ctxrag.tasks.common.models import Chunk, Corpus, CorpusError, Document
+from ctxrag.tasks.load.jsonio import optional_str, read_records, record_label, require_object, require_str
 
 DOCS_FIELDS: tuple[str, ...] = ("chunk_link", "chunk_heading", "text")
 DOCS_OPTIONAL_FIELDS: tuple[str, ...] = ("summary",)

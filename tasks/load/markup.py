@@ -39,7 +39,11 @@ def as_markdown(text: str, extension: str) -> Page:
     if extension == "rst":
         return Page(_rst(text))
     if extension == "adoc":
-        return Page("\n".join(_ADOC_HEADING.sub(lambda m: "#" * len(m.group(1)) + " " + m.group(2), line) for line in text.split("\n")))
+        return Page(
+            "\n".join(
+                _ADOC_HEADING.sub(lambda m: "#" * len(m.group(1)) + " " + m.group(2), line) for line in text.split("\n")
+            )
+        )
     body, meta = _front_matter(text)
     if extension == "mdx":
         body = _mdx_body(body)
@@ -58,7 +62,7 @@ def _front_matter(text: str) -> tuple[str, dict[str, object]]:
         meta = yaml.safe_load(match.group(1))
     except yaml.YAMLError:
         return text, {}
-    return (text[match.end():], meta) if isinstance(meta, dict) else (text, {})
+    return (text[match.end() :], meta) if isinstance(meta, dict) else (text, {})
 
 
 def _mdx_body(text: str) -> str:
@@ -69,10 +73,27 @@ def _mdx_body(text: str) -> str:
     for line in text.split("\n"):
         marker = _FENCE.match(line)
         if fence is None and depth == 0 and _ESM.match(line):
-            depth = max(0, line.count("{") + line.count("(") + line.count("[") - line.count("}") - line.count(")") - line.count("]"))
+            depth = max(
+                0,
+                line.count("{")
+                + line.count("(")
+                + line.count("[")
+                - line.count("}")
+                - line.count(")")
+                - line.count("]"),
+            )
             continue
         if depth:
-            depth = max(0, depth + line.count("{") + line.count("(") + line.count("[") - line.count("}") - line.count(")") - line.count("]"))
+            depth = max(
+                0,
+                depth
+                + line.count("{")
+                + line.count("(")
+                + line.count("[")
+                - line.count("}")
+                - line.count(")")
+                - line.count("]"),
+            )
             continue
         if marker:
             fence = None if fence == marker.group(1) else fence or marker.group(1)
@@ -96,11 +117,22 @@ def _rst(text: str) -> str:
     while index < len(lines):
         line = lines[index]
         over = _RST_ADORNMENT.match(line)
-        if over and index + 2 < len(lines) and lines[index + 1].strip() and _RST_ADORNMENT.match(lines[index + 2]) \
-                and lines[index + 2].strip()[0] == over.group(1):  # overline, title, underline
+        if (
+            over
+            and index + 2 < len(lines)
+            and lines[index + 1].strip()
+            and _RST_ADORNMENT.match(lines[index + 2])
+            and lines[index + 2].strip()[0] == over.group(1)
+        ):  # overline, title, underline
             title, style, index = lines[index + 1].strip(), (over.group(1), True), index + 3
-        elif line.strip() and not over and index + 1 < len(lines) and (under := _RST_ADORNMENT.match(lines[index + 1])) \
-                and len(lines[index + 1].rstrip()) >= len(line.rstrip()) and not line.startswith((" ", "\t")):
+        elif (
+            line.strip()
+            and not over
+            and index + 1 < len(lines)
+            and (under := _RST_ADORNMENT.match(lines[index + 1]))
+            and len(lines[index + 1].rstrip()) >= len(line.rstrip())
+            and not line.startswith((" ", "\t"))
+        ):
             title, style, index = line.strip(), (under.group(1), False), index + 2
         else:
             out.append(line)
@@ -126,5 +158,7 @@ def _notebook(text: str) -> str:
         source = "".join(source) if isinstance(source, list) else str(source)
         if not source.strip():
             continue
-        parts.append(source.strip() if cell.get("cell_type") == "markdown" else f"```{language}\n{source.rstrip()}\n```")
+        parts.append(
+            source.strip() if cell.get("cell_type") == "markdown" else f"```{language}\n{source.rstrip()}\n```"
+        )
     return "\n\n".join(parts) + "\n"

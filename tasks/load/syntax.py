@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from ctxrag.tasks.common.grammars import regex_by_choice
 from ctxrag.tasks.common.syntax import Outline, outline
-from ctxrag.tasks.load.chunking import DEFAULT_BUDGET, Piece, absorb_blank, chunk_content, line_windows, pack, split_code, split_lines
+from ctxrag.tasks.load.chunking import (
+    DEFAULT_BUDGET,
+    Piece,
+    absorb_blank,
+    chunk_content,
+    line_windows,
+    pack,
+    split_code,
+    split_lines,
+)
 
 
 def split_tree(text: str, tree: Outline, budget: int = DEFAULT_BUDGET) -> list[Piece]:

@@ -88,7 +88,9 @@ def pair_scorer(weights: Path, folder: Path) -> Any:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = onnxruntime.InferenceSession(str(weights), options, providers=["CPUExecutionProvider"])
         taken = [graph_input.name for graph_input in session.get_inputs()]
-        return lambda encodings: _relevance(session.run(None, {name: value for name, value in arrays(encodings).items() if name in taken})[0])
+        return lambda encodings: _relevance(
+            session.run(None, {name: value for name, value in arrays(encodings).items() if name in taken})[0]
+        )
 
     import torch
     from transformers import AutoModelForSequenceClassification

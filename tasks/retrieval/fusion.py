@@ -7,8 +7,8 @@ results are deterministic even for duplicate chunks.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -54,7 +54,10 @@ def weighted_fusion(rankings: dict[str, list[int]], weights: dict[str, float], k
 
 def _fuse(rankings: dict[str, list[int]], k: int, contribution: Callable[[str, int], float]) -> list[RankedRow]:
     ranks = _ranks(rankings)
-    scored = [RankedRow(row, sum(contribution(name, rank) for name, rank in found.items()), found) for row, found in ranks.items()]
+    scored = [
+        RankedRow(row, sum(contribution(name, rank) for name, rank in found.items()), found)
+        for row, found in ranks.items()
+    ]
     return _best(scored, k)
 
 
@@ -72,7 +75,9 @@ def _best(scored: list[RankedRow], k: int) -> list[RankedRow]:
     return scored[:k]
 
 
-def score_fusion(bm25: ScoredRanking, vector: ScoredRanking, k: int, vector_weight: float = SCORE_FUSION_VECTOR_WEIGHT) -> list[RankedRow]:
+def score_fusion(
+    bm25: ScoredRanking, vector: ScoredRanking, k: int, vector_weight: float = SCORE_FUSION_VECTOR_WEIGHT
+) -> list[RankedRow]:
     """CombSUM of standardized scores: ``(1 - vector_weight) x z(BM25 score) + vector_weight x z(cosine)``.
 
     Each retriever's scores are standardized over its own ranking (z = (score - mean) / standard deviation), so
@@ -86,7 +91,9 @@ def score_fusion(bm25: ScoredRanking, vector: ScoredRanking, k: int, vector_weig
     rows = sorted(ranks)
     fused = (1.0 - vector_weight) * _standardized(bm25, rows) + vector_weight * _standardized(vector, rows)
     best_rank = np.array([min(ranks[row].values()) for row in rows])
-    top = np.lexsort((np.array(rows), best_rank, -fused))[:k]  # by score, then best single rank, then row: _best's order
+    top = np.lexsort((np.array(rows), best_rank, -fused))[
+        :k
+    ]  # by score, then best single rank, then row: _best's order
     return [RankedRow(rows[position], float(fused[position]), ranks[rows[position]]) for position in top]
 
 

@@ -40,13 +40,19 @@ class Location:
 
     def to_dict(self) -> dict[str, object]:
         """As ``ctxrag search --json`` prints it."""
-        return {"heading": self.heading, "definitions": list(self.definitions), "lines": list(self.lines) if self.lines else None}
+        return {
+            "heading": self.heading,
+            "definitions": list(self.definitions),
+            "lines": list(self.lines) if self.lines else None,
+        }
 
 
 def definitions_in(text: str) -> tuple[str, ...]:
     """The names ``text``'s definition headers define, as written, once each (as the index's ``defines`` column,
     without lowercasing)."""
-    return tuple(dict.fromkeys(found.name for found in find_definitions(text) if len(found.name.strip("_")) >= MIN_NAME))
+    return tuple(
+        dict.fromkeys(found.name for found in find_definitions(text) if len(found.name.strip("_")) >= MIN_NAME)
+    )
 
 
 def line_span(start: int, text: str) -> tuple[int, int]:
@@ -81,7 +87,9 @@ class Locator:
         if found is None:
             heading = self.chunks.value("heading", row) if "heading" in self.chunks.column_names else ""
             content = self.chunks.value("content", row)
-            found = Location(heading=heading or "", definitions=() if heading else definitions_in(content), lines=self.lines(row))
+            found = Location(
+                heading=heading or "", definitions=() if heading else definitions_in(content), lines=self.lines(row)
+            )
             _keep(self._located, row, found, KEPT_ROWS)
         return found
 
@@ -89,7 +97,11 @@ class Locator:
         document = self.chunks.value("doc_id", row)
         spans = self._lines.get(document)
         if spans is None:
-            spans = self._document_lines(document, self._rows_around(document, row)) if "doc_sha" in self.chunks.column_names else {}
+            spans = (
+                self._document_lines(document, self._rows_around(document, row))
+                if "doc_sha" in self.chunks.column_names
+                else {}
+            )
             _keep(self._lines, document, spans, KEPT_DOCUMENTS)
         return spans.get(row)
 

@@ -17,12 +17,12 @@ from typing import Any, Protocol
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.ledger import LedgerRow, SaveLedger
-from ctxrag.tasks.context.claude.client import ClaudeClient, message_text
-from ctxrag.tasks.context.claude.pricing import Usage, charge
-from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 from ctxrag.storage.secrets import MissingKey, redact, resolve_key
 from ctxrag.tasks.common.providers import Provider, limits_from_environment
 from ctxrag.tasks.common.ratelimit import shared_limiter
+from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
+from ctxrag.tasks.context.claude.client import ClaudeClient, message_text
+from ctxrag.tasks.context.claude.pricing import Usage, charge
 
 COHERE_PRICE_PER_SEARCH_UNIT = 0.002  # US dollars (rerank-english-v3.0 and rerank-v3.5: $2 per 1,000 searches)
 COHERE_TIMEOUT_S = 60.0  # one rerank request's answer
@@ -51,12 +51,14 @@ class RerankSpec:
     path: str = ""
 
     @classmethod
-    def from_str(cls, value: str, model: str = "") -> "RerankSpec | None":
+    def from_str(cls, value: str, model: str = "") -> RerankSpec | None:
         if value in {"", "none"}:
             return None
         if value.startswith("local:"):
             if not value.split(":", 1)[1].strip():
-                raise InvalidInput("rerank local:MODEL needs a cross-encoder's folder or Hugging Face id after 'local:'")
+                raise InvalidInput(
+                    "rerank local:MODEL needs a cross-encoder's folder or Hugging Face id after 'local:'"
+                )
             return cls("local", path=value.split(":", 1)[1])
         if value in {"cohere", "claude"}:
             return cls(value, model)
@@ -115,7 +117,9 @@ class CohereReranker:
             import cohere
 
             base_url = os.environ.get("CO_API_URL") or "https://api.cohere.com"  # read here: the SDK reads it at import
-            self._client = cohere.ClientV2(api_key=_key_for("cohere"), base_url=base_url, max_retries=0, timeout=COHERE_TIMEOUT_S)
+            self._client = cohere.ClientV2(
+                api_key=_key_for("cohere"), base_url=base_url, max_retries=0, timeout=COHERE_TIMEOUT_S
+            )
         return self._client
 
     def rerank(self, query: str, documents: list[str], k: int) -> list[int]:
@@ -135,9 +139,12 @@ class CohereReranker:
 
         try:
             response = self.policy.call(attempt, on_retry=lambda error, wait: retries.append(wait))
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             row.attempts, row.waited_s = len(retries) + 1, sum(waits)
-            row.status, row.error = "error", redact(f"{getattr(error, 'status_code', '')} {getattr(error, 'body', error)}")
+            row.status, row.error = (
+                "error",
+                redact(f"{getattr(error, 'status_code', '')} {getattr(error, 'body', error)}"),
+            )
             _record(self.ledger, row, started)
             raise RerankError(f"Cohere rerank ({self.model}): {row.error}") from None
         row.attempts, row.waited_s = len(retries) + 1, sum(waits)
@@ -191,7 +198,7 @@ class ClaudeReranker:
             self._client = ClaudeClient()
         try:
             reply = self._client.create(**params)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             row.status, row.error, row.attempts = "error", str(error), getattr(error, "attempts", 1)
             _record(self.ledger, row, started)
             raise RerankError(f"Claude rerank: {error}") from None

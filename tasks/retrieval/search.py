@@ -5,18 +5,24 @@ with its parameters (``StrategyConfig``), run by a ``Searcher`` over any backend
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from ctxrag.storage.environment import models_dir
-from ctxrag.storage.errors import CorruptIndexError, InvalidInput
 from ctxrag.storage.artifacts import embeddings_cache, queries_cache
 from ctxrag.storage.backends import Ranking
+from ctxrag.storage.environment import models_dir
+from ctxrag.storage.errors import CorruptIndexError, InvalidInput
 from ctxrag.storage.fusion import FUSION_DEPTH, RRF_K
+from ctxrag.storage.index_store import IndexStore, StoredIndex
+from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.context.structure import defined_names, mentioned_names
+from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_with_cache, vector_rows
+from ctxrag.tasks.embedding.embedders import make_embedder
 from ctxrag.tasks.retrieval.fusion import (
     DOC_FUSION_DOCUMENT_WEIGHTS,
     DOC_FUSION_WEIGHTS,
@@ -29,11 +35,6 @@ from ctxrag.tasks.retrieval.fusion import (
     score_fusion,
     weighted_fusion,
 )
-from ctxrag.storage.index_store import IndexStore, StoredIndex
-from ctxrag.tasks.common.providers import Provider
-from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_with_cache, vector_rows
-from ctxrag.tasks.embedding.embedders import make_embedder
-from ctxrag.tasks.context.structure import defined_names, mentioned_names
 
 if TYPE_CHECKING:
     from ctxrag.storage.ledger import SaveLedger
@@ -51,7 +52,7 @@ class Strategy(str, Enum):
     HYBRID_SCORE = "hybrid-score"  # CombSUM of standardized scores (score_fusion)
 
     @classmethod
-    def from_str(cls, value: str) -> "Strategy":
+    def from_str(cls, value: str) -> Strategy:
         try:
             return cls(value)
         except ValueError:
@@ -89,26 +90,32 @@ class StrategyConfig:
     def label(self) -> str:
         default = StrategyConfig(self.strategy)
         changed = {name: value for name, value in self.parameters.items() if value != getattr(default, name)}
-        return self.strategy.value + (f"({', '.join(f'{name}={value:g}' for name, value in changed.items())})" if changed else "")
+        return self.strategy.value + (
+            f"({', '.join(f'{name}={value:g}' for name, value in changed.items())})" if changed else ""
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy.value, **self.parameters}
 
     @classmethod
-    def of(cls, strategy: "Strategy | StrategyConfig") -> "StrategyConfig":
+    def of(cls, strategy: Strategy | StrategyConfig) -> StrategyConfig:
         return strategy if isinstance(strategy, StrategyConfig) else cls(strategy)
 
     @classmethod
-    def from_dict(cls, value: Mapping[str, Any]) -> "StrategyConfig":
+    def from_dict(cls, value: Mapping[str, Any]) -> StrategyConfig:
         """What ``to_dict`` wrote (an index's saved choice)."""
-        return cls.from_str(str(value.get("strategy"))).with_parameters({k: v for k, v in value.items() if k != "strategy"})
+        return cls.from_str(str(value.get("strategy"))).with_parameters(
+            {k: v for k, v in value.items() if k != "strategy"}
+        )
 
     @classmethod
-    def from_str(cls, value: str) -> "StrategyConfig":
+    def from_str(cls, value: str) -> StrategyConfig:
         """``hybrid-score`` or ``hybrid-score(vector_weight=0.3)``; a bad name or parameter is an ``InvalidInput``."""
         written = _WRITTEN.fullmatch(value.strip().replace(" ", ""))
         if written is None:
-            raise InvalidInput(f"cannot read strategy {value!r}; write a name, e.g. hybrid, or hybrid-score(vector_weight=0.3)")
+            raise InvalidInput(
+                f"cannot read strategy {value!r}; write a name, e.g. hybrid, or hybrid-score(vector_weight=0.3)"
+            )
         config = cls(Strategy.from_str(written["name"]))
         given = {}
         for item in filter(None, (written["parameters"] or "").split(",")):
@@ -118,7 +125,7 @@ class StrategyConfig:
             given[name] = number
         return config.with_parameters(given)
 
-    def with_parameters(self, given: Mapping[str, Any]) -> "StrategyConfig":
+    def with_parameters(self, given: Mapping[str, Any]) -> StrategyConfig:
         """This configuration with ``given`` parameter values (numbers or their text); only its strategy's own."""
         known = self.parameters
         typed = {field.name: field.type for field in fields(self)}
@@ -126,7 +133,9 @@ class StrategyConfig:
         for name, raw in given.items():
             if name not in known:
                 allowed = ", ".join(known) or "none"
-                raise InvalidInput(f"strategy {self.strategy.value} has no parameter {name!r} (its parameters: {allowed})")
+                raise InvalidInput(
+                    f"strategy {self.strategy.value} has no parameter {name!r} (its parameters: {allowed})"
+                )
             try:
                 values[name] = int(raw) if typed[name] == "int" else float(raw)
             except (TypeError, ValueError):
@@ -148,7 +157,9 @@ def tuned_strategy(tuning: Mapping[str, Any] | None, name: str) -> StrategyConfi
     try:
         return StrategyConfig.from_dict(chosen)
     except (InvalidInput, AttributeError) as error:
-        raise CorruptIndexError(f"index {name!r}: its tuning.json names no strategy ctxrag knows ({error}); run ctxrag tune again") from None
+        raise CorruptIndexError(
+            f"index {name!r}: its tuning.json names no strategy ctxrag knows ({error}); run ctxrag tune again"
+        ) from None
 
 
 class Searcher:
@@ -172,7 +183,9 @@ class Searcher:
         process (a service), the most query vectors kept in memory, and a local model's are not stored (embedding one
         costs milliseconds once loaded; a stored part per query costs more); None: all kept, all stored."""
         if server_rrf and not index.ranker.server_fusion:
-            raise InvalidInput(f"server-side RRF needs an index on the Elasticsearch backend (this one is {index.config.get('backend')})")
+            raise InvalidInput(
+                f"server-side RRF needs an index on the Elasticsearch backend (this one is {index.config.get('backend')})"
+            )
         self.index = index
         self.spec = EmbedderSpec.from_dict(index.config["embedder"])
         self.embedder = make_embedder(self.spec, ledger, run_id, models_dir=models_dir())
@@ -230,7 +243,9 @@ class Searcher:
         if missing:
             vectors, found = embeddings_cache(home).matrix(missing)
             if found.any():
-                self._query_store.append(vector_rows([key for key, kept in zip(missing, found) if kept], vectors[found], paid=True))
+                self._query_store.append(
+                    vector_rows([key for key, kept in zip(missing, found) if kept], vectors[found], paid=True)
+                )
 
     def rank_vector(self, query: str, depth: int) -> Ranking:
         return self.index.ranker.rank_vector(self.query_vector(query), depth)
@@ -246,7 +261,10 @@ class Searcher:
         if DEFINES in self.index.chunks.column_names:
             defined = self.index.chunks.values(DEFINES, rows)
         else:
-            defined = [self._defined_by_row.setdefault(row, defined_names(self.index.chunks.value("content", row))) for row in rows]
+            defined = [
+                self._defined_by_row.setdefault(row, defined_names(self.index.chunks.value("content", row)))
+                for row in rows
+            ]
         return {row for row, found in zip(rows, defined) if names.intersection(found)}
 
     def candidate_text(self, row: int) -> str:
@@ -255,7 +273,9 @@ class Searcher:
         context = self.index.chunks.value("context", row)
         return f"{content}\n\nContext: {context}" if context else content
 
-    def search(self, query: str, strategy: Strategy | StrategyConfig, k: int, reranker: "Reranker | None" = None) -> list[RankedRow]:
+    def search(
+        self, query: str, strategy: Strategy | StrategyConfig, k: int, reranker: Reranker | None = None
+    ) -> list[RankedRow]:
         """The top ``k`` for ``query``; with a reranker, its order over the strategy's over-retrieved candidates."""
         config = StrategyConfig.of(strategy)
         if reranker is not None:
@@ -272,7 +292,9 @@ class Searcher:
         depth = max(k, self.candidates)
         if config.strategy is Strategy.HYBRID and self.server_rrf:
             if config.rrf_k != RRF_K:
-                raise InvalidInput(f"server-side RRF uses k={RRF_K}; {config.label} fuses here (leave out --server-rrf)")
+                raise InvalidInput(
+                    f"server-side RRF uses k={RRF_K}; {config.label} fuses here (leave out --server-rrf)"
+                )
             return _single("rrf-server", self.index.ranker.fuse(query, self.query_vector(query), k, depth))
         return self.fuse(query, config, self.rankings(query, depth), k)
 
@@ -280,7 +302,9 @@ class Searcher:
         """Both retrievers' scored rankings, ``depth`` deep: what every fusion reads."""
         return {"vector": self.rank_vector(query, depth), "bm25": self.rank_bm25(query, depth)}
 
-    def fuse(self, query: str, strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int) -> list[RankedRow]:
+    def fuse(
+        self, query: str, strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int
+    ) -> list[RankedRow]:
         """The top ``k`` of ``strategy`` over the given ``rankings`` (``ctxrag tune`` scores many configurations
         on one query's rankings): ``fuse_rankings`` with this index's documents and definitions."""
         return fuse_rankings(strategy, scored, k, lambda rows: self.evidence(query, rows))
@@ -295,7 +319,9 @@ class Searcher:
 Evidence = Callable[[list[int]], tuple[Mapping[int, Any], set[int]]]
 
 
-def fuse_rankings(strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int, evidence: Evidence | None = None) -> list[RankedRow]:
+def fuse_rankings(
+    strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int, evidence: Evidence | None = None
+) -> list[RankedRow]:
     """The top ``k`` of ``strategy`` over both retrievers' scored rankings: every fusion a search, ``ctxrag tune`` and
     the evaluation suite (benchmarks/suite_sets.py) run. ``evidence(rows)``: each ranked row's document and the rows
     whose chunk defines a name the query mentions, read only by ``hybrid-doc``. Single-retriever strategies take their

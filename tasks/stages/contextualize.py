@@ -19,11 +19,11 @@ from prefect.runtime import task_run
 from ctxrag.storage.artifacts import KEY, contexts_cache
 from ctxrag.storage.errors import UserError
 from ctxrag.storage.ledger import Ledger
-from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.common.batching import packed
 from ctxrag.tasks.common.models import Chunk, Corpus, Document
 from ctxrag.tasks.common.progress import stage_progress
 from ctxrag.tasks.common.retry import may_pass, retry_only_io
+from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.stages.costs import paid_calls
 from ctxrag.tasks.stages.run import IndexRun
 from ctxrag.tasks.stored import Keyed, context_keys, pending_chunks
@@ -62,9 +62,13 @@ class BatchToRetry(DocumentFailures):
     retryable = True  # read by ``retry_only_io``
 
 
-def document_batches(pending: dict[str, Keyed], documents: dict[str, Document], chunks_per_task: int) -> list[list[tuple[Document, Keyed]]]:
+def document_batches(
+    pending: dict[str, Keyed], documents: dict[str, Document], chunks_per_task: int
+) -> list[list[tuple[Document, Keyed]]]:
     """Whole documents grouped into tasks of about ``chunks_per_task`` pending chunks (a larger document alone)."""
-    return packed([(documents[doc_id], keyed) for doc_id, keyed in pending.items()], lambda item: len(item[1]), chunks_per_task)
+    return packed(
+        [(documents[doc_id], keyed) for doc_id, keyed in pending.items()], lambda item: len(item[1]), chunks_per_task
+    )
 
 
 def chunks_per_task(spec: ContextualizerSpec) -> int:
@@ -74,10 +78,15 @@ def chunks_per_task(spec: ContextualizerSpec) -> int:
 
 
 @task(
-    retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=retry_only_io, cache_policy=NONE,
+    retries=2,
+    retry_delay_seconds=[5, 30],
+    retry_condition_fn=retry_only_io,
+    cache_policy=NONE,
     task_run_name="contextualize-{label}",
 )
-def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: ContextualizerSpec, home: Path, run_id: str, label: str = "") -> int:
+def contextualize_documents(
+    batch: list[tuple[Document, Keyed]], spec: ContextualizerSpec, home: Path, run_id: str, label: str = ""
+) -> int:
     """Write the contexts of a batch of documents' pending chunks, each saved as soon as it exists.
 
     Returns how many contexts were written. A document that fails does not stop the others. If any failed for good,
@@ -102,11 +111,13 @@ def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: Contextua
             continue
 
         def save(pairs: list[tuple[Chunk, str]]) -> None:
-            cache.append_rows([context_row(todo[chunk.chunk_id][1], chunk.doc_id, text, spec.paid) for chunk, text in pairs])
+            cache.append_rows(
+                [context_row(todo[chunk.chunk_id][1], chunk.doc_id, text, spec.paid) for chunk, text in pairs]
+            )
 
         try:
             worker.run(document, [chunk for chunk, _ in todo.values()], save, ledger)
-        except Exception as error:  # noqa: BLE001 - this document failed; the batch's others go on
+        except Exception as error:
             said = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
             (to_retry if may_pass(error) else failures)[document.doc_id] = said
         written += len(todo)
@@ -119,7 +130,12 @@ def contextualize_documents(batch: list[tuple[Document, Keyed]], spec: Contextua
 
 @task(retries=1, retry_delay_seconds=[30], retry_condition_fn=retry_only_io, cache_policy=NONE)
 def contextualize_in_batches(
-    corpus: Corpus, pending: dict[str, Keyed], spec: ContextualizerSpec, home: Path, run_id: str, poll_seconds: float = 30.0
+    corpus: Corpus,
+    pending: dict[str, Keyed],
+    spec: ContextualizerSpec,
+    home: Path,
+    run_id: str,
+    poll_seconds: float = 30.0,
 ) -> dict[str, int]:
     """Message Batches mode: resume open batches, then submit what is still missing (see ctxrag.tasks.context.claude.batches)."""
     from ctxrag.tasks.context.claude.batches import BatchState, run_batches
@@ -133,8 +149,13 @@ def contextualize_in_batches(
         done.update(key for key, _, _ in rows)
 
     return run_batches(
-        cast("ClaudeContextualizer", spec.build(run_id)), [(documents[doc_id], [chunk for chunk, _ in keyed]) for doc_id, keyed in pending.items()],
-        save, Ledger(home).append, BatchState(home), poll_seconds, is_done=lambda key: key in done,
+        cast("ClaudeContextualizer", spec.build(run_id)),
+        [(documents[doc_id], [chunk for chunk, _ in keyed]) for doc_id, keyed in pending.items()],
+        save,
+        Ledger(home).append,
+        BatchState(home),
+        poll_seconds,
+        is_done=lambda key: key in done,
     )
 
 
@@ -183,7 +204,9 @@ def contextualize_corpus(corpus: Corpus, run: IndexRun) -> Contexts:
     return Contexts(stored_contexts(corpus, keys, home), keys, len(pending), chunks, costs)
 
 
-def _contextualize_in_tasks(corpus: Corpus, pending: dict[str, Keyed], spec: ContextualizerSpec, home: Path, run_id: str) -> dict[str, str]:
+def _contextualize_in_tasks(
+    corpus: Corpus, pending: dict[str, Keyed], spec: ContextualizerSpec, home: Path, run_id: str
+) -> dict[str, str]:
     """Submit the pending documents in batches, report progress, and collect the failures: doc_id -> error."""
     by_document = {document.doc_id: document for document in corpus.documents}
     batches = document_batches(pending, by_document, chunks_per_task(spec))

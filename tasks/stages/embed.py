@@ -58,7 +58,9 @@ def embed_corpus(plan: BuildPlan, run: IndexRun) -> Vectors:
         if embedded and spec.packaged and spec.precision != "int8":  # torch is loaded here now: the
             prepare_query_encoder(spec)  # query export costs ~2 s, once (an int8 index's queries run on its int8 file)
     del todo, batches
-    vectors, found = embeddings_cache(home).matrix(keys, allocate=lambda rows, dimension: scratch_matrix(rows, dimension, home))
+    vectors, found = embeddings_cache(home).matrix(
+        keys, allocate=lambda rows, dimension: scratch_matrix(rows, dimension, home)
+    )
     forget_pages(vectors)  # a large matrix is in its scratch file until the publish stage reads it, a block at a time
     if not found.all():
         first = plan.embedded_texts_of(int(np.flatnonzero(~found)[0]), 1)[0]
@@ -79,7 +81,10 @@ def embedding_keys(plan: BuildPlan, spec: EmbedderSpec, home: Path) -> tuple[lis
 
 
 @task(
-    retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=retry_only_io, cache_policy=NONE,
+    retries=2,
+    retry_delay_seconds=[10, 60],
+    retry_condition_fn=retry_only_io,
+    cache_policy=NONE,
     task_run_name="embed-{label}",
 )
 def embed_batch(texts: list[str], spec: EmbedderSpec, home: Path, run_id: str = "", label: str = "") -> int:

@@ -12,10 +12,10 @@ from prefect.cache_policies import NONE
 
 from ctxrag.storage.artifacts import embeddings_cache
 from ctxrag.storage.ledger import Ledger
-from ctxrag.tasks.embedding.embed import TEXTS_PER_TASK, EmbedderSpec, vector_rows
-from ctxrag.tasks.embedding.embedders import make_embedder
 from ctxrag.tasks.common.batching import packed
 from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.embedding.embed import TEXTS_PER_TASK, EmbedderSpec, vector_rows
+from ctxrag.tasks.embedding.embedders import make_embedder
 
 DocumentTexts = tuple[list[str], list[str]]  # a document's embedded texts in chunk order, and their cache keys
 
@@ -33,10 +33,15 @@ def documents_to_embed(texts: list[str], doc_ids: list[str], spec: EmbedderSpec,
 
 
 @task(
-    retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=retry_only_io, cache_policy=NONE,
+    retries=2,
+    retry_delay_seconds=[10, 60],
+    retry_condition_fn=retry_only_io,
+    cache_policy=NONE,
     task_run_name="embed-documents-{label}",
 )
-def embed_documents_batch(documents: list[DocumentTexts], spec: EmbedderSpec, home: Path, run_id: str = "", label: str = "") -> int:
+def embed_documents_batch(
+    documents: list[DocumentTexts], spec: EmbedderSpec, home: Path, run_id: str = "", label: str = ""
+) -> int:
     """Embed and store a batch of whole documents, each stored as soon as its request returns (a retry or a re-run
     after a kill sends only what is not stored); returns how many texts were embedded."""
     embedder = make_embedder(spec, Ledger(home).append, run_id)
@@ -53,5 +58,7 @@ def embed_documents_batch(documents: list[DocumentTexts], spec: EmbedderSpec, ho
 def embed_whole_documents(texts: list[str], doc_ids: list[str], spec: EmbedderSpec, home: Path, run_id: str) -> int:
     """Embed every document with a missing vector, one task per batch of documents; returns the texts embedded."""
     batches = packed(documents_to_embed(texts, doc_ids, spec, home), lambda document: len(document[0]), TEXTS_PER_TASK)
-    return sum(embed_documents_batch(batch, spec, home, run_id, f"{number}-of-{len(batches)}") for number, batch in enumerate(batches, start=1))
-
+    return sum(
+        embed_documents_batch(batch, spec, home, run_id, f"{number}-of-{len(batches)}")
+        for number, batch in enumerate(batches, start=1)
+    )

@@ -24,7 +24,14 @@ class GateRejected(UserError, RuntimeError):
 
 @task(cache_policy=NONE)
 def check_gate(
-    name: str, home: Path, version_id: str, evalset: str, strategy: str | None, metric: str | None, max_drop: float, run_id: str = ""
+    name: str,
+    home: Path,
+    version_id: str,
+    evalset: str,
+    strategy: str | None,
+    metric: str | None,
+    max_drop: float,
+    run_id: str = "",
 ) -> dict[str, object]:
     """Score the staged and the live version with one strategy (None: the index's, tuned or the default); raise
     ``GateRejected`` if the drop is too large."""
@@ -33,12 +40,24 @@ def check_gate(
     metric = metric or ("pass@10" if questions.format is EvalFormat.PASS_AT_K else f"recall@{ks[0]}")
     store = IndexStore(home)
     chosen = strategy_of(store, name, strategy)
-    paid: dict[str, Any] = {"home": home, "ledger": Ledger(home).append, "run_id": run_id}  # query embeddings: stored, and in the ledger
-    candidate = evaluate(Searcher(store.open(name, version_id, staged=True), **paid), questions, [chosen], ks).metrics[chosen.label]
+    paid: dict[str, Any] = {
+        "home": home,
+        "ledger": Ledger(home).append,
+        "run_id": run_id,
+    }  # query embeddings: stored, and in the ledger
+    candidate = evaluate(Searcher(store.open(name, version_id, staged=True), **paid), questions, [chosen], ks).metrics[
+        chosen.label
+    ]
     live = evaluate(Searcher(store.open(name), **paid), questions, [chosen], ks).metrics[chosen.label]
     if metric not in candidate:
         raise InvalidInput(f"gate metric {metric!r} is not computed for {evalset}; choose one of {sorted(candidate)}")
-    report = {"metric": metric, "strategy": chosen.label, "live": live[metric], "candidate": candidate[metric], "max_drop": max_drop}
+    report = {
+        "metric": metric,
+        "strategy": chosen.label,
+        "live": live[metric],
+        "candidate": candidate[metric],
+        "max_drop": max_drop,
+    }
     if candidate[metric] < live[metric] - max_drop:
         raise GateRejected(
             f"quality gate: {chosen.label} {metric} would fall from {live[metric]:.4f} to {candidate[metric]:.4f} "

@@ -31,15 +31,17 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
     if not Path(source).exists():
         raise CorpusError(f"{source}: no such file or directory")  # as the loader says it
     from ctxrag.storage.backends import backend_for
-    from ctxrag.tasks.context.offline import ContextualizerKind
     from ctxrag.tasks.common.memory import release_freed_memory
+    from ctxrag.tasks.context.offline import ContextualizerKind
     from ctxrag.tasks.load import load_source
     from ctxrag.tasks.load.directory import filter_spec
 
     options.embedding.spec()
     backend_for(options.backend)
     ContextualizerKind.from_str(options.contextualizer)
-    filter_spec(options.files.include, "--include")  # a pattern pathspec cannot compile is named here, not after Prefect started
+    filter_spec(
+        options.files.include, "--include"
+    )  # a pattern pathspec cannot compile is named here, not after Prefect started
     filter_spec(options.files.exclude, "--exclude")
     if not Path(source).is_dir():
         load_source(source)  # reads a JSON corpus in full; for a missing path, names what is missing, as the flow would
@@ -57,6 +59,7 @@ def allowed_folders(environment: dict[str, str] | None = None) -> list[Path] | N
 def check_allowed(paths: dict[str, str | None], folders: list[Path], home: str | None = None) -> None:
     """Refuse a path of ``paths`` (parameter -> value; None: not given) outside ``folders``, and a ``home`` that is
     neither the run's own ctxrag home nor inside them, naming the parameter, the path and the folders."""
+
     def inside(path: Path) -> bool:
         return any(path == folder or path.is_relative_to(folder) for folder in folders)
 
@@ -64,11 +67,15 @@ def check_allowed(paths: dict[str, str | None], folders: list[Path], home: str |
     widen = f"`ctxrag serve --allow-source DIR` (a worker: {ALLOWED_VARIABLE} in its environment) adds one"
     for parameter, value in paths.items():
         if value is not None and not inside(resolved := Path(value).expanduser().resolve()):
-            raise InvalidInput(f"deployment parameter {parameter}={value!r} ({resolved}) is outside the folders this "
-                               f"deployment was served for ({listed}); {widen}")
+            raise InvalidInput(
+                f"deployment parameter {parameter}={value!r} ({resolved}) is outside the folders this "
+                f"deployment was served for ({listed}); {widen}"
+            )
     if home is not None and (resolved := Path(home).expanduser().resolve()) != ctxrag_home() and not inside(resolved):
-        raise InvalidInput(f"deployment parameter home={home!r} ({resolved}) is neither this deployment's CTXRAG_HOME "
-                           f"({ctxrag_home()}) nor inside the folders it was served for ({listed}); {widen}")
+        raise InvalidInput(
+            f"deployment parameter home={home!r} ({resolved}) is neither this deployment's CTXRAG_HOME "
+            f"({ctxrag_home()}) nor inside the folders it was served for ({listed}); {widen}"
+        )
 
 
 def in_deployment_run() -> bool:

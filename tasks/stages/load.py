@@ -7,10 +7,10 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from ctxrag.tasks.load import load_source
-from ctxrag.tasks.options import FileOptions
 from ctxrag.tasks.common.models import Corpus
 from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.load import load_source
+from ctxrag.tasks.options import FileOptions
 from ctxrag.tasks.stored import document_changes
 
 

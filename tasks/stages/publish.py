@@ -18,15 +18,15 @@ from prefect.utilities.annotations import quote
 from ctxrag.storage.backends import backend_for
 from ctxrag.storage.bm25 import BM25_B, BM25_K1
 from ctxrag.storage.index_store import IndexStore
-from ctxrag.tasks.context.offline import CONTEXT_KEY
-from ctxrag.tasks.context.spec import ContextualizerSpec
-from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.common.models import Chunk, Corpus, indexed_text, sha256_hex
 from ctxrag.tasks.common.retry import retry_only_io
+from ctxrag.tasks.context.offline import CONTEXT_KEY
+from ctxrag.tasks.context.spec import ContextualizerSpec
+from ctxrag.tasks.context.structure import defined_names
+from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.retrieval.search import DEFINES
 from ctxrag.tasks.stages.gate import check_gate
 from ctxrag.tasks.stages.run import IndexRun
-from ctxrag.tasks.context.structure import defined_names
 
 TEXT_BLOCK = 16_384  # rows whose embedded texts are made at a time
 ROW_GROUP = 65_536  # rows made into Arrow and written to chunks.parquet at a time (in row groups of GROUP_ROWS)
@@ -90,18 +90,20 @@ class BuildPlan:
         publish makes none (pyarrow imports pandas, 0.3 s, to make an array from Python values)."""
         for start in range(0, max(len(self.chunks), 1), rows):  # no chunks: one empty table, its columns typed as ever
             chunks = self.chunks[start : start + rows]
-            yield pa.table({
-                "chunk_id": [chunk.chunk_id for chunk in chunks],
-                "doc_id": [chunk.doc_id for chunk in chunks],
-                "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
-                "key": [chunk.key for chunk in chunks],
-                "doc_sha": [chunk.doc_sha for chunk in chunks],
-                "heading": [chunk.heading for chunk in chunks],
-                "content": [chunk.content for chunk in chunks],
-                "context": self.contexts[start : start + rows],
-                CONTEXT_KEY: self.context_keys[start : start + rows],
-                DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
-            })
+            yield pa.table(
+                {
+                    "chunk_id": [chunk.chunk_id for chunk in chunks],
+                    "doc_id": [chunk.doc_id for chunk in chunks],
+                    "chunk_index": pa.array([chunk.chunk_index for chunk in chunks], type=pa.int64()),
+                    "key": [chunk.key for chunk in chunks],
+                    "doc_sha": [chunk.doc_sha for chunk in chunks],
+                    "heading": [chunk.heading for chunk in chunks],
+                    "content": [chunk.content for chunk in chunks],
+                    "context": self.contexts[start : start + rows],
+                    CONTEXT_KEY: self.context_keys[start : start + rows],
+                    DEFINES: pa.array([defined_names(chunk.content) for chunk in chunks], type=pa.list_(pa.string())),
+                }
+            )
 
 
 def build_plan(
@@ -122,7 +124,9 @@ def build_plan(
         "bm25": {"k1": BM25_K1, "b": BM25_B},
     }
     chunks = corpus.chunks
-    build_key = sha256_hex(repr(sorted(config.items())), *(f"{chunk.chunk_id}|{chunk.key}" for chunk in chunks), *contexts)
+    build_key = sha256_hex(
+        repr(sorted(config.items())), *(f"{chunk.chunk_id}|{chunk.key}" for chunk in chunks), *contexts
+    )
     return BuildPlan(config, build_key, chunks, contexts, context_keys, spec)
 
 
@@ -179,7 +183,9 @@ def publish_version(plan: BuildPlan, vectors: np.ndarray, source: str, run: Inde
     if gate.evalset and live is not None:
         with transaction():  # a rejected gate rolls back: publish_index's hook discards the staged version
             version = publish_index(name, home, unvisited(plan), vectors, source, live=False)
-            scores = check_gate(name, home, version, gate.evalset, gate.strategy, gate.metric, gate.max_drop, run.run_id)
+            scores = check_gate(
+                name, home, version, gate.evalset, gate.strategy, gate.metric, gate.max_drop, run.run_id
+            )
         promote_index(name, home, version)
         return Published(version, "published", scores)
     return Published(publish_index(name, home, unvisited(plan), vectors, source), "published")

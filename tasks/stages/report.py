@@ -14,12 +14,22 @@ from ctxrag.tasks.stages.embed import Vectors
 from ctxrag.tasks.stages.publish import BuildPlan, Published
 from ctxrag.tasks.stages.run import IndexRun
 
-SUMMARY_PARTS = {"contextualizer_calls": ("calls", "cost_usd"), "embedding_calls": ("calls", "cost_usd"),  # the rest: costs artifact
-                 "read_as_plain_text": ("files",), "chunked_by_regex": ("files",)}  # the names: in the JSON report
+SUMMARY_PARTS = {
+    "contextualizer_calls": ("calls", "cost_usd"),
+    "embedding_calls": ("calls", "cost_usd"),  # the rest: costs artifact
+    "read_as_plain_text": ("files",),
+    "chunked_by_regex": ("files",),
+}  # the names: in the JSON report
 
 
 def report_run(
-    run: IndexRun, corpus: Corpus, changes: dict[str, int], contexts: Contexts, plan: BuildPlan, vectors: Vectors, published: Published
+    run: IndexRun,
+    corpus: Corpus,
+    changes: dict[str, int],
+    contexts: Contexts,
+    plan: BuildPlan,
+    vectors: Vectors,
+    published: Published,
 ) -> dict[str, object]:
     """The report, also written as the run's artifacts and log line."""
     report: dict[str, object] = {
@@ -43,11 +53,18 @@ def report_run(
         "warnings": corpus.warnings,
     }
     key = run.name.replace("_", "-")
-    create_table_artifact(key=f"ctxrag-index-{key}", table=summary_rows(report), description=f"ctxrag index run for {run.name!r}")
+    create_table_artifact(
+        key=f"ctxrag-index-{key}", table=summary_rows(report), description=f"ctxrag index run for {run.name!r}"
+    )
     get_run_logger().info(
         "ctxrag index %r: %s, version %s; %d documents, %d chunks (%d contextualized, %d embedded); %s",
-        run.name, published.status, published.version, len(corpus.documents), len(corpus.chunks),
-        contexts.chunks_contextualized, vectors.embedded,
+        run.name,
+        published.status,
+        published.version,
+        len(corpus.documents),
+        len(corpus.chunks),
+        contexts.chunks_contextualized,
+        vectors.embedded,
         ", ".join(f"{stage} {figure(value, 'seconds')} s" for stage, value in run.seconds.items()),
     )
     if contexts.costs["calls"]:
@@ -68,7 +85,11 @@ def summary_rows(report: dict[str, object]) -> list[dict[str, str]]:
             continue
         if isinstance(value, dict):
             wanted = SUMMARY_PARTS.get(key, tuple(value))
-            rows += [{"item": f"{key}.{inner}", "value": figure(value[inner], f"{key}.{inner}")} for inner in wanted if inner in value]
+            rows += [
+                {"item": f"{key}.{inner}", "value": figure(value[inner], f"{key}.{inner}")}
+                for inner in wanted
+                if inner in value
+            ]
         else:
             rows.append({"item": key, "value": figure(value, key)})
     return rows

@@ -13,16 +13,16 @@ from pathlib import Path
 from prefect import get_run_logger
 from prefect.runtime import flow_run
 
-from ctxrag.tasks.options import IndexOptions
 from ctxrag.storage.backends import backend_for
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.names import validate_name
-from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.common.memory import release_freed_memory
+from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.precision import with_index_precision
 from ctxrag.tasks.gc import artifact_lock
+from ctxrag.tasks.options import IndexOptions
 
 
 @dataclass
@@ -42,8 +42,12 @@ class IndexRun:
         validate_name(name)
         backend_for(options.backend)
         return cls(
-            name, options, Path(home) if home else ctxrag_home(), str(flow_run.id or uuid.uuid4()),
-            ContextualizerSpec(options.contextualizer, options.contextualizer_claude()), options.embedding.spec(),
+            name,
+            options,
+            Path(home) if home else ctxrag_home(),
+            str(flow_run.id or uuid.uuid4()),
+            ContextualizerSpec(options.contextualizer, options.contextualizer_claude()),
+            options.embedding.spec(),
         )
 
     @property

@@ -60,13 +60,19 @@ class Scoring:
         scoring.ks = sorted(set(options.ks() or questions.format.default_ks))
         scoring.rerank = RerankSpec.from_str(options.rerank, options.rerank_model)
         if scoring.rerank and (variable := scoring.rerank.missing_key()):
-            scoring.unavailable.update({f"{strategy.label}+{scoring.rerank.label}": f"needs {variable}" for strategy in strategies})
+            scoring.unavailable.update(
+                {f"{strategy.label}+{scoring.rerank.label}": f"needs {variable}" for strategy in strategies}
+            )
             scoring.rerank = None
         if options.end_to_end:
             if RerankSpec("claude").missing_key():
                 scoring.unavailable["accuracy"] = "needs ANTHROPIC_API_KEY"
             else:
-                scoring.judge = {"answer_model": options.answer_model, "judge_model": options.judge_model, "subject": options.subject}
+                scoring.judge = {
+                    "answer_model": options.answer_model,
+                    "judge_model": options.judge_model,
+                    "subject": options.subject,
+                }
         return scoring
 
 
@@ -80,16 +86,31 @@ def run_evaluation(scoring: Scoring, questions: EvalSet) -> Evaluation:
     """Every question searched with every strategy (and reranker), its golden chunks checked first; paid rows run
     four at a time."""
     ledger = Ledger(scoring.home).append
-    searcher = Searcher(IndexStore(scoring.home).open(scoring.name), server_rrf=scoring.options.server_rrf, home=scoring.home,
-                        ledger=ledger, run_id=scoring.run_id)
-    require_golden_chunks(searcher, questions, scoring.name)  # before any query is embedded (paid with Voyage) or result saved
+    searcher = Searcher(
+        IndexStore(scoring.home).open(scoring.name),
+        server_rrf=scoring.options.server_rrf,
+        home=scoring.home,
+        ledger=ledger,
+        run_id=scoring.run_id,
+    )
+    require_golden_chunks(
+        searcher, questions, scoring.name
+    )  # before any query is embedded (paid with Voyage) or result saved
     searcher.prefetch([question.query for question in questions.queries])
     rerankers = [scoring.rerank.build(ledger, scoring.run_id)] if scoring.rerank else []
     judge = EndToEnd(ledger=ledger, run_id=scoring.run_id, **scoring.judge) if scoring.judge is not None else None
     paid = bool(judge) or any(not isinstance(reranker, CrossEncoderReranker) for reranker in rerankers)
     with stage_progress("evaluating", "searches") as update:
-        return evaluate(searcher, questions, scoring.strategies, scoring.ks, progress=update, rerankers=rerankers,
-                        end_to_end=judge, workers=4 if paid else 1)
+        return evaluate(
+            searcher,
+            questions,
+            scoring.strategies,
+            scoring.ks,
+            progress=update,
+            rerankers=rerankers,
+            end_to_end=judge,
+            workers=4 if paid else 1,
+        )
 
 
 @task(cache_policy=NONE)
@@ -104,7 +125,10 @@ def report_evaluation(scoring: Scoring, evalset: str, questions: EvalSet, result
     if result.missing_golden:
         get_run_logger().warning(
             "%d golden chunks of %s are not in index %r and count as misses (first: %s)",
-            len(result.missing_golden), Path(evalset).name, name, ", ".join(result.missing_golden[:3]),
+            len(result.missing_golden),
+            Path(evalset).name,
+            name,
+            ", ".join(result.missing_golden[:3]),
         )
     run_dir = scoring.home / "runs" / f"evaluate-{name}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**6:06d}"
     config: dict[str, object] = {
@@ -123,7 +147,10 @@ def report_evaluation(scoring: Scoring, evalset: str, questions: EvalSet, result
     rows = readable_rows(metrics_rows(result.metrics))  # rounded for people; metrics.parquet and the result keep all
     key = name.replace("_", "-")
     create_table_artifact(key=f"ctxrag-metrics-{key}", table=rows, description=f"{Path(evalset).name} on {name!r}")
-    create_markdown_artifact(key=f"ctxrag-chart-{key}", markdown=chart_markdown(chart, f"Evaluation of `{name}` on `{Path(evalset).name}`", run_dir))
+    create_markdown_artifact(
+        key=f"ctxrag-chart-{key}",
+        markdown=chart_markdown(chart, f"Evaluation of `{name}` on `{Path(evalset).name}`", run_dir),
+    )
     return {
         "metrics": result.metrics,
         "unavailable": scoring.unavailable,

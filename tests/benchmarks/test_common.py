@@ -40,4 +40,7 @@ def test_text_has_every_absolute_path_named_so() -> None:
     command = f"--code {temporary / 'head'} --out={temporary / 'out'} --sizes tree"
     assert common.portable_text(command) == "--code $TMPDIR/head --out=$TMPDIR/out --sizes tree"
     trace = f'File "{REPO / "tasks" / "embedding" / "embed.py"}", line 3; ../shared/data and site-packages/torch stay; 5 MB/s'
-    assert common.portable_text(trace) == 'File "tasks/embedding/embed.py", line 3; ../shared/data and site-packages/torch stay; 5 MB/s'
+    assert (
+        common.portable_text(trace)
+        == 'File "tasks/embedding/embed.py", line 3; ../shared/data and site-packages/torch stay; 5 MB/s'
+    )

@@ -28,9 +28,22 @@ def test_result_file_has_no_machine_path(path) -> None:  # type: ignore[no-untyp
 
 def test_the_check_sees_what_it_checks() -> None:
     assert len(RESULTS) > 10 and any(path.name == "scale.json" for path in RESULTS)
-    for bad in ("/work/main/data/sample/corpus", '"/tmp/ctxrag-head"', "`/root/x`", "in /home/u/y",
-                "/srv/app/.venv/lib/python3.11/site-packages/torch"):
+    for bad in (
+        "/work/main/data/sample/corpus",
+        '"/tmp/ctxrag-head"',
+        "`/root/x`",
+        "in /home/u/y",
+        "/srv/app/.venv/lib/python3.11/site-packages/torch",
+    ):
         assert MACHINE_PATH.search(bad), bad
-    for fine in ("data/sample/corpus", "../shared/data/codebase", "site-packages/torch/_inductor", "$TMPDIR/ctxrag-head",
-                 "generated: synthetic-2000.json", "--app-dir site-packages", "5 MB/s", ".venv/lib/python3.11/site-packages/x"):
+    for fine in (
+        "data/sample/corpus",
+        "../shared/data/codebase",
+        "site-packages/torch/_inductor",
+        "$TMPDIR/ctxrag-head",
+        "generated: synthetic-2000.json",
+        "--app-dir site-packages",
+        "5 MB/s",
+        ".venv/lib/python3.11/site-packages/x",
+    ):
         assert not MACHINE_PATH.search(fine), fine

@@ -11,8 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import suite_select as select  # noqa: E402
-import suite_sets as sets_  # noqa: E402
+import suite_select as select
+import suite_sets as sets_
 
 DOCS = np.array([0, 0, 1, 1, 2, 3])  # document of each of six rows
 
@@ -77,20 +77,42 @@ def toy_set(seed: int, level: str, questions: int = 12) -> sets_.SetData:
     rng = np.random.default_rng(seed)
     rows, depth = 60, 25
     doc_of_row = np.sort(rng.integers(0, 15, rows))
-    arrays = {"brow": np.full((questions, depth), -1), "bscore": np.zeros((questions, depth)), "vrow": np.full((questions, depth), -1),
-              "vscore": np.full((questions, depth), np.nan), "chunk_index": np.zeros(rows, int)}
+    arrays = {
+        "brow": np.full((questions, depth), -1),
+        "bscore": np.zeros((questions, depth)),
+        "vrow": np.full((questions, depth), -1),
+        "vscore": np.full((questions, depth), np.nan),
+        "chunk_index": np.zeros(rows, int),
+    }
     for i in range(questions):
-            hits = rng.integers(3, depth + 1)
-            arrays["brow"][i, :hits] = rng.permutation(rows)[:hits]
-            arrays["bscore"][i, :hits] = np.sort(rng.random(hits))[::-1] * 10
-            arrays["vrow"][i] = rng.permutation(rows)[:depth]
-            arrays["vscore"][i] = np.sort(rng.random(depth))[::-1]
-    golden = [rng.choice(rows, 2, replace=False) if level == "chunk" else np.unique(doc_of_row[rng.choice(rows, 1)]) for _ in range(questions)]
+        hits = rng.integers(3, depth + 1)
+        arrays["brow"][i, :hits] = rng.permutation(rows)[:hits]
+        arrays["bscore"][i, :hits] = np.sort(rng.random(hits))[::-1] * 10
+        arrays["vrow"][i] = rng.permutation(rows)[:depth]
+        arrays["vscore"][i] = np.sort(rng.random(depth))[::-1]
+    golden = [
+        rng.choice(rows, 2, replace=False) if level == "chunk" else np.unique(doc_of_row[rng.choice(rows, 1)])
+        for _ in range(questions)
+    ]
     texts = [f"how does parse_{i} handle it" for i in range(questions)]
     metrics = ["pass@10"] if level == "chunk" else ["doc-mrr@10"]
     defines = {row: frozenset({f"parse_{row % questions}"}) for row in range(0, rows, 3)}
-    return sets_.SetData("toy", "toy", "toy", level, metrics, "code", "toy", "", texts, golden, np.zeros(questions), doc_of_row,
-                         arrays=arrays, defines=defines)
+    return sets_.SetData(
+        "toy",
+        "toy",
+        "toy",
+        level,
+        metrics,
+        "code",
+        "toy",
+        "",
+        texts,
+        golden,
+        np.zeros(questions),
+        doc_of_row,
+        arrays=arrays,
+        defines=defines,
+    )
 
 
 def test_the_suite_chooses_among_the_products_configurations_and_reports(tmp_path) -> None:
@@ -104,7 +126,14 @@ def test_the_suite_chooses_among_the_products_configurations_and_reports(tmp_pat
     grid = select.configs()
     assert result["configurations"] == len(grid) and result["chosen on every set"] in grid
     assert {row["default"]["chosen"] for row in result["sets"]} <= set(grid)
-    meta = {"cpus": 2, "cpu": "toy", "python": "3", "date": "today", "skipped": [], "indexing": {},
-            "seconds": {"sets": {}, "scores": 0.0, "selection": 0.0, "total": 0.0}}
+    meta = {
+        "cpus": 2,
+        "cpu": "toy",
+        "python": "3",
+        "date": "today",
+        "skipped": [],
+        "indexing": {},
+        "seconds": {"sets": {}, "scores": 0.0, "selection": 0.0, "total": 0.0},
+    }
     text = suite.render(result, meta)
     assert "| **mean over sets** |" in text and "## With `ctxrag tune`" in text

@@ -10,8 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import suite_corpora as corpora  # noqa: E402
-import suite_sets as sets_  # noqa: E402
+import suite_corpora as corpora
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -55,8 +54,15 @@ def test_pathspecs_choose_the_files(mirror, tmp_path) -> None:
 
 def test_a_glob_pathspec_keeps_to_the_folders_own_files(mirror, tmp_path) -> None:
     # As lua-behaviour's set.json asks: a plain "*" matches in every subfolder, ":(glob)*" only in the folder itself.
-    assert files(corpora.git_tree("owner/name", mirror, "lib", ("*",)).prepare(tmp_path / "plain")) == ["a.js", "a.test.js", "deep/b.go"]
-    assert files(corpora.git_tree("owner/name", mirror, "lib", (":(glob)*",)).prepare(tmp_path / "glob")) == ["a.js", "a.test.js"]
+    assert files(corpora.git_tree("owner/name", mirror, "lib", ("*",)).prepare(tmp_path / "plain")) == [
+        "a.js",
+        "a.test.js",
+        "deep/b.go",
+    ]
+    assert files(corpora.git_tree("owner/name", mirror, "lib", (":(glob)*",)).prepare(tmp_path / "glob")) == [
+        "a.js",
+        "a.test.js",
+    ]
     spec = (":(glob)*.[jg][so]", ":(exclude)*.test.js")
     assert files(corpora.git_tree("owner/name", mirror, "lib", spec).prepare(tmp_path / "both")) == ["a.js"]
 
@@ -72,6 +78,6 @@ def test_what_is_missing_is_said(mirror) -> None:
 
 def test_a_set_json_names_a_git_corpus(mirror, tmp_path) -> None:
     spec = {"source": "git", "repo": "owner/name", "commit": mirror, "path": "lib/deep"}
-    assert files(sets_.corpus_of(spec, tmp_path).prepare(tmp_path / "home")) == ["b.go"]
+    assert files(corpora.corpus_of(spec, tmp_path).prepare(tmp_path / "home")) == ["b.go"]
     with pytest.raises(corpora.Unavailable, match="unknown corpus source 'svn'"):
-        sets_.corpus_of({"source": "svn"}, tmp_path)
+        corpora.corpus_of({"source": "svn"}, tmp_path)

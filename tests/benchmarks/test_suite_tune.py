@@ -9,10 +9,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import suite_select  # noqa: E402
-from tests.benchmarks.test_suite import toy_set  # noqa: E402
+import suite_select
 
-from ctxrag.tasks.evaluation.tune import MINIMUM_QUESTIONS  # noqa: E402
+from ctxrag.tasks.evaluation.tune import MINIMUM_QUESTIONS
+from tests.benchmarks.test_suite import toy_set
 
 
 def bm25_answers(questions: int) -> object:

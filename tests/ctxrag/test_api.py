@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 import ctxrag
-from ctxrag.tasks.options import GateOptions, IndexOptions
 from ctxrag.storage.errors import InvalidInput, UnknownIndexError, UserError
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.secrets import MissingKey
+from ctxrag.tasks.options import GateOptions, IndexOptions
 from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
 from tests.equipment.local_server import leftover_servers, stopped_afterwards, user_env
 from tests.helpers import REPO, SAMPLE_CORPUS, SAMPLE_QUESTIONS
@@ -56,7 +56,12 @@ def test_search_returns_hits_with_text_document_score_and_each_retriever_s_rank(
     by_id = {row["chunk_id"]: row for row in chunks}
     for hit in hits:
         row = by_id[hit.chunk_id]
-        assert (hit.doc_id, hit.chunk_index, hit.content, hit.context) == (row["doc_id"], row["chunk_index"], row["content"], row["context"])
+        assert (hit.doc_id, hit.chunk_index, hit.content, hit.context) == (
+            row["doc_id"],
+            row["chunk_index"],
+            row["content"],
+            row["context"],
+        )
         assert hit.ranks and set(hit.ranks) <= {"vector", "bm25"} and all(rank >= 1 for rank in hit.ranks.values())
         assert hit.found_by == sorted(hit.ranks)
     bm25 = ctxrag.search(QUERY, name="sample", k=3, strategy="bm25")
@@ -68,7 +73,9 @@ def test_search_gives_what_the_command_prints(home: Path) -> None:
 
     import ctxrag.cli as cli
 
-    result = CliRunner().invoke(cli.app, ["search", QUERY, "--name", "sample", "-k", "4", "--json"], env={"CTXRAG_HOME": str(home)})
+    result = CliRunner().invoke(
+        cli.app, ["search", QUERY, "--name", "sample", "-k", "4", "--json"], env={"CTXRAG_HOME": str(home)}
+    )
     assert result.exit_code == 0, (result.stderr, result.exception)
     printed = json.loads(result.stdout)
     hits = ctxrag.search(QUERY, name="sample", k=4)
@@ -108,16 +115,28 @@ def test_an_open_index_is_loaded_once_for_many_searches(home: Path, monkeypatch:
 
     monkeypatch.setattr(IndexStore, "open", counting_open)
     index = ctxrag.open("sample")
-    results = [index.search(query, k=3, strategy=strategy) for query in (QUERY, "priority queue") for strategy in ("hybrid", "vector")]
+    results = [
+        index.search(query, k=3, strategy=strategy)
+        for query in (QUERY, "priority queue")
+        for strategy in ("hybrid", "vector")
+    ]
     assert opened == ["sample"] and all(len(hits) == 3 for hits in results)
     assert index.search(QUERY, k=3, strategy="hybrid") == ctxrag.search(QUERY, name="sample", k=3, strategy="hybrid")
     assert index.version == IndexStore(home).manifest("sample")["version"] and "sample" in repr(index)
 
 
-MANY = ["backoff between two attempts", "priority of a task", "how do I install tinyq", "backoff between two attempts", "queue full error"]
+MANY = [
+    "backoff between two attempts",
+    "priority of a task",
+    "how do I install tinyq",
+    "backoff between two attempts",
+    "queue full error",
+]
 
 
-def test_search_many_embeds_once_and_equals_single_searches_on_a_fresh_home(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_search_many_embeds_once_and_equals_single_searches_on_a_fresh_home(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for copy in ("single", "many"):  # no query vector stored yet in either: each computes its own
         shutil.copytree(home, tmp_path / copy)
     monkeypatch.setenv("CTXRAG_HOME", str(tmp_path / "single"))
@@ -127,10 +146,16 @@ def test_search_many_embeds_once_and_equals_single_searches_on_a_fresh_home(home
     many = ctxrag.open("sample")
     batches: list[list[str]] = []
     real_embed = many._searcher.embedder.embed
-    monkeypatch.setattr(many._searcher.embedder, "embed", lambda texts, input_type="document": batches.append(texts) or real_embed(texts, input_type))
+    monkeypatch.setattr(
+        many._searcher.embedder,
+        "embed",
+        lambda texts, input_type="document": batches.append(texts) or real_embed(texts, input_type),
+    )
     assert many.search_many(MANY, k=4) == expected
     assert batches == [sorted(dict.fromkeys(MANY), key=len, reverse=True)]  # the new queries, once each, in one batch
-    assert many.search_many(MANY, k=4, strategy="bm25") == [singles.search(query, k=4, strategy="bm25") for query in MANY]
+    assert many.search_many(MANY, k=4, strategy="bm25") == [
+        singles.search(query, k=4, strategy="bm25") for query in MANY
+    ]
     assert many.search_many([]) == [] and len(batches) == 1
     with pytest.raises(InvalidInput, match="k must be at least 1"):
         many.search_many(MANY, k=0)
@@ -144,12 +169,30 @@ def test_search_many_embeds_once_and_equals_single_searches_on_a_fresh_home(home
         (lambda: ctxrag.search(QUERY, name="sample", strategy="nonsense"), InvalidInput, "unknown strategy 'nonsense'"),
         (lambda: ctxrag.search(QUERY, name="sample", rerank="bogus"), InvalidInput, "unknown reranker 'bogus'"),
         (lambda: ctxrag.search(QUERY, name="sample", rerank="cohere"), MissingKey, "rerank cohere needs CO_API_KEY"),
-        (lambda: ctxrag.search(QUERY, name="sample", rerank_modell="x"), InvalidInput, "unknown option 'rerank_modell'"),
+        (
+            lambda: ctxrag.search(QUERY, name="sample", rerank_modell="x"),
+            InvalidInput,
+            "unknown option 'rerank_modell'",
+        ),
         (lambda: ctxrag.open("sample").search(QUERY, k=0), InvalidInput, "k must be at least 1"),
         (lambda: ctxrag.evaluate(SAMPLE_QUESTIONS, name="missing"), UnknownIndexError, "no index named 'missing'"),
-        (lambda: ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", strategy="nonsense"), InvalidInput, "unknown strategy"),
+        (
+            lambda: ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", strategy="nonsense"),
+            InvalidInput,
+            "unknown strategy",
+        ),
     ],
-    ids=["search-missing", "open-missing", "strategy", "reranker", "key", "option", "k", "evaluate-missing", "evaluate-strategy"],
+    ids=[
+        "search-missing",
+        "open-missing",
+        "strategy",
+        "reranker",
+        "key",
+        "option",
+        "k",
+        "evaluate-missing",
+        "evaluate-strategy",
+    ],
 )
 def test_errors_are_raised_as_user_errors(home: Path, call: Any, kind: type[Exception], message: str) -> None:
     with pytest.raises(kind, match=message) as raised:
@@ -182,8 +225,14 @@ def test_index_runs_the_command_s_flow_with_its_parameters(home: Path, monkeypat
 
     runs: list[tuple[Any, dict[str, Any]]] = []
     monkeypatch.setattr("ctxrag.tasks.embedding.embed.preload_local_model", lambda spec: None)
-    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: runs.append((load(), parameters)) or blank(ctxrag.IndexReport))
-    assert ctxrag.index(str(SAMPLE_CORPUS), name="other", contextualizer="none", gate=str(SAMPLE_QUESTIONS)).status == "ran"
+    monkeypatch.setattr(
+        "ctxrag.runs.run_flow",
+        lambda load, server, **parameters: runs.append((load(), parameters)) or blank(ctxrag.IndexReport),
+    )
+    assert (
+        ctxrag.index(str(SAMPLE_CORPUS), name="other", contextualizer="none", gate=str(SAMPLE_QUESTIONS)).status
+        == "ran"
+    )
     assert ctxrag.index(SAMPLE_CORPUS, task_runner="threads").status == "ran"
     (flow, parameters), (with_runner, defaults) = runs
     assert flow.name == with_runner.name == index_corpus.name
@@ -194,14 +243,24 @@ def test_index_runs_the_command_s_flow_with_its_parameters(home: Path, monkeypat
 
 @pytest.mark.parametrize(
     ("server", "variable", "expected"),
-    [(None, None, "temporary"), ("background", None, "background"), (None, "background", "background"), ("temporary", "background", "temporary")],
+    [
+        (None, None, "temporary"),
+        ("background", None, "background"),
+        (None, "background", "background"),
+        ("temporary", "background", "temporary"),
+    ],
     ids=["default", "asked", "variable", "asked-over-variable"],
 )
 def test_index_and_evaluate_use_a_temporary_server_unless_asked(
     home: Path, monkeypatch: pytest.MonkeyPatch, server: str | None, variable: str | None, expected: str
 ) -> None:
     used: list[str] = []
-    monkeypatch.setattr("ctxrag.runs.run_flow", lambda load, server, **parameters: used.append(server) or blank(ctxrag.IndexReport) | blank(ctxrag.EvaluateResult))
+    monkeypatch.setattr(
+        "ctxrag.runs.run_flow",
+        lambda load, server, **parameters: (
+            used.append(server) or blank(ctxrag.IndexReport) | blank(ctxrag.EvaluateResult)
+        ),
+    )
     monkeypatch.delenv("CI", raising=False)
     if variable:
         monkeypatch.setenv("CTXRAG_PREFECT_SERVER", variable)
@@ -233,16 +292,25 @@ def script_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow  # a new process runs the index flow
-@pytest.mark.parametrize(("ending", "server", "left"), [("end", "", 0), ("raise", "", 0), ("end", ', server="background"', 1)],
-                         ids=["runs-to-its-end", "raises", "asked-for-background"])
+@pytest.mark.parametrize(
+    ("ending", "server", "left"),
+    [("end", "", 0), ("raise", "", 0), ("end", ', server="background"', 1)],
+    ids=["runs-to-its-end", "raises", "asked-for-background"],
+)
 def test_a_script_leaves_no_prefect_server_unless_it_asked_for_one(
     script_home: Path, tmp_path: Path, ending: str, server: str, left: int
 ) -> None:
     prefect_home = tmp_path / "prefect"
     env = user_env(script_home, prefect_home, PYTHONPATH=str(REPO))
     with stopped_afterwards(prefect_home):
-        result = subprocess.run([sys.executable, "-c", SCRIPT.format(server=server), str(SAMPLE_CORPUS), ending],
-                                capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", SCRIPT.format(server=server), str(SAMPLE_CORPUS), ending],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert result.stdout.split()[:1] in (["published"], ["unchanged"]), result.stderr[-4000:]
         assert result.returncode == (1 if ending == "raise" else 0), result.stderr[-4000:]
         assert len(leftover_servers(tmp_path)) == left
@@ -254,7 +322,9 @@ def test_the_results_hold_every_key_of_the_command_s_reports(home: Path) -> None
     from ctxrag.tasks.options import EvaluateOptions
 
     report = run_index(str(SAMPLE_CORPUS), "sample", IndexOptions(), "temporary")
-    result = run_evaluate(str(SAMPLE_QUESTIONS), "sample", EvaluateOptions(k=5, strategy="bm25"), lambda message: None, "temporary")
+    result = run_evaluate(
+        str(SAMPLE_QUESTIONS), "sample", EvaluateOptions(k=5, strategy="bm25"), lambda message: None, "temporary"
+    )
     assert ctxrag.IndexReport.from_dict(report).to_dict() == report
     assert ctxrag.EvaluateResult.from_dict(result).to_dict() == result
     assert isinstance(ctxrag.EvaluateResult.from_dict(result).run_dir, Path)
@@ -274,10 +344,14 @@ def test_evaluate_scores_the_chosen_strategies_at_the_chosen_cut_offs(home: Path
 
 def test_evaluate_issues_the_set_s_warnings(home: Path, tmp_path: Path) -> None:
     questions = tmp_path / "docs.json"
-    questions.write_text(json.dumps([
-        {"question": "How long before a retry?", "correct_chunks": ["tinyq/retry.py#1"]},
-        {"question": "Nobody knows", "correct_chunks": []},
-    ]))
+    questions.write_text(
+        json.dumps(
+            [
+                {"question": "How long before a retry?", "correct_chunks": ["tinyq/retry.py#1"]},
+                {"question": "Nobody knows", "correct_chunks": []},
+            ]
+        )
+    )
     with pytest.warns(UserWarning, match="'correct_chunks' is empty; question skipped"):
         result = ctxrag.evaluate(questions, name="sample", strategy="bm25")
     assert result.queries == 1
@@ -299,10 +373,15 @@ def test_a_tuned_strategy_is_what_search_evaluate_and_open_use(home: Path) -> No
     IndexStore(home).save_tuning("sample", {"strategy": {"strategy": "hybrid-score", "vector_weight": 0.3}})
     try:
         assert ctxrag.open("sample").strategy == "hybrid-score(vector_weight=0.3)"
-        assert ctxrag.search(QUERY, name="sample") == ctxrag.search(QUERY, name="sample", strategy="hybrid-score(vector_weight=0.3)")
+        assert ctxrag.search(QUERY, name="sample") == ctxrag.search(
+            QUERY, name="sample", strategy="hybrid-score(vector_weight=0.3)"
+        )
         assert ctxrag.search(QUERY, name="sample") != ctxrag.search(QUERY, name="sample", strategy=DEFAULT_STRATEGY)
         result = ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", k=5)
-        assert list(result.metrics)[-2:] == ["hybrid-score", "hybrid-score(vector_weight=0.3)"]  # every strategy, then the index's
+        assert list(result.metrics)[-2:] == [
+            "hybrid-score",
+            "hybrid-score(vector_weight=0.3)",
+        ]  # every strategy, then the index's
     finally:
         IndexStore(home).forget_tuning("sample")
     assert ctxrag.open("sample").strategy == DEFAULT_STRATEGY
@@ -313,8 +392,16 @@ def test_a_tuned_strategy_is_what_search_evaluate_and_open_use(home: Path) -> No
     [
         (lambda: ctxrag.tune("missing", SAMPLE_QUESTIONS), UnknownIndexError, "no index named 'missing'"),
         (lambda: ctxrag.tune("sample"), InvalidInput, "tune needs an evaluation set"),
-        (lambda: ctxrag.tune("sample", SAMPLE_QUESTIONS, metric="recall@3"), InvalidInput, "cannot tune on metric 'recall@3'"),
-        (lambda: ctxrag.search(QUERY, name="sample", strategy="hybrid(vector_weight=1)"), InvalidInput, "has no parameter 'vector_weight'"),
+        (
+            lambda: ctxrag.tune("sample", SAMPLE_QUESTIONS, metric="recall@3"),
+            InvalidInput,
+            "cannot tune on metric 'recall@3'",
+        ),
+        (
+            lambda: ctxrag.search(QUERY, name="sample", strategy="hybrid(vector_weight=1)"),
+            InvalidInput,
+            "has no parameter 'vector_weight'",
+        ),
     ],
     ids=["missing", "no-set", "metric", "parameter"],
 )
@@ -333,10 +420,14 @@ def test_no_public_signature_or_result_field_says_any() -> None:
     calls += [api.Index.__init__, api.Index.search, api.Index.search_many]
     for call in calls:
         signature = inspect.signature(call)  # through keeps_host_state's wrapper
-        written = [str(parameter.annotation) for parameter in signature.parameters.values()] + [str(signature.return_annotation)]
+        written = [str(parameter.annotation) for parameter in signature.parameters.values()] + [
+            str(signature.return_annotation)
+        ]
         assert not [text for text in written if "Any" in text], call.__qualname__
     for kind in (ctxrag.Hit, ctxrag.Location, ctxrag.IndexReport, ctxrag.EvaluateResult, ctxrag.TuneResult):
-        assert dataclasses.fields(kind) and not [item.name for item in dataclasses.fields(kind) if "Any" in str(item.type)]
+        assert dataclasses.fields(kind) and not [
+            item.name for item in dataclasses.fields(kind) if "Any" in str(item.type)
+        ]
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(kind.__new__(kind), dataclasses.fields(kind)[0].name, None)
     assert (Path(api.__file__).parent / "py.typed").is_file()
@@ -355,6 +446,18 @@ def test_import_ctxrag_loads_the_api_on_first_use() -> None:
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["before"] == {"ctxrag.api": False, "prefect": False} and seen["api"] and seen["same"]
-    assert seen["star"] == ["EvaluateResult", "Hit", "Index", "IndexReport", "Location", "TuneResult", "UserError", "evaluate", "index", "search", "tune"]  # not open: the builtin stays
+    assert seen["star"] == [
+        "EvaluateResult",
+        "Hit",
+        "Index",
+        "IndexReport",
+        "Location",
+        "TuneResult",
+        "UserError",
+        "evaluate",
+        "index",
+        "search",
+        "tune",
+    ]  # not open: the builtin stays
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         ctxrag.nope  # noqa: B018

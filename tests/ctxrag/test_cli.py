@@ -27,7 +27,12 @@ def ctxrag(home: Path, *args: str, columns: int | None = 200) -> subprocess.Comp
     """The command with its output captured (not a terminal), ``COLUMNS`` set to ``columns`` (None: unset)."""
     from prefect.settings import PREFECT_API_URL
 
-    env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value()), "COLUMNS": str(columns)}
+    env = {
+        **os.environ,
+        "CTXRAG_HOME": str(home),
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+        "COLUMNS": str(columns),
+    }
     if columns is None:
         del env["COLUMNS"]
     for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
@@ -37,7 +42,9 @@ def ctxrag(home: Path, *args: str, columns: int | None = 200) -> subprocess.Comp
 
 
 @pytest.fixture(scope="module")
-def indexing(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tuple[Path, subprocess.CompletedProcess[str]]:  # type: ignore[no-untyped-def]
+def indexing(
+    tmp_path_factory: pytest.TempPathFactory, prefect_harness
+) -> tuple[Path, subprocess.CompletedProcess[str]]:  # type: ignore[no-untyped-def]
     """The sample indexed as "sample" in a fresh home: (home, what the command printed)."""
     home = tmp_path_factory.mktemp("cli") / "home"
     result = ctxrag(home, "index", str(SAMPLE_CORPUS), "--name", "sample")
@@ -62,7 +69,9 @@ def test_piped_output_keeps_paths_and_table_rows_on_one_line(home: Path) -> None
     """Captured output (a CI log, a file) with no COLUMNS: nothing is wrapped at rich's default 80 columns."""
     result = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", columns=None)
     assert result.returncode == 0, result.stderr
-    run_dir = next(line for line in result.stderr.splitlines() if line.startswith("per-query results: ")).split(": ", 1)[1]
+    run_dir = next(line for line in result.stderr.splitlines() if line.startswith("per-query results: ")).split(
+        ": ", 1
+    )[1]
     assert len(run_dir) > 80 and Path(run_dir).is_dir()  # the whole path, on its line
     rows = [line for line in result.stdout.splitlines() if line.strip("│ ").startswith("hybrid-weighted")]
     assert len(rows) == 1 and len(re.findall(r"\d\.\d{3}", rows[0])) == 9, result.stdout  # pass, hit, ndcg at 5, 10, 20
@@ -81,7 +90,9 @@ def test_evaluate_in_a_narrow_terminal_prints_a_table_per_metric_with_no_cut_cel
     wide = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--k", "5,10")
     narrow = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--k", "5,10", columns=60)
     assert wide.returncode == narrow.returncode == 0, narrow.stderr
-    assert wide.stdout.count("queries on index") == 1 and narrow.stdout.count("queries on index") == 3  # pass, hit, ndcg
+    assert (
+        wide.stdout.count("queries on index") == 1 and narrow.stdout.count("queries on index") == 3
+    )  # pass, hit, ndcg
     assert "…" not in narrow.stdout and max(len(line) for line in narrow.stdout.splitlines()) <= 60
     for metric in ("pass@5", "pass@10", "hit@5", "ndcg@10", "hybrid-weighted"):
         assert metric in narrow.stdout and metric in wide.stdout
@@ -94,7 +105,9 @@ def test_search_json_says_which_retriever_found_each_chunk(home: Path) -> None:
     assert [hit["rank"] for hit in hits] == [1, 2, 3]
     assert all(set(hit["found_by"]) <= {"vector", "bm25"} and hit["found_by"] for hit in hits)
     assert all(hit["source"] == hit["doc_id"] and len(hit["location"]["lines"]) == 2 for hit in hits)
-    assert {hit["language"] for hit in hits} <= {"python", "markdown", "text"} and "python" in {hit["language"] for hit in hits}
+    assert {hit["language"] for hit in hits} <= {"python", "markdown", "text"} and "python" in {
+        hit["language"] for hit in hits
+    }
 
 
 def test_list_and_delete(home: Path, tmp_path: Path) -> None:
@@ -111,7 +124,11 @@ def chunk_questions(home: Path, path: Path) -> Path:
     """A question per chunk of the sample index (its first words), in the cookbook's format: enough to tune on."""
     chunks = IndexStore(home).open("sample").chunks.to_pylist()
     lines = [
-        {"query": " ".join(row["content"].split()[:10]), "golden_chunk_uuids": [[row["doc_id"], row["chunk_index"]]], "golden_doc_uuids": [row["doc_id"]]}
+        {
+            "query": " ".join(row["content"].split()[:10]),
+            "golden_chunk_uuids": [[row["doc_id"], row["chunk_index"]]],
+            "golden_doc_uuids": [row["doc_id"]],
+        }
         for row in chunks
     ]
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
@@ -133,29 +150,53 @@ def test_tune_saves_the_choice_list_shows_it_and_reset_forgets_it(home: Path, tm
     IndexStore(scratch).save_tuning("sample", {**record, "strategy": {"strategy": "hybrid", "rrf_k": 10}})
     assert "\thybrid(rrf_k=10) (tuned)\t" in ctxrag(scratch, "list").stdout
     tuned = ctxrag(scratch, "search", "retry backoff delay", "--name", "sample", "--json").stdout
-    assert tuned == ctxrag(scratch, "search", "retry backoff delay", "--name", "sample", "--strategy", "hybrid(rrf_k=10)", "--json").stdout
-    shown = ctxrag(scratch, "tune", "sample", str(SAMPLE_QUESTIONS))  # 16 questions: the table, and why the default stays
+    assert (
+        tuned
+        == ctxrag(
+            scratch, "search", "retry backoff delay", "--name", "sample", "--strategy", "hybrid(rrf_k=10)", "--json"
+        ).stdout
+    )
+    shown = ctxrag(
+        scratch, "tune", "sample", str(SAMPLE_QUESTIONS)
+    )  # 16 questions: the table, and why the default stays
     assert shown.returncode == 0 and "16 questions are too few to choose on (30 or more needed)" in shown.stdout
     assert ctxrag(scratch, "tune", "sample", "--reset").stdout.strip() == '{"forgot": true}'
     assert "\thybrid-score (default)\t" in ctxrag(scratch, "list").stdout
 
 
 def test_paid_rows_without_a_key_are_left_out_of_the_json_with_a_note(home: Path) -> None:
-    result = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "hybrid", "--rerank", "cohere", "--json")
+    result = ctxrag(
+        home,
+        "evaluate",
+        str(SAMPLE_QUESTIONS),
+        "--name",
+        "sample",
+        "--strategy",
+        "hybrid",
+        "--rerank",
+        "cohere",
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     assert list(json.loads(result.stdout)) == ["hybrid"]
     assert "hybrid+rerank-cohere not computed: needs CO_API_KEY (left out of the JSON)" in result.stderr
 
-    table = ctxrag(home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "hybrid", "--rerank", "cohere")
+    table = ctxrag(
+        home, "evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "hybrid", "--rerank", "cohere"
+    )
     assert "hybrid+rerank-cohere" in table.stdout and "needs CO_API_KEY" in table.stdout
 
 
 def test_a_docs_question_without_correct_chunks_is_skipped_with_a_warning(home: Path, tmp_path: Path) -> None:
     questions = tmp_path / "questions.json"
-    questions.write_text(json.dumps([
-        {"question": "How long does a retry wait?", "correct_chunks": ["tinyq/retry.py#0"]},
-        {"id": "q-empty", "question": "Which questions have no answer?", "correct_chunks": []},
-    ]))
+    questions.write_text(
+        json.dumps(
+            [
+                {"question": "How long does a retry wait?", "correct_chunks": ["tinyq/retry.py#0"]},
+                {"id": "q-empty", "question": "Which questions have no answer?", "correct_chunks": []},
+            ]
+        )
+    )
     result = ctxrag(home, "evaluate", str(questions), "--name", "sample", "--strategy", "bm25", "--json")
     assert result.returncode == 0, result.stderr
     assert (
@@ -174,7 +215,10 @@ def test_an_evaluation_set_for_another_corpus_is_one_error_line_and_saves_no_run
     questions = tmp_path / "evaluation_set.jsonl"
     records = [
         {"query": "What is the purpose of the DiffExecutor struct?", "golden_chunk_uuids": [["5e4c01057a10", 0]]},
-        {"query": "How does the scheduler pick a corpus entry?", "golden_chunk_uuids": [["9f2ab7c3d410", 2], ["5e4c01057a10", 0]]},
+        {
+            "query": "How does the scheduler pick a corpus entry?",
+            "golden_chunk_uuids": [["9f2ab7c3d410", 2], ["5e4c01057a10", 0]],
+        },
     ]
     questions.write_text("".join(json.dumps(record) + "\n" for record in records))
     runs = sorted((home / "runs").glob("*"))

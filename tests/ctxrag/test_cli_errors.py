@@ -46,10 +46,16 @@ def one_error_line(result: Result) -> str:
 
 def publish(home: Path, name: str = "docs", backend: str = "embedded") -> Path:
     texts = ["lemon kiwi", "mango melon"]
-    chunks = pa.table({
-        "chunk_id": ["c0", "c1"], "doc_id": ["d", "d"], "chunk_index": [0, 1], "key": ["k0", "k1"],
-        "content": texts, "context": ["", ""],
-    })
+    chunks = pa.table(
+        {
+            "chunk_id": ["c0", "c1"],
+            "doc_id": ["d", "d"],
+            "chunk_index": [0, 1],
+            "key": ["k0", "k1"],
+            "content": texts,
+            "context": ["", ""],
+        }
+    )
     manifest = {
         "config": {"backend": "embedded", "embedder": EmbedderSpec().to_dict(), "contextualizer": {"name": "none"}},
         "counts": {"documents": 1, "chunks": 2},
@@ -103,7 +109,9 @@ def test_an_unreachable_elasticsearch_is_one_line(tmp_path: Path) -> None:
     home = tmp_path / "home"
     publish(home, "on-es", backend="elasticsearch")
     url = f"http://127.0.0.1:{dead_port()}"
-    line = one_error_line(ctxrag(home, "search", "kiwi", "--name", "on-es", "--strategy", "bm25", ELASTICSEARCH_URL=url))
+    line = one_error_line(
+        ctxrag(home, "search", "kiwi", "--name", "on-es", "--strategy", "bm25", ELASTICSEARCH_URL=url)
+    )
     assert line.startswith("error: Elasticsearch request failed:")
     line = one_error_line(ctxrag(home, "delete", "on-es", ELASTICSEARCH_URL=url))
     assert line.startswith("error: Elasticsearch request failed:")
@@ -111,7 +119,9 @@ def test_an_unreachable_elasticsearch_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("option", ["--include", "--exclude"])
-def test_a_bad_folder_pattern_is_one_line_before_prefect_starts(tmp_path: Path, option: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_folder_pattern_is_one_line_before_prefect_starts(
+    tmp_path: Path, option: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.py").write_text("x = 1\n")
@@ -130,7 +140,11 @@ def test_a_bad_folder_pattern_is_one_line_before_prefect_starts(tmp_path: Path, 
 
 def test_bad_corpus_is_one_clear_line_and_no_traceback(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.json"
-    corpus.write_text(json.dumps([{"doc_id": "d1", "original_uuid": "u1", "content": "x", "chunks": [{"chunk_id": "c", "content": "y"}]}]))
+    corpus.write_text(
+        json.dumps(
+            [{"doc_id": "d1", "original_uuid": "u1", "content": "x", "chunks": [{"chunk_id": "c", "content": "y"}]}]
+        )
+    )
     result = ctxrag(tmp_path / "home", "index", str(corpus))
     assert result.exit_code == 2
     assert "corpus.json" in result.stderr and "original_index" in result.stderr
@@ -153,9 +167,13 @@ def test_an_injected_bug_shows_its_traceback_in_a_real_process(tmp_path: Path) -
         "from ctxrag.cli import main; main()"
     )
     environment = {**os.environ, "CTXRAG_HOME": str(tmp_path / "home")}
-    result = subprocess.run([sys.executable, "-c", code, "list"], capture_output=True, text=True, env=environment, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code, "list"], capture_output=True, text=True, env=environment, timeout=120
+    )
     assert result.returncode == 1
-    assert "Traceback (most recent call last)" in result.stderr and "ZeroDivisionError: division by zero" in result.stderr
+    assert (
+        "Traceback (most recent call last)" in result.stderr and "ZeroDivisionError: division by zero" in result.stderr
+    )
     assert "error:" not in result.stderr
 
 
@@ -249,7 +267,9 @@ def test_an_elasticsearch_api_error_is_one_line(home: Path, monkeypatch: pytest.
     from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
     from elasticsearch import BadRequestError
 
-    meta = ApiResponseMeta(status=400, http_version="1.1", headers=HttpHeaders(), duration=0.0, node=NodeConfig("http", "localhost", 9200))
+    meta = ApiResponseMeta(
+        status=400, http_version="1.1", headers=HttpHeaders(), duration=0.0, node=NodeConfig("http", "localhost", 9200)
+    )
     body = {"error": {"type": "search_phase_execution_exception", "reason": "all shards failed"}}
     monkeypatch.setattr(IndexStore, "delete", a_bug(BadRequestError("search_phase_execution_exception", meta, body)))
     result = invoke("delete", "docs")
@@ -264,7 +284,9 @@ def test_an_invalid_option_is_one_line_and_a_bare_value_error_is_a_bug(monkeypat
 
     with pytest.raises(ValueError) as unknown:
         Strategy.from_str("nonsense")
-    assert user_message(unknown.value) == "unknown strategy 'nonsense'; choose one of: " + ", ".join(s.value for s in Strategy)
+    assert user_message(unknown.value) == "unknown strategy 'nonsense'; choose one of: " + ", ".join(
+        s.value for s in Strategy
+    )
     assert user_message(ValueError("an internal invariant broke")) is None
     monkeypatch.setattr(IndexStore, "delete", a_bug(ValueError("an internal invariant broke")))
     result = invoke("delete", "docs")

@@ -26,11 +26,22 @@ CODEBASE = SHARED_DATA / "codebase" / "codebase_chunks.json"
 
 def ctxrag(tmp_path: Path, *args: str, columns: int = 200) -> tuple[subprocess.CompletedProcess[str], float]:
     """The command in a subprocess with its own, empty PREFECT_HOME and no key; (result, seconds)."""
-    env = {**os.environ, "CTXRAG_HOME": str(tmp_path / "home"), "PREFECT_HOME": str(tmp_path / "prefect"), "COLUMNS": str(columns)}
+    env = {
+        **os.environ,
+        "CTXRAG_HOME": str(tmp_path / "home"),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "COLUMNS": str(columns),
+    }
     for variable in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "PREFECT_API_URL"):
         env.pop(variable, None)
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", "from ctxrag.cli import main; main()", *args], capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", "from ctxrag.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     return result, time.perf_counter() - started
 
 
@@ -38,7 +49,12 @@ def plan(tmp_path: Path, *args: str, columns: int = 200) -> Result:
     """The command in-process (typer's CliRunner), CTXRAG_HOME in tmp_path and no key, for the call only."""
     import ctxrag.cli as cli
 
-    env = {"CTXRAG_HOME": str(tmp_path / "home"), "COLUMNS": str(columns), "ANTHROPIC_API_KEY": None, "VOYAGE_API_KEY": None}
+    env = {
+        "CTXRAG_HOME": str(tmp_path / "home"),
+        "COLUMNS": str(columns),
+        "ANTHROPIC_API_KEY": None,
+        "VOYAGE_API_KEY": None,
+    }
     return CliRunner().invoke(cli.app, list(args), env=env)
 
 
@@ -46,14 +62,18 @@ def plan(tmp_path: Path, *args: str, columns: int = 200) -> Result:
 @pytest.mark.skipif(not CODEBASE.is_file(), reason=f"{CODEBASE} is not here")
 def test_plan_of_the_codebase_corpus_is_one_json_object_and_starts_nothing(tmp_path: Path) -> None:
     """A real process: the seconds include its imports, and PREFECT_HOME is its own (this process's Prefect is set)."""
-    result, seconds = ctxrag(tmp_path, "index", str(CODEBASE), "--contextualizer", "claude", "--embedder", "voyage", "--plan", "--json")
+    result, seconds = ctxrag(
+        tmp_path, "index", str(CODEBASE), "--contextualizer", "claude", "--embedder", "voyage", "--plan", "--json"
+    )
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)  # the whole of stdout parses
     assert plan["chunks"] == 737 and set(plan["modes"]) == {"per-chunk", "per-document", "batch", "per-document-batch"}
     assert plan["token_counts"].startswith("estimated") and plan["embedding"]["cost_usd"] > 0
     assert not (tmp_path / "prefect").exists()  # no Prefect home, database or server was made
     assert not (tmp_path / "home").exists()  # nothing written: no key, so no token counts stored either
-    assert seconds < 15  # the target is 5 s (benchmarks/results/claude_costs_simulated.md measured it); this guards against a slide
+    assert (
+        seconds < 15
+    )  # the target is 5 s (benchmarks/results/claude_costs_simulated.md measured it); this guards against a slide
 
 
 def test_plan_table_fits_a_narrow_terminal_and_names_what_it_assumes(tmp_path: Path) -> None:
@@ -63,7 +83,15 @@ def test_plan_table_fits_a_narrow_terminal_and_names_what_it_assumes(tmp_path: P
     assert result.exit_code == 0, (result.stderr, result.exception)
     assert "…" not in result.stdout and max(len(line) for line in result.stdout.splitlines()) <= 80
     text = " ".join(result.stdout.split())  # lines wrap at 80 columns
-    for words in ("per-document-", "estimated", "assumed 75 tokens", "--rpm 50", "cache minimum", "uuid-2", f"prices of {PRICES_AS_OF}"):
+    for words in (
+        "per-document-",
+        "estimated",
+        "assumed 75 tokens",
+        "--rpm 50",
+        "cache minimum",
+        "uuid-2",
+        f"prices of {PRICES_AS_OF}",
+    ):
         assert words in text, words
 
 
@@ -122,5 +150,7 @@ def test_with_a_key_the_plan_only_counts_tokens_and_never_enters_prefect(
     assert plan["token_counts"].startswith("counted") and plan["token_count_calls"]["now"] == 3 + 2
     assert {request.path for request in anthropic_simulator.requests} == {"/v1/messages/count_tokens"}
     assert all(request.status == 200 for request in anthropic_simulator.requests)
-    assert sorted(path.name for path in (tmp_path / "home" / "artifacts").iterdir()) == ["token_counts"]  # nothing else written
+    assert sorted(path.name for path in (tmp_path / "home" / "artifacts").iterdir()) == [
+        "token_counts"
+    ]  # nothing else written
     assert "sk-ant" not in result.stdout

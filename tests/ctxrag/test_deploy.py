@@ -27,7 +27,11 @@ def ctxrag(*args: str, api_url: str | None = None) -> Result:
 
     import ctxrag.cli as cli
 
-    settings = temporary_settings(updates={PREFECT_API_URL: api_url}) if api_url else temporary_settings(restore_defaults={PREFECT_API_URL})
+    settings = (
+        temporary_settings(updates={PREFECT_API_URL: api_url})
+        if api_url
+        else temporary_settings(restore_defaults={PREFECT_API_URL})
+    )
     with settings, pytest.MonkeyPatch.context() as patch:
         patch.chdir(REPO)
         return CliRunner().invoke(cli.app, list(args), env={"COLUMNS": "200"})
@@ -46,15 +50,37 @@ def never_served(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_param_values_are_json_when_they_parse_else_strings() -> None:
-    pairs = ["k=5", "name=docs", "ks=[5, 10]", "flag=true", "ratio=0.5", "query=a=b", "empty=", 'claude={"mode": "batch"}']
+    pairs = [
+        "k=5",
+        "name=docs",
+        "ks=[5, 10]",
+        "flag=true",
+        "ratio=0.5",
+        "query=a=b",
+        "empty=",
+        'claude={"mode": "batch"}',
+    ]
     parsed = parse_params(pairs)
     assert parsed == {
-        "k": 5, "name": "docs", "ks": [5, 10], "flag": True, "ratio": 0.5, "query": "a=b", "empty": "", "claude": {"mode": "batch"},
+        "k": 5,
+        "name": "docs",
+        "ks": [5, 10],
+        "flag": True,
+        "ratio": 0.5,
+        "query": "a=b",
+        "empty": "",
+        "claude": {"mode": "batch"},
     }
-    assert parse_params(["options.gate.evalset=q.jsonl", "options.backend=embedded"]) == {"options": {"gate": {"evalset": "q.jsonl"}, "backend": "embedded"}}
+    assert parse_params(["options.gate.evalset=q.jsonl", "options.backend=embedded"]) == {
+        "options": {"gate": {"evalset": "q.jsonl"}, "backend": "embedded"}
+    }
     deployed = {"name": "docs", "options": {"contextualizer": "structural", "gate": {"max_drop": 0.05}}}
-    assert merged(parse_params(["options.gate.evalset=q.jsonl"]), deployed) == {  # set field by field over the deployment's
-        "name": "docs", "options": {"contextualizer": "structural", "gate": {"max_drop": 0.05, "evalset": "q.jsonl"}}}
+    assert merged(
+        parse_params(["options.gate.evalset=q.jsonl"]), deployed
+    ) == {  # set field by field over the deployment's
+        "name": "docs",
+        "options": {"contextualizer": "structural", "gate": {"max_drop": 0.05, "evalset": "q.jsonl"}},
+    }
     assert parse_params(None) == {}
     for bad in ("name", "=docs"):
         with pytest.raises(CommandError, match="KEY=VALUE"):

@@ -47,10 +47,22 @@ print(json.dumps({"import": changed(before, after_import), "index": changed(afte
 @pytest.mark.slow  # a new process indexes the sample corpus on Prefect's temporary server
 def test_import_index_and_search_leave_the_host_s_process_state_as_they_found_it(tmp_path: Path) -> None:
     env = user_env(tmp_path / "home", tmp_path / "prefect", PYTHONPATH=str(REPO))  # the API's default server
-    for name in ("DO_NOT_TRACK", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "TOKENIZERS_PARALLELISM"):
+    for name in (
+        "DO_NOT_TRACK",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_HUB_DISABLE_TELEMETRY",
+        "TOKENIZERS_PARALLELISM",
+    ):
         env.pop(name, None)
-    result = subprocess.run([sys.executable, "-c", HOST_PROGRAM, str(SAMPLE_CORPUS)], capture_output=True, text=True,
-                            env=env, cwd=tmp_path, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", HOST_PROGRAM, str(SAMPLE_CORPUS)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     seen = json.loads(result.stdout.splitlines()[-1])
     assert seen == {"import": {"environ": []}, "index": {"environ": []}, "search": {"environ": []}, "hits": 3}

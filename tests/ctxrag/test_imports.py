@@ -27,11 +27,38 @@ RECORD = (
 )
 # The pipeline's working parts and the libraries they stand on. ``--help`` reads the options' defaults from plain
 # settings modules (ClaudeSettings, EmbedderSpec, the loader's file-size limit), which import none of these.
-PIPELINE = ("prefect", "torch", "transformers", "sentence_transformers", "onnxruntime", "tokenizers", "numpy", "pyarrow",
-            "pandas", "scipy", "bm25s", "faiss", "anthropic", "voyageai", "cohere", "elasticsearch",
-            "ctxrag.flows.index", "ctxrag.flows.evaluate", "ctxrag.tasks.stages", "ctxrag.tasks.embedding.embed",
-            "ctxrag.tasks.retrieval", "ctxrag.storage.index_store", "ctxrag.storage.artifacts", "ctxrag.storage.backends",
-            "ctxrag.runs", "ctxrag.api", "mcp", "fastapi", "uvicorn", "ctxrag.services")
+PIPELINE = (
+    "prefect",
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "onnxruntime",
+    "tokenizers",
+    "numpy",
+    "pyarrow",
+    "pandas",
+    "scipy",
+    "bm25s",
+    "faiss",
+    "anthropic",
+    "voyageai",
+    "cohere",
+    "elasticsearch",
+    "ctxrag.flows.index",
+    "ctxrag.flows.evaluate",
+    "ctxrag.tasks.stages",
+    "ctxrag.tasks.embedding.embed",
+    "ctxrag.tasks.retrieval",
+    "ctxrag.storage.index_store",
+    "ctxrag.storage.artifacts",
+    "ctxrag.storage.backends",
+    "ctxrag.runs",
+    "ctxrag.api",
+    "mcp",
+    "fastapi",
+    "uvicorn",
+    "ctxrag.services",
+)
 
 
 def loaded_modules(home: Path, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -39,7 +66,9 @@ def loaded_modules(home: Path, tmp_path: Path, *args: str) -> tuple[subprocess.C
     record = tmp_path / "modules.json"
     env = {**os.environ, "CTXRAG_HOME": str(home), "COLUMNS": "200"}
     env.pop("PREFECT_API_URL", None)
-    result = subprocess.run([sys.executable, "-c", RECORD, str(record), *args], capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", RECORD, str(record), *args], capture_output=True, text=True, env=env, timeout=120
+    )
     return result, set(json.loads(record.read_text()))
 
 
@@ -56,30 +85,37 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-@pytest.mark.parametrize("args, code", [
-    (["search", "how are retries delayed?", "--name", "sample"], 0),
-    (["search", "a question never asked before", "--name", "sample", "--json"], 0),
-    (["list"], 0),
-    (["inspect", "sample", "README.md"], 0),
-    (["index", str(SAMPLE_CORPUS), "--name", "sample", "--plan"], 0),
-    (["index", str(SAMPLE_CORPUS), "--contextualizer", "claude", "--plan"], 0),
-    (["server", "status"], 1),
-    (["index", "/no/such/folder"], 2),
-    (["index", str(SAMPLE_CORPUS), "--backend", "nope"], 2),
-    (["index", str(SAMPLE_CORPUS), "--name", "Bad Name"], 2),
-    (["evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--k", "5,-1"], 2),
-    (["evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "nope"], 2),
-    (["evaluate", str(SAMPLE_QUESTIONS), "--name", "no-such-index"], 2),
-    (["evaluate", "/no/such/questions.jsonl", "--name", "sample"], 2),
-    (["search", "x", "--name", "no-such-index"], 2),
-])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["search", "how are retries delayed?", "--name", "sample"], 0),
+        (["search", "a question never asked before", "--name", "sample", "--json"], 0),
+        (["list"], 0),
+        (["inspect", "sample", "README.md"], 0),
+        (["index", str(SAMPLE_CORPUS), "--name", "sample", "--plan"], 0),
+        (["index", str(SAMPLE_CORPUS), "--contextualizer", "claude", "--plan"], 0),
+        (["server", "status"], 1),
+        (["index", "/no/such/folder"], 2),
+        (["index", str(SAMPLE_CORPUS), "--backend", "nope"], 2),
+        (["index", str(SAMPLE_CORPUS), "--name", "Bad Name"], 2),
+        (["evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--k", "5,-1"], 2),
+        (["evaluate", str(SAMPLE_QUESTIONS), "--name", "sample", "--strategy", "nope"], 2),
+        (["evaluate", str(SAMPLE_QUESTIONS), "--name", "no-such-index"], 2),
+        (["evaluate", "/no/such/questions.jsonl", "--name", "sample"], 2),
+        (["search", "x", "--name", "no-such-index"], 2),
+    ],
+)
 def test_commands_that_run_no_flow_never_import_prefect(home: Path, tmp_path: Path, args: list[str], code: int) -> None:
     result, modules = loaded_modules(home, tmp_path, *args)
     assert result.returncode == code, result.stderr
-    assert not {name for name in modules if name == "prefect" or name.startswith("prefect.")}, f"ctxrag {' '.join(args)} imported Prefect"
+    assert not {name for name in modules if name == "prefect" or name.startswith("prefect.")}, (
+        f"ctxrag {' '.join(args)} imported Prefect"
+    )
 
 
-def test_a_local_search_of_a_seen_query_imports_no_table_library_no_keyword_builder_and_no_server_code(home: Path, tmp_path: Path) -> None:
+def test_a_local_search_of_a_seen_query_imports_no_table_library_no_keyword_builder_and_no_server_code(
+    home: Path, tmp_path: Path
+) -> None:
     """Arrow values are read without ``take`` (which imports pandas), the BM25 postings and stop words without bm25s
     (and scipy), and the server, ledger and loader code is left for the commands that use it. A new query imports
     none of them either: its vector is stored from buffers (``pa.array`` of any value imports pandas)."""
@@ -88,20 +124,45 @@ def test_a_local_search_of_a_seen_query_imports_no_table_library_no_keyword_buil
     seen, modules = loaded_modules(home, tmp_path, "search", query, "--name", "sample")
     assert new.returncode == seen.returncode == 0, new.stderr + seen.stderr
     assert not {"bm25s", "scipy", "pandas"} & modules_of_new
-    heavy = {"pandas", "bm25s", "scipy", "tenacity", "voyageai", "ctxrag.prefect_commands.local_server",
-             "ctxrag.storage.ledger", "ctxrag.tasks.load", "mcp", "fastapi", "uvicorn", "ctxrag.services.warm",
-             "ctxrag.services.resident", "ctxrag.services.requests"} & modules
+    heavy = {
+        "pandas",
+        "bm25s",
+        "scipy",
+        "tenacity",
+        "voyageai",
+        "ctxrag.prefect_commands.local_server",
+        "ctxrag.storage.ledger",
+        "ctxrag.tasks.load",
+        "mcp",
+        "fastapi",
+        "uvicorn",
+        "ctxrag.services.warm",
+        "ctxrag.services.resident",
+        "ctxrag.services.requests",
+    } & modules
     assert not heavy, f"ctxrag search of a seen query imported {sorted(heavy)}"
     # Of the services, only the resident search's address and client (standard library only).
     assert {name for name in modules if name.startswith("ctxrag.services.")} == {"ctxrag.services.resident_socket"}
 
 
-@pytest.mark.parametrize("args", [["--help"], ["index", "--help"], ["evaluate", "--help"], ["server", "--help"], ["trigger", "--help"],
-                                  ["mcp", "--help"], ["serve-search", "--help"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["index", "--help"],
+        ["evaluate", "--help"],
+        ["server", "--help"],
+        ["trigger", "--help"],
+        ["mcp", "--help"],
+        ["serve-search", "--help"],
+    ],
+)
 def test_help_imports_none_of_the_pipeline(home: Path, tmp_path: Path, args: list[str]) -> None:
     result, modules = loaded_modules(home, tmp_path, *args)
     assert result.returncode == 0, result.stderr
-    assert not sorted(name for name in modules if name in PIPELINE or name.startswith(tuple(f"{part}." for part in PIPELINE)))
+    assert not sorted(
+        name for name in modules if name in PIPELINE or name.startswith(tuple(f"{part}." for part in PIPELINE))
+    )
 
 
 def test_a_re_index_with_nothing_to_publish_loads_no_model_and_no_table_library(home: Path, tmp_path: Path) -> None:
@@ -111,8 +172,13 @@ def test_a_re_index_with_nothing_to_publish_loads_no_model_and_no_table_library(
 
     record = tmp_path / "modules.json"
     env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-    result = subprocess.run([sys.executable, "-c", RECORD, str(record), "index", str(SAMPLE_CORPUS), "--name", "sample", "--json"],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", RECORD, str(record), "index", str(SAMPLE_CORPUS), "--name", "sample", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0 and json.loads(result.stdout)["status"] == "unchanged", result.stderr
     modules = set(json.loads(record.read_text()))
     assert "prefect" in modules and not modules & {"pandas", "bm25s", "torch", "onnxruntime"}

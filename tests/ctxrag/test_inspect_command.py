@@ -14,39 +14,65 @@ from tests.helpers import index_options
 
 FILES = {
     "src/shapes.py": '"""Shapes and their areas."""\n\n\nclass Circle:\n'
-                     + "".join(f"    def area_{n}(self):\n        return 3.14 * {n}\n\n" for n in range(60)),
+    + "".join(f"    def area_{n}(self):\n        return 3.14 * {n}\n\n" for n in range(60)),
     "web/format.js": "// Formatting helpers.\n\nexport function money(value) {\n  return value.toFixed(2);\n}\n",
     "docs/guide.mdx": "---\ntitle: Guide\n---\nimport X from 'x';\n\nIntro.\n\n## Setup\n\n<Note>Install it.</Note>\n",
 }
 MANY = range(45)  # definitions (or lines) enough for a file of several chunks
 # A file of each language the syntax-tree chunker covers, and the definition path some of its chunks are inside.
 TREES = {
-    "lang/money.js": ("/** Money. */\nexport class Money {\n"
-                      + "".join(f"  cents_{n}(v) {{\n    return Math.round(v * {n});\n  }}\n\n" for n in MANY) + "}\n",
-                      "Inside: export class Money"),
-    "lang/view.tsx": ("export class View extends Component<Props> {\n"
-                      + "".join(f"  part_{n}() {{\n    return <li key={{{n}}}>{{this.props.name}}</li>;\n  }}\n" for n in MANY) + "}\n",
-                      "Inside: export class View extends Component<Props>"),
-    "lang/api.ts": ("export class Api {\n"
-                    + "".join(f"  get_{n}(id: number): string {{\n    return String(id * {n});\n  }}\n" for n in MANY) + "}\n",
-                    "Inside: export class Api"),
-    "lang/server.go": ("// Package server serves.\npackage server\n\nfunc (s *Server) Start() error {\n"
-                       + "".join(f"\ts.count += {n} // step {n} of the start\n" for n in MANY) + "\treturn nil\n}\n",
-                       "Inside: func (s *Server) Start() error"),
-    "lang/Registry.java": ("/** Registry. */\npublic class Registry {\n"
-                           + "".join(f"    public int size{n}() {{\n        return {n} * count;\n    }}\n\n" for n in MANY) + "}\n",
-                           "Inside: public class Registry"),
-    "lang/shapes.rs": ("//! Shapes.\nimpl Shape for Circle {\n"
-                       + "".join(f"    fn area_{n}(&self) -> f64 {{\n        self.r * {n}.0\n    }}\n\n" for n in MANY) + "}\n",
-                       "Inside: impl Shape for Circle"),
-    "lang/deploy.sh": ("#!/bin/sh\n# Deploys.\ndeploy() {\n" + "".join(f"  echo \"step {n} of the deployment\"\n" for n in MANY)
-                       + "}\n", "Inside: deploy()"),
-    "lang/sum.c": ("/* Sums. */\nint sum(int n)\n{\n    int total = 0;\n"
-                   + "".join(f"    total += n * {n}; /* term {n} */\n" for n in MANY) + "    return total;\n}\n",
-                   "Inside: int sum(int n)"),
-    "lang/box.cpp": ("namespace geo {\nclass Box {\n public:\n"
-                     + "".join(f"  int side_{n}() const {{ return width * {n}; }}\n" for n in MANY) + "};\n}\n",
-                     "Inside: namespace geo > class Box"),
+    "lang/money.js": (
+        "/** Money. */\nexport class Money {\n"
+        + "".join(f"  cents_{n}(v) {{\n    return Math.round(v * {n});\n  }}\n\n" for n in MANY)
+        + "}\n",
+        "Inside: export class Money",
+    ),
+    "lang/view.tsx": (
+        "export class View extends Component<Props> {\n"
+        + "".join(f"  part_{n}() {{\n    return <li key={{{n}}}>{{this.props.name}}</li>;\n  }}\n" for n in MANY)
+        + "}\n",
+        "Inside: export class View extends Component<Props>",
+    ),
+    "lang/api.ts": (
+        "export class Api {\n"
+        + "".join(f"  get_{n}(id: number): string {{\n    return String(id * {n});\n  }}\n" for n in MANY)
+        + "}\n",
+        "Inside: export class Api",
+    ),
+    "lang/server.go": (
+        "// Package server serves.\npackage server\n\nfunc (s *Server) Start() error {\n"
+        + "".join(f"\ts.count += {n} // step {n} of the start\n" for n in MANY)
+        + "\treturn nil\n}\n",
+        "Inside: func (s *Server) Start() error",
+    ),
+    "lang/Registry.java": (
+        "/** Registry. */\npublic class Registry {\n"
+        + "".join(f"    public int size{n}() {{\n        return {n} * count;\n    }}\n\n" for n in MANY)
+        + "}\n",
+        "Inside: public class Registry",
+    ),
+    "lang/shapes.rs": (
+        "//! Shapes.\nimpl Shape for Circle {\n"
+        + "".join(f"    fn area_{n}(&self) -> f64 {{\n        self.r * {n}.0\n    }}\n\n" for n in MANY)
+        + "}\n",
+        "Inside: impl Shape for Circle",
+    ),
+    "lang/deploy.sh": (
+        "#!/bin/sh\n# Deploys.\ndeploy() {\n" + "".join(f'  echo "step {n} of the deployment"\n' for n in MANY) + "}\n",
+        "Inside: deploy()",
+    ),
+    "lang/sum.c": (
+        "/* Sums. */\nint sum(int n)\n{\n    int total = 0;\n"
+        + "".join(f"    total += n * {n}; /* term {n} */\n" for n in MANY)
+        + "    return total;\n}\n",
+        "Inside: int sum(int n)",
+    ),
+    "lang/box.cpp": (
+        "namespace geo {\nclass Box {\n public:\n"
+        + "".join(f"  int side_{n}() const {{ return width * {n}; }}\n" for n in MANY)
+        + "};\n}\n",
+        "Inside: namespace geo > class Box",
+    ),
 }
 
 
@@ -59,7 +85,9 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path: 
     for relpath, text in {**FILES, **{path: text for path, (text, _) in TREES.items()}}.items():
         (corpus / relpath).parent.mkdir(parents=True, exist_ok=True)
         (corpus / relpath).write_text(text)
-    index_corpus(source=str(corpus), name="files", home=str(root / "home"), options=index_options(contextualizer="structural"))
+    index_corpus(
+        source=str(corpus), name="files", home=str(root / "home"), options=index_options(contextualizer="structural")
+    )
     return root
 
 

@@ -12,7 +12,11 @@ from ctxrag.tasks.options import EvaluateOptions, IndexOptions, SearchOptions, f
 
 @pytest.mark.parametrize(
     ("keywords", "options", "left_out"),
-    [(IndexKeywords, IndexOptions, set()), (EvaluateKeywords, EvaluateOptions, set()), (SearchKeywords, SearchOptions, {"k", "strategy"})],
+    [
+        (IndexKeywords, IndexOptions, set()),
+        (EvaluateKeywords, EvaluateOptions, set()),
+        (SearchKeywords, SearchOptions, {"k", "strategy"}),
+    ],
     ids=["index", "evaluate", "search"],
 )
 def test_each_keyword_is_an_option_of_the_same_type(keywords: type, options: type, left_out: set[str]) -> None:

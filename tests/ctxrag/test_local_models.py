@@ -21,7 +21,9 @@ QUERY = "how are retries delayed?"
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tuple[Path, Path, Path]:  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("local-models")
-    embedder = bi_encoder_folder(root / "tiny-embedder", pooling="cls", prompts={"query": "q: "}, onnx=True, torch_weights=False)
+    embedder = bi_encoder_folder(
+        root / "tiny-embedder", pooling="cls", prompts={"query": "q: "}, onnx=True, torch_weights=False
+    )
     reranker = cross_encoder_folder(root / "tiny-reranker")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CTXRAG_HOME", str(root / "home"))
@@ -30,16 +32,24 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tuple[
     return root / "home", embedder, reranker
 
 
-def test_the_index_records_the_model_and_searches_with_it(indexed: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_index_records_the_model_and_searches_with_it(
+    indexed: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     home, embedder, _ = indexed
     monkeypatch.setenv("CTXRAG_HOME", str(home))
     built = IndexStore(home).manifest("tiny")["config"]["embedder"]
-    assert built["source"] == str(embedder.resolve()) and built["model"] == "tiny-embedder" and built["max_seq_length"] == 128
+    assert (
+        built["source"] == str(embedder.resolve())
+        and built["model"] == "tiny-embedder"
+        and built["max_seq_length"] == 128
+    )
     hits = ctxrag.search(QUERY, name="tiny", k=5, strategy="vector")
     assert len(hits) == 5 and all("vector" in hit.ranks for hit in hits)
 
 
-def test_a_configured_cross_encoder_reranks_the_default_search(indexed: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_configured_cross_encoder_reranks_the_default_search(
+    indexed: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     home, _, reranker = indexed
     monkeypatch.setenv("CTXRAG_HOME", str(home))
     plain = [hit.chunk_id for hit in ctxrag.search(QUERY, name="tiny", k=5, rerank="none")]
@@ -50,7 +60,9 @@ def test_a_configured_cross_encoder_reranks_the_default_search(indexed: tuple[Pa
     assert [hit.chunk_id for hit in ctxrag.search(QUERY, name="tiny", k=5, rerank="none")] == plain
 
 
-def test_a_wrong_reranker_fails_before_the_index_is_read(indexed: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_reranker_fails_before_the_index_is_read(
+    indexed: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     home, embedder, _ = indexed
     monkeypatch.setenv("CTXRAG_HOME", str(home))
     with pytest.raises(InvalidInput, match="holds a bi-encoder"):

@@ -8,11 +8,16 @@ from rich.console import Console
 
 from ctxrag.tables import metrics_table
 
-METRICS = {name: {f"{family}@{k}": 0.5 for family in ("pass", "hit", "ndcg") for k in (5, 10, 20)} for name in ("hybrid", "hybrid-doc")}
+METRICS = {
+    name: {f"{family}@{k}": 0.5 for family in ("pass", "hit", "ndcg") for k in (5, 10, 20)}
+    for name in ("hybrid", "hybrid-doc")
+}
 NAMES = list(METRICS["hybrid"])
 
 
-def printed(width: int, unavailable: dict[str, str] | None = None, metrics: dict[str, dict[str, float]] = METRICS) -> str:
+def printed(
+    width: int, unavailable: dict[str, str] | None = None, metrics: dict[str, dict[str, float]] = METRICS
+) -> str:
     console = Console(width=width, record=True, file=io.StringIO())
     console.print(metrics_table(console, "2 queries on index 't'", metrics, NAMES, unavailable or {}))
     return console.export_text()
@@ -26,7 +31,9 @@ def test_a_wide_terminal_gets_one_table() -> None:
 def test_a_narrow_terminal_gets_a_table_per_metric_family_and_no_cut_cells() -> None:
     text = printed(64, {"hybrid+rerank-cohere": "needs CO_API_KEY"})
     assert [line.strip() for line in text.splitlines() if "queries on index" in line] == [
-        "2 queries on index 't': pass", "2 queries on index 't': hit", "2 queries on index 't': ndcg",
+        "2 queries on index 't': pass",
+        "2 queries on index 't': hit",
+        "2 queries on index 't': ndcg",
     ]
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 64
     assert text.count("0.500") == 18 and text.count("needs CO_API_KEY") == 3

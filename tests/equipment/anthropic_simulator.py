@@ -44,9 +44,10 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from tests.equipment import _http
 from tests.equipment._http import Reply, SimulatorServer
@@ -78,11 +79,22 @@ _BODY_FIELDS = frozenset(
     "service_tier speed stop_sequences stream system thinking tool_choice tools user_profile_id".split()
 )
 _REMOVED_SAMPLING = ("temperature", "top_p", "top_k")
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-                500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
-_DEFAULT_MESSAGES = {429: "Number of request tokens has exceeded your rate limit (simulated).",
-                     529: "Overloaded", 500: "Internal server error (simulated)."}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+_DEFAULT_MESSAGES = {
+    429: "Number of request tokens has exceeded your rate limit (simulated).",
+    529: "Overloaded",
+    500: "Internal server error (simulated).",
+}
 _DOC = re.compile(r"<document>(.*?)</document>", re.S)
 _CHUNK = re.compile(r"<chunk(?:\s[^>]*)?>(.*?)</chunk>", re.S)
 _INDEXED_CHUNK = re.compile(r"<chunk\s+index=\"(\d+)\"\s*>(.*?)</chunk>", re.S)
@@ -184,8 +196,9 @@ def _strip_cc(block: Any) -> Any:
 class AnthropicSimulator(SimulatorServer):
     """The Anthropic Messages API on 127.0.0.1 (built on the shared :class:`SimulatorServer`)."""
 
-    def __init__(self, *, latency_seconds: float = 0.0, cache_ttl_seconds: float = 300.0,
-                 batch_polls_until_done: int = 1) -> None:
+    def __init__(
+        self, *, latency_seconds: float = 0.0, cache_ttl_seconds: float = 300.0, batch_polls_until_done: int = 1
+    ) -> None:
         super().__init__(latency_seconds=latency_seconds)
         self.requests: list[RecordedRequest] = []  # type: ignore[assignment]
         self.cache_ttl_seconds = cache_ttl_seconds
@@ -206,8 +219,9 @@ class AnthropicSimulator(SimulatorServer):
         self._window_used = 0
 
     # ------------------------------------------------------------------ controls
-    def fail_next(self, status: int, count: int = 1, retry_after: float | None = None,
-                  message: str | None = None) -> None:
+    def fail_next(
+        self, status: int, count: int = 1, retry_after: float | None = None, message: str | None = None
+    ) -> None:
         """Answer the next ``count`` POST /v1/messages or batch-create requests with an error."""
         text = message or _DEFAULT_MESSAGES.get(status, f"Simulated error {status}.")
         with self._state_lock:
@@ -240,10 +254,12 @@ class AnthropicSimulator(SimulatorServer):
             over = self._window_used >= limit
             if not over:
                 self._window_used += 1
-            reset = datetime.now(timezone.utc) + timedelta(seconds=left_s)
-            headers = {"anthropic-ratelimit-requests-limit": str(limit),
-                       "anthropic-ratelimit-requests-remaining": str(max(0, limit - self._window_used)),
-                       "anthropic-ratelimit-requests-reset": reset.isoformat().replace("+00:00", "Z")}
+            reset = datetime.now(UTC) + timedelta(seconds=left_s)
+            headers = {
+                "anthropic-ratelimit-requests-limit": str(limit),
+                "anthropic-ratelimit-requests-remaining": str(max(0, limit - self._window_used)),
+                "anthropic-ratelimit-requests-reset": reset.isoformat().replace("+00:00", "Z"),
+            }
             return headers, (left_s if over else None)
 
     def omit_contexts_for(self, chunk_indices: set[int]) -> None:
@@ -277,8 +293,7 @@ class AnthropicSimulator(SimulatorServer):
 
     # ------------------------------------------------------------------ dispatch
     def _dispatch(self, request: _http.RecordedRequest, raw_ok: bool) -> Reply:
-        rec = RecordedRequest(request.method, request.path, request.headers, request.json,
-                              received_at=time.monotonic())
+        rec = RecordedRequest(request.method, request.path, request.headers, request.json, received_at=time.monotonic())
         with self._lock:
             self.requests.append(rec)
         counted = rec.method == "POST" and rec.path.split("?", 1)[0].rstrip("/") == "/v1/messages"
@@ -343,8 +358,11 @@ class AnthropicSimulator(SimulatorServer):
         raise ApiError(404, f"Not found: {rec.method} {path}")
 
     def _error_payload(self, exc: ApiError) -> dict[str, Any]:
-        return {"type": "error", "error": {"type": exc.error_type, "message": exc.message},
-                "request_id": _new_id("req_")}
+        return {
+            "type": "error",
+            "error": {"type": exc.error_type, "message": exc.message},
+            "request_id": _new_id("req_"),
+        }
 
     def _error_reply(self, exc: ApiError, headers: dict[str, str] | None = None) -> Reply:
         body = self._error_payload(exc)
@@ -372,8 +390,9 @@ class AnthropicSimulator(SimulatorServer):
             raise ApiError(400, "stream: streaming is not implemented by the simulator")
         segments: list[_Segment] = []
         tools = body.get("tools", [])
-        if not isinstance(tools, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str)
-                                                  for t in tools):
+        if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools
+        ):
             raise ApiError(400, "tools: Input should be a list of tool objects with a name")
         segments += [_Segment(_block_tokens(t), _strip_cc(t), t.get("cache_control")) for t in tools]
         choice = body.get("tool_choice")
@@ -405,8 +424,11 @@ class AnthropicSimulator(SimulatorServer):
             if not isinstance(content, list) or not all(isinstance(b, dict) and "type" in b for b in content):
                 raise ApiError(400, f"messages.{i}.content: Input should be a string or a list of content blocks")
             if not content and not final_assistant:
-                raise ApiError(400, f"messages.{i}: all messages must have non-empty content "
-                                    "except for the optional final assistant message")
+                raise ApiError(
+                    400,
+                    f"messages.{i}: all messages must have non-empty content "
+                    "except for the optional final assistant message",
+                )
             for j, block in enumerate(content):
                 if block["type"] == "text" and (not isinstance(block.get("text"), str) or not block["text"]):
                     raise ApiError(400, f"messages.{i}.content.{j}: text content blocks must be non-empty")
@@ -419,8 +441,10 @@ class AnthropicSimulator(SimulatorServer):
             segments[-1].cache_control = body["cache_control"]
         marks = [s.cache_control for s in segments if s.cache_control is not None]
         if len(marks) > MAX_CACHE_BREAKPOINTS:
-            raise ApiError(400, f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. "
-                                f"Found {len(marks)}.")
+            raise ApiError(
+                400,
+                f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {len(marks)}.",
+            )
         seen_5m = False
         for cc in marks:
             if not isinstance(cc, dict) or cc.get("type") != "ephemeral" or cc.get("ttl", "5m") not in ("5m", "1h"):
@@ -453,7 +477,7 @@ class AnthropicSimulator(SimulatorServer):
                     plan.read, hit = points[k][1], k
                     break
         previous = plan.read
-        for i, cumulative, key in points[hit + 1:]:
+        for i, cumulative, key in points[hit + 1 :]:
             one_hour = segments[i].cache_control.get("ttl") == "1h"  # type: ignore[union-attr]
             ttl = ONE_HOUR_SECONDS if one_hour else self.cache_ttl_seconds
             if one_hour:
@@ -493,9 +517,16 @@ class AnthropicSimulator(SimulatorServer):
         }
         if record is not None:
             record.usage = usage
-        return {"id": _new_id("msg_"), "type": "message", "role": "assistant", "model": body["model"],
-                "content": content, "stop_reason": stop_reason, "stop_sequence": stop_sequence,
-                "usage": copy.deepcopy(usage)}
+        return {
+            "id": _new_id("msg_"),
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence,
+            "usage": copy.deepcopy(usage),
+        }
 
     def _answer(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str | None]:
         messages = body["messages"]
@@ -506,14 +537,20 @@ class AnthropicSimulator(SimulatorServer):
         user_texts = ["\n".join(_texts(m["content"])) for m in messages if m["role"] == "user"]
         choice = body.get("tool_choice") or {}
         tools = body.get("tools") or []
-        tool_name = choice.get("name") if choice.get("type") == "tool" else (
-            tools[0]["name"] if choice.get("type") == "any" and len(tools) == 1 else None)
+        tool_name = (
+            choice.get("name")
+            if choice.get("type") == "tool"
+            else (tools[0]["name"] if choice.get("type") == "any" and len(tools) == 1 else None)
+        )
         if tool_name:
             with self._state_lock:
                 omit, self._omit = self._omit or set(), None
             last = user_texts[-1] if user_texts else ""
-            contexts = [{"chunk_index": int(i), "context": _sentence(doc, chunk)}
-                        for i, chunk in _INDEXED_CHUNK.findall(last) if int(i) not in omit]
+            contexts = [
+                {"chunk_index": int(i), "context": _sentence(doc, chunk)}
+                for i, chunk in _INDEXED_CHUNK.findall(last)
+                if int(i) not in omit
+            ]
             stop_reason = "tool_use"
             while contexts and simulated_token_count(json.dumps({"contexts": contexts})) > body["max_tokens"]:
                 contexts.pop()
@@ -558,7 +595,7 @@ class AnthropicSimulator(SimulatorServer):
             except ApiError as exc:
                 result = {"type": "errored", "error": self._error_payload(exc)}
             results.append({"custom_id": item["custom_id"], "result": result})
-        batch = _Batch(_new_id("msgbatch_"), datetime.now(timezone.utc), results)
+        batch = _Batch(_new_id("msgbatch_"), datetime.now(UTC), results)
         with self._state_lock:
             self._batches[batch.id] = batch
             self.batch_creations += 1
@@ -567,14 +604,25 @@ class AnthropicSimulator(SimulatorServer):
     def _batch_object(self, batch: _Batch) -> dict[str, Any]:
         ended = batch.ended_at is not None
         kinds = [r["result"]["type"] for r in batch.results]
-        counts = {"processing": 0 if ended else len(kinds), "succeeded": kinds.count("succeeded") if ended else 0,
-                  "errored": kinds.count("errored") if ended else 0, "canceled": 0, "expired": 0}
-        return {"id": batch.id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
-                "request_counts": counts, "created_at": _now_iso(batch.created_at),
-                "expires_at": _now_iso(batch.created_at + timedelta(hours=24)),
-                "ended_at": _now_iso(batch.ended_at) if batch.ended_at else None,
-                "cancel_initiated_at": None, "archived_at": None,
-                "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if ended else None}
+        counts = {
+            "processing": 0 if ended else len(kinds),
+            "succeeded": kinds.count("succeeded") if ended else 0,
+            "errored": kinds.count("errored") if ended else 0,
+            "canceled": 0,
+            "expired": 0,
+        }
+        return {
+            "id": batch.id,
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": counts,
+            "created_at": _now_iso(batch.created_at),
+            "expires_at": _now_iso(batch.created_at + timedelta(hours=24)),
+            "ended_at": _now_iso(batch.ended_at) if batch.ended_at else None,
+            "cancel_initiated_at": None,
+            "archived_at": None,
+            "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if ended else None,
+        }
 
     def _batch_get(self, batch_id: str, *, results: bool) -> Reply:
         with self._state_lock:
@@ -585,7 +633,7 @@ class AnthropicSimulator(SimulatorServer):
                 self.batch_polls += 1
                 batch.polls += 1
                 if batch.ended_at is None and batch.polls >= self.batch_polls_until_done:
-                    batch.ended_at = datetime.now(timezone.utc)
+                    batch.ended_at = datetime.now(UTC)
         if not results:
             return Reply(200, self._batch_object(batch))
         if batch.ended_at is None:

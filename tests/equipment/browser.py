@@ -17,7 +17,9 @@ WAIT_SECONDS = 60.0
 def browser_missing() -> str | None:
     """Why the headless-browser checks cannot run here, or None when Chromium and Playwright are both installed."""
     if not CHROMIUM.exists():
-        return f"{CHROMIUM} is not installed (apt-get install -y chromium): the Prefect UI check needs a headless browser"
+        return (
+            f"{CHROMIUM} is not installed (apt-get install -y chromium): the Prefect UI check needs a headless browser"
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -29,8 +31,14 @@ def browser_missing() -> str | None:
 CONTAINS_ALL = "(expected) => { const text = document.body ? document.body.innerText : ''; return expected.every((item) => text.includes(item)); }"
 
 
-def page_text(url: str, *expected: str, wait_seconds: float = WAIT_SECONDS, screenshot: Path | None = None,
-              settle_seconds: float = 0.0, auth_string: str | None = None) -> str:
+def page_text(
+    url: str,
+    *expected: str,
+    wait_seconds: float = WAIT_SECONDS,
+    screenshot: Path | None = None,
+    settle_seconds: float = 0.0,
+    auth_string: str | None = None,
+) -> str:
     """The visible text of URL (whitespace collapsed) once it contains every EXPECTED string, or after WAIT_SECONDS.
 
     On a timeout the text is returned as it stands, so the caller's assertion shows what the page did show. With
@@ -49,7 +57,9 @@ def page_text(url: str, *expected: str, wait_seconds: float = WAIT_SECONDS, scre
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             if auth_string is not None:
-                page.add_init_script(script=f"localStorage.setItem('prefect-password', btoa({json.dumps(auth_string)}))")
+                page.add_init_script(
+                    script=f"localStorage.setItem('prefect-password', btoa({json.dumps(auth_string)}))"
+                )
             page.goto(url, wait_until="load", timeout=wait_seconds * 1000)
             try:
                 page.wait_for_function(CONTAINS_ALL, arg=list(expected), timeout=wait_seconds * 1000, polling=250)

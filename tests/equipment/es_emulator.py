@@ -74,9 +74,21 @@ def start_emulator(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
         (data_dir / f"data-{attempt}").mkdir(exist_ok=True)
         with open(log, "wb") as output:
             process = subprocess.Popen(
-                [str(binary), "start", "--data-dir", str(data_dir / f"data-{attempt}"), "--host", "127.0.0.1",
-                 "--only", "elasticsearch", "--elasticsearch-port", str(port)],
-                stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [
+                    str(binary),
+                    "start",
+                    "--data-dir",
+                    str(data_dir / f"data-{attempt}"),
+                    "--host",
+                    "127.0.0.1",
+                    "--only",
+                    "elasticsearch",
+                    "--elasticsearch-port",
+                    str(port),
+                ],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline and process.poll() is None:

@@ -19,7 +19,9 @@ TEXTS = ["lemon kiwi", "mango melon", "lemon lemon mango", "grape"]
 VECTOR = np.array([0.1, 0.9, 0.3, 0.9], dtype=np.float32)  # vector ranking: 1, 3 (tie -> row order), 2, 0
 
 
-def stored_index(texts: list[str], ranker: type[EmbeddedRanker] = EmbeddedRanker, doc_ids: list[str] | None = None) -> StoredIndex:
+def stored_index(
+    texts: list[str], ranker: type[EmbeddedRanker] = EmbeddedRanker, doc_ids: list[str] | None = None
+) -> StoredIndex:
     """``doc_ids``: each row's document (default: every row its own, ``d0``, ``d1``, ...)."""
     doc_ids = doc_ids if doc_ids is not None else [f"d{i}" for i in range(len(texts))]
     chunks = pa.table({"chunk_id": [f"c{i}" for i in range(len(texts))], "doc_id": doc_ids, "content": texts})

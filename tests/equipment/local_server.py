@@ -28,24 +28,36 @@ SERVER_COMMANDS = (b"prefect\0server\0start", b"prefect.server.api.server:create
 
 def user_env(home: Path, prefect_home: Path, **extra: str) -> dict[str, str]:
     """os.environ without Prefect settings and ctxrag's server mode: a user with no Prefect setup of their own."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_") and name not in ("CTXRAG_PREFECT_SERVER", "CI")}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("PREFECT_") and name not in ("CTXRAG_PREFECT_SERVER", "CI")
+    }
     env.update({"CTXRAG_HOME": str(home), "PREFECT_HOME": str(prefect_home), "COLUMNS": "200", **extra})
     return env
 
 
-def ctxrag_as_user(home: Path, prefect_home: Path, *args: str, timeout: float = 300, **extra: str) -> subprocess.CompletedProcess[str]:
+def ctxrag_as_user(
+    home: Path, prefect_home: Path, *args: str, timeout: float = 300, **extra: str
+) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-c", "from ctxrag.cli import main; main()", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=user_env(home, prefect_home, **extra), cwd=REPO, timeout=timeout)
+    return subprocess.run(
+        command, capture_output=True, text=True, env=user_env(home, prefect_home, **extra), cwd=REPO, timeout=timeout
+    )
 
 
-def api_call(api_url: str, path: str, body: object = None, auth: str | None = None, method: str | None = None) -> tuple[int, object]:
+def api_call(
+    api_url: str, path: str, body: object = None, auth: str | None = None, method: str | None = None
+) -> tuple[int, object]:
     """(status, JSON) of a request to the Prefect API at ``api_url``, with ``auth`` as Prefect's clients send an auth
     string (``Basic`` + base64 of the string) or without any; a POST when ``body`` is given."""
     from ctxrag.prefect_commands.server_auth import basic_authorization
 
     headers = {"Content-Type": "application/json", **({"Authorization": basic_authorization(auth)} if auth else {})}
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"{api_url}{path}", data=data, headers=headers, method=method or ("POST" if data else "GET"))
+    request = urllib.request.Request(
+        f"{api_url}{path}", data=data, headers=headers, method=method or ("POST" if data else "GET")
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             raw = response.read()
@@ -98,7 +110,9 @@ def _server_processes() -> dict[int, Path | None]:
             command = (entry / "cmdline").read_bytes()
             if not any(marker in command for marker in SERVER_COMMANDS):
                 continue
-            environ = dict(item.split(b"=", 1) for item in (entry / "environ").read_bytes().split(b"\0") if b"=" in item)
+            environ = dict(
+                item.split(b"=", 1) for item in (entry / "environ").read_bytes().split(b"\0") if b"=" in item
+            )
         except OSError:
             continue
         home = environ.get(b"PREFECT_HOME")
@@ -109,7 +123,11 @@ def _server_processes() -> dict[int, Path | None]:
 def leftover_servers(root: Path) -> dict[int, Path]:
     """Running Prefect servers whose PREFECT_HOME is inside ``root`` (a test session's home)."""
     root = root.resolve()
-    return {pid: home for pid, home in _server_processes().items() if home is not None and home.resolve().is_relative_to(root)}
+    return {
+        pid: home
+        for pid, home in _server_processes().items()
+        if home is not None and home.resolve().is_relative_to(root)
+    }
 
 
 def kill_group(pid: int) -> None:
@@ -121,10 +139,25 @@ def kill_group(pid: int) -> None:
 
 def fake_server(seconds: float = 120) -> subprocess.Popen[bytes]:
     """A process whose command line reads as ``prefect server start`` but that serves nothing (a busy server)."""
-    process = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})", "prefect", "server", "start",
-                                "--host", "127.0.0.1", "--port", "9"], start_new_session=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import time; time.sleep({seconds})",
+            "prefect",
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "9",
+        ],
+        start_new_session=True,
+    )
     cmdline = Path(f"/proc/{process.pid}/cmdline")
-    wait_for(lambda: not cmdline.exists() or SERVER_COMMANDS[0] in cmdline.read_bytes(), 30)  # a busy machine: until it has exec'd
+    wait_for(
+        lambda: not cmdline.exists() or SERVER_COMMANDS[0] in cmdline.read_bytes(), 30
+    )  # a busy machine: until it has exec'd
     return process
 
 

@@ -35,12 +35,15 @@ def other_user_missing() -> str | None:
 def ensure_other_user() -> str:
     """The second user's name, created now (no home, no login shell) if it does not exist."""
     if subprocess.run(["id", "-u", USER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
+            check=True,
+            capture_output=True,
+        )
     return USER
 
 
-PROBE = r'''
+PROBE = r"""
 import base64, json, sys, urllib.error, urllib.request
 api, block_id, deployment_id, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 outcomes = {"read_key": [], "list_runs": [], "change": [], "start_run": []}
@@ -82,12 +85,29 @@ for path in files:
         outcomes["read_key"].append([f"file {path}", type(error).__name__, False])
 print(json.dumps({"health": reached, "succeeded": {kind: sum(1 for *_, ok in items if ok) for kind, items in outcomes.items()},
                   "attempts": {kind: len(items) for kind, items in outcomes.items()}, "outcomes": outcomes}))
-'''
+"""
 
 
 def probe_as_other_user(api_url: str, block_id: str, deployment_id: str, files: list[Path]) -> dict:
     """Run ``PROBE`` as the second user; its JSON report."""
-    result = subprocess.run(["runuser", "-u", ensure_other_user(), "--", PYTHON, "-c", PROBE, api_url, block_id, deployment_id,
-                             *map(str, files)], capture_output=True, text=True, timeout=120, cwd="/")
+    result = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            ensure_other_user(),
+            "--",
+            PYTHON,
+            "-c",
+            PROBE,
+            api_url,
+            block_id,
+            deployment_id,
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout)  # type: ignore[no-any-return]

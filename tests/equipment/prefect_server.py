@@ -95,7 +95,9 @@ def stop_group(process: subprocess.Popen, first: signal.Signals = signal.SIGTERM
 
 
 @contextmanager
-def running_prefect_server(ui: bool = True, startup_seconds: float = STARTUP_SECONDS, auth_string: str | None = None) -> Iterator[PrefectServer]:
+def running_prefect_server(
+    ui: bool = True, startup_seconds: float = STARTUP_SECONDS, auth_string: str | None = None
+) -> Iterator[PrefectServer]:
     """Start ``prefect server start --host 127.0.0.1 --port <free>`` with its own PREFECT_HOME (and ``auth_string``:
     the server's own API auth, as a self-hosted server of a user's would have); stop it on exit."""
     home = Path(tempfile.mkdtemp(prefix="ctxrag-prefect-server-"))
@@ -126,7 +128,9 @@ def running_prefect_server(ui: bool = True, startup_seconds: float = STARTUP_SEC
             if process.poll() is not None:
                 raise ServerDidNotStart(f"prefect server exited with code {process.returncode}: {_tail(log)}")
             if time.monotonic() > deadline:
-                raise ServerDidNotStart(f"prefect server did not answer {api_url}/health within {startup_seconds:.0f} s: {_tail(log)}")
+                raise ServerDidNotStart(
+                    f"prefect server did not answer {api_url}/health within {startup_seconds:.0f} s: {_tail(log)}"
+                )
             time.sleep(0.25)
         yield PrefectServer(api_url=api_url, ui_url=f"http://127.0.0.1:{port}", home=home, log=log, process=process)
     finally:
@@ -139,4 +143,3 @@ def _tail(log: Path, lines: int = 20) -> str:
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
-

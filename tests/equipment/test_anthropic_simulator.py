@@ -53,14 +53,18 @@ def ask(client: anthropic.Anthropic, model: str, messages: list[dict[str, Any]],
 
 
 def test_plain_message_text_and_usage(sim: AnthropicSimulator) -> None:
-    prompt = ("<document>The annual report of Acme Corp for 2023 covers revenue.</document>\n"
-              "<chunk>Revenue grew 3% over the previous quarter.</chunk>")
+    prompt = (
+        "<document>The annual report of Acme Corp for 2023 covers revenue.</document>\n"
+        "<chunk>Revenue grew 3% over the previous quarter.</chunk>"
+    )
     msg = ask(client_for(sim), HAIKU, [{"role": "user", "content": prompt}])
     assert msg.type == "message" and msg.role == "assistant" and msg.model == HAIKU and msg.id.startswith("msg_")
     assert msg.stop_reason == "end_turn" and msg.stop_sequence is None
     text = msg.content[0].text  # type: ignore[union-attr]
-    assert text == ("This chunk is from a document beginning 'The annual report of Acme Corp for 2023' "
-                    "and covers 'Revenue grew 3% over the previous quarter.'.")
+    assert text == (
+        "This chunk is from a document beginning 'The annual report of Acme Corp for 2023' "
+        "and covers 'Revenue grew 3% over the previous quarter.'."
+    )
     assert msg.usage.input_tokens == simulated_token_count(prompt) + MESSAGE_OVERHEAD_TOKENS
     assert msg.usage.output_tokens == simulated_token_count(text)
     assert msg.usage.cache_creation_input_tokens == 0 and msg.usage.cache_read_input_tokens == 0
@@ -73,8 +77,9 @@ def test_plain_message_text_and_usage(sim: AnthropicSimulator) -> None:
 
 def test_max_tokens_truncates_and_no_chunk_gives_simulated_answer(sim: AnthropicSimulator) -> None:
     client = client_for(sim)
-    msg = client.messages.create(model=HAIKU, max_tokens=3,
-                                 messages=[{"role": "user", "content": "<chunk>a b c d e f</chunk>"}])
+    msg = client.messages.create(
+        model=HAIKU, max_tokens=3, messages=[{"role": "user", "content": "<chunk>a b c d e f</chunk>"}]
+    )
     assert msg.stop_reason == "max_tokens" and msg.usage.output_tokens <= 3
     plain = client.messages.create(model=HAIKU, max_tokens=50, messages=[{"role": "user", "content": "Summarize."}])
     assert plain.content[0].text == "Simulated answer."  # type: ignore[union-attr]
@@ -137,7 +142,8 @@ def test_minimum_cacheable_length_depends_on_model(sim: AnthropicSimulator) -> N
         small = ask(client, HAIKU, chunk_message(doc, "chunk", {"type": "ephemeral"}))
         assert small.usage.cache_creation_input_tokens == 0 and small.usage.cache_read_input_tokens == 0
         assert small.usage.input_tokens == simulated_token_count(doc) + MESSAGE_OVERHEAD_TOKENS + simulated_token_count(
-            chunk_message(doc, "chunk")[0]["content"][1]["text"])
+            chunk_message(doc, "chunk")[0]["content"][1]["text"]
+        )
     written = ask(client, SONNET, chunk_message(doc, "chunk", {"type": "ephemeral"}))
     assert written.usage.cache_creation_input_tokens == 2000 + MESSAGE_OVERHEAD_TOKENS
 
@@ -180,14 +186,22 @@ def test_injected_failures(sim: AnthropicSimulator) -> None:
 
 def test_tool_mode_contexts_and_omission_once(sim: AnthropicSimulator) -> None:
     client = client_for(sim)
-    tool = {"name": "record_contexts", "description": "Record one context per chunk.",
-            "input_schema": {"type": "object", "properties": {"contexts": {"type": "array"}}, "required": ["contexts"]}}
+    tool = {
+        "name": "record_contexts",
+        "description": "Record one context per chunk.",
+        "input_schema": {"type": "object", "properties": {"contexts": {"type": "array"}}, "required": ["contexts"]},
+    }
     chunks = "".join(f'<chunk index="{i}">Chunk number {i} text.</chunk>\n' for i in range(4))
     messages = [{"role": "user", "content": f"<document>Doc about things.</document>\n{chunks}"}]
 
     def contexts() -> list[dict[str, Any]]:
-        msg = client.messages.create(model=HAIKU, max_tokens=2000, messages=messages,  # type: ignore[arg-type]
-                                     tools=[tool], tool_choice={"type": "tool", "name": "record_contexts"})
+        msg = client.messages.create(
+            model=HAIKU,
+            max_tokens=2000,
+            messages=messages,  # type: ignore[arg-type]
+            tools=[tool],
+            tool_choice={"type": "tool", "name": "record_contexts"},
+        )
         assert msg.stop_reason == "tool_use" and msg.content[0].type == "tool_use"
         assert msg.content[0].name == "record_contexts" and msg.content[0].id.startswith("toolu_")
         return msg.content[0].input["contexts"]  # type: ignore[index,return-value]
@@ -202,8 +216,9 @@ def test_tool_mode_contexts_and_omission_once(sim: AnthropicSimulator) -> None:
 
 def test_count_tokens(sim: AnthropicSimulator) -> None:
     client = client_for(sim)
-    count = client.messages.count_tokens(model=HAIKU, system="You are terse.",
-                                         messages=[{"role": "user", "content": "hello there"}])
+    count = client.messages.count_tokens(
+        model=HAIKU, system="You are terse.", messages=[{"role": "user", "content": "hello there"}]
+    )
     expected = simulated_token_count("You are terse.") + simulated_token_count("hello there") + MESSAGE_OVERHEAD_TOKENS
     assert count.input_tokens == expected
     with pytest.raises(anthropic.BadRequestError):
@@ -214,12 +229,19 @@ def test_message_batches_poll_then_results() -> None:
     with AnthropicSimulator(batch_polls_until_done=2) as sim:
         client = client_for(sim)
         doc = document_of(1200)
-        good = {"model": SONNET, "max_tokens": 100,
-                "messages": chunk_message(doc, "batch chunk", {"type": "ephemeral"})}
+        good = {
+            "model": SONNET,
+            "max_tokens": 100,
+            "messages": chunk_message(doc, "batch chunk", {"type": "ephemeral"}),
+        }
         bad = {"model": SONNET, "max_tokens": 100, "temperature": 0.5, "messages": [{"role": "user", "content": "x"}]}
-        batch = client.messages.batches.create(requests=[  # type: ignore[list-item]
-            {"custom_id": "doc-1_chunk-0", "params": good}, {"custom_id": "doc-1_chunk-1", "params": good},
-            {"custom_id": "bad", "params": bad}])
+        batch = client.messages.batches.create(
+            requests=[  # type: ignore[list-item]
+                {"custom_id": "doc-1_chunk-0", "params": good},
+                {"custom_id": "doc-1_chunk-1", "params": good},
+                {"custom_id": "bad", "params": bad},
+            ]
+        )
         assert batch.id.startswith("msgbatch_") and batch.processing_status == "in_progress"
         assert batch.request_counts.processing == 3 and batch.results_url is None and sim.batch_creations == 1
         assert client.messages.batches.retrieve(batch.id).processing_status == "in_progress"

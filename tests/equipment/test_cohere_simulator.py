@@ -55,7 +55,9 @@ def test_top_n_truncates_and_is_deterministic(sim: CohereSimulator, client: cohe
     first = client.rerank(model="rerank-english-v3.0", query=QUERY, documents=DOCS, top_n=2)
     again = client.rerank(model="rerank-english-v3.0", query=QUERY, documents=DOCS, top_n=2)
     assert len(first.results) == 2
-    assert [(r.index, r.relevance_score) for r in first.results] == [(r.index, r.relevance_score) for r in again.results]
+    assert [(r.index, r.relevance_score) for r in first.results] == [
+        (r.index, r.relevance_score) for r in again.results
+    ]
     assert sim.requests[0].json["top_n"] == 2
 
 
@@ -66,7 +68,9 @@ def test_ties_break_towards_earlier_documents(client: cohere.ClientV2) -> None:
 
 def test_billed_search_units(client: cohere.ClientV2) -> None:
     def units(documents: list[str], **kwargs: int) -> float:
-        return client.rerank(model="rerank-v3.5", query="q", documents=documents, **kwargs).meta.billed_units.search_units
+        return client.rerank(
+            model="rerank-v3.5", query="q", documents=documents, **kwargs
+        ).meta.billed_units.search_units
 
     assert units(["short"] * 100) == 1
     assert units(["short"] * 101) == 2
@@ -98,7 +102,9 @@ def test_bad_requests_carry_message(client: cohere.ClientV2, kwargs: dict, fragm
 
 
 def test_missing_key_is_401(sim: CohereSimulator) -> None:
-    r = requests.post(f"{sim.url}/v2/rerank", json={"model": "rerank-v3.5", "query": "q", "documents": ["d"]}, timeout=5)
+    r = requests.post(
+        f"{sim.url}/v2/rerank", json={"model": "rerank-v3.5", "query": "q", "documents": ["d"]}, timeout=5
+    )
     assert r.status_code == 401 and r.json()["message"] == "invalid api token"
     with cohere.ClientV2(api_key="", base_url=sim.url, max_retries=0) as bad:
         with pytest.raises(UnauthorizedError):

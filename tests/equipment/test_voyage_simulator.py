@@ -170,6 +170,10 @@ def test_latency_and_reset() -> None:
     with VoyageSimulator(latency_seconds=0.05) as s:
         s.fail_next(500, count=3)
         s.reset()
-        r = requests.post(f"{s.url}/embeddings", json={"input": "x", "model": "voyage-3"},
-                          headers={"Authorization": "Bearer k"}, timeout=5)
+        r = requests.post(
+            f"{s.url}/embeddings",
+            json={"input": "x", "model": "voyage-3"},
+            headers={"Authorization": "Bearer k"},
+            timeout=5,
+        )
         assert r.status_code == 200 and len(s.requests) == 1

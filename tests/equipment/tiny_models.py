@@ -19,7 +19,12 @@ WORDS = (
     "config settings path folder name value list dict string int float test tests run runs"
 ).split()
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-VOCAB = [*SPECIALS, *WORDS, *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789"), *"abcdefghijklmnopqrstuvwxyz0123456789.,:;()[]{}=_-/'\"?!"]
+VOCAB = [
+    *SPECIALS,
+    *WORDS,
+    *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789"),
+    *"abcdefghijklmnopqrstuvwxyz0123456789.,:;()[]{}=_-/'\"?!",
+]
 
 
 def _tokenizer(folder: Path) -> None:
@@ -42,12 +47,25 @@ def _tokenizer(folder: Path) -> None:
 def _config(**extra: object):  # type: ignore[no-untyped-def]
     from transformers import BertConfig
 
-    return BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=128, **extra)
+    return BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        **extra,
+    )
 
 
-def bi_encoder_folder(folder: Path, pooling: str | None = None, prompts: dict[str, str] | None = None, onnx: bool = False,
-                      torch_weights: bool = True, seed: int = 0) -> Path:
+def bi_encoder_folder(
+    folder: Path,
+    pooling: str | None = None,
+    prompts: dict[str, str] | None = None,
+    onnx: bool = False,
+    torch_weights: bool = True,
+    seed: int = 0,
+) -> Path:
     """A tiny BERT bi-encoder in ``folder``; ``pooling`` ("mean"/"cls") and ``prompts`` as sentence-transformers files;
     ``onnx``: also ``model.onnx`` (last hidden state); ``torch_weights`` False leaves only the ONNX file."""
     import torch
@@ -60,8 +78,15 @@ def bi_encoder_folder(folder: Path, pooling: str | None = None, prompts: dict[st
     _tokenizer(folder)
     if pooling:
         (folder / "1_Pooling").mkdir(exist_ok=True)
-        (folder / "1_Pooling" / "config.json").write_text(json.dumps(
-            {"word_embedding_dimension": 32, "pooling_mode_cls_token": pooling == "cls", "pooling_mode_mean_tokens": pooling == "mean"}))
+        (folder / "1_Pooling" / "config.json").write_text(
+            json.dumps(
+                {
+                    "word_embedding_dimension": 32,
+                    "pooling_mode_cls_token": pooling == "cls",
+                    "pooling_mode_mean_tokens": pooling == "mean",
+                }
+            )
+        )
         (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128}))
     if prompts is not None:
         (folder / "config_sentence_transformers.json").write_text(json.dumps({"prompts": prompts}))
@@ -84,15 +109,24 @@ def _export(model, target: Path, output: str = "last_hidden_state") -> None:  # 
             self.inner = inner
 
         def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
-            return getattr(self.inner(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids), output)
+            return getattr(
+                self.inner(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids), output
+            )
 
     sample = torch.ones((1, 4), dtype=torch.int64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(LastHiddenState(model), (sample, sample, torch.zeros_like(sample)), str(target),
-                          input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=[output],
-                          opset_version=17, dynamo=False,
-                          dynamic_axes={name: {0: "batch", 1: "tokens"} for name in ("input_ids", "attention_mask", "token_type_ids")} | {output: {0: "batch"}})
+        torch.onnx.export(
+            LastHiddenState(model),
+            (sample, sample, torch.zeros_like(sample)),
+            str(target),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=[output],
+            opset_version=17,
+            dynamo=False,
+            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in ("input_ids", "attention_mask", "token_type_ids")}
+            | {output: {0: "batch"}},
+        )
 
 
 def cross_encoder_folder(folder: Path, seed: int = 0, onnx: bool = False) -> Path:

@@ -153,8 +153,12 @@ class VoyageSimulator(SimulatorServer):
         if model not in CONTEXT_MODELS:
             raise _BadRequest(f"Model {model!r} is not supported. Supported models: {sorted(CONTEXT_MODELS)}.")
         inputs = body.get("inputs")
-        if not isinstance(inputs, list) or not inputs or not all(
-            isinstance(group, list) and group and all(isinstance(t, str) and t for t in group) for group in inputs
+        if (
+            not isinstance(inputs, list)
+            or not inputs
+            or not all(
+                isinstance(group, list) and group and all(isinstance(t, str) and t for t in group) for group in inputs
+            )
         ):
             raise _BadRequest("`inputs` must be a non-empty list of non-empty lists of non-empty strings.")
         if len(inputs) > MAX_INPUTS:
@@ -172,9 +176,13 @@ class VoyageSimulator(SimulatorServer):
         counts = [sum(simulated_tokens(text) for text in group) for group in inputs]
         for i, count in enumerate(counts):
             if count > CONTEXT_LENGTH:
-                raise _BadRequest(f"inputs[{i}] has {count} tokens, over the context length {CONTEXT_LENGTH} of {model}.")
+                raise _BadRequest(
+                    f"inputs[{i}] has {count} tokens, over the context length {CONTEXT_LENGTH} of {model}."
+                )
         if sum(counts) > CONTEXT_BATCH_TOKENS:
-            raise _BadRequest(f"The max allowed tokens per submitted batch is {CONTEXT_BATCH_TOKENS}; yours has {sum(counts)}.")
+            raise _BadRequest(
+                f"The max allowed tokens per submitted batch is {CONTEXT_BATCH_TOKENS}; yours has {sum(counts)}."
+            )
         dimension = dimension or 1024
         data = []
         for i, group in enumerate(inputs):
@@ -183,7 +191,11 @@ class VoyageSimulator(SimulatorServer):
             for j, text in enumerate(group):
                 vec = (pseudo_embedding(text, input_type, _MAX_DIM) + 0.3 * whole)[:dimension]
                 arr = (vec / np.linalg.norm(vec)).astype("<f4")
-                encoded = base64.b64encode(arr.tobytes()).decode("ascii") if body.get("encoding_format") == "base64" else [float(x) for x in arr]
+                encoded = (
+                    base64.b64encode(arr.tobytes()).decode("ascii")
+                    if body.get("encoding_format") == "base64"
+                    else [float(x) for x in arr]
+                )
                 vectors.append({"object": "embedding", "embedding": encoded, "index": j})
             data.append({"object": "list", "data": vectors, "index": i})
         return Reply(200, {"object": "list", "data": data, "model": model, "usage": {"total_tokens": sum(counts)}})

@@ -41,9 +41,19 @@ def run_on_dask(corpus: Path, home: Path, simulator: AnthropicSimulator) -> dict
     """The index flow on a LocalCluster of 2 worker processes, in a subprocess killed (with its group) at the deadline."""
     from prefect.settings import get_current_settings
 
-    env = {**os.environ, "PREFECT_API_URL": str(get_current_settings().api.url)}  # the harness's API, for the workers too
-    process = subprocess.Popen([sys.executable, "-c", RUN, str(corpus), str(home)], env=env, cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": str(get_current_settings().api.url),
+    }  # the harness's API, for the workers too
+    process = subprocess.Popen(
+        [sys.executable, "-c", RUN, str(corpus), str(home)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = process.communicate(timeout=DEADLINE_S)
     except subprocess.TimeoutExpired:
@@ -61,10 +71,14 @@ def run_on_dask(corpus: Path, home: Path, simulator: AnthropicSimulator) -> dict
 
 @pytest.mark.parametrize("burst", [0, 60], ids=["plain", "429-burst"])
 @pytest.mark.usefixtures("voyage_simulator")  # embeddings from the Voyage simulator: no local model in each worker
-def test_paid_contextualization_on_two_dask_workers_finishes(anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path, burst: int) -> None:
+def test_paid_contextualization_on_two_dask_workers_finishes(
+    anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path, burst: int
+) -> None:
     pytest.importorskip("prefect_dask")
     corpus = tmp_path / "corpus.json"
-    texts = write_corpus(corpus, big_docs=12, chunks_per_doc=8, words_per_chunk=300)  # 13 documents, 104 chunks: 4 tasks
+    texts = write_corpus(
+        corpus, big_docs=12, chunks_per_doc=8, words_per_chunk=300
+    )  # 13 documents, 104 chunks: 4 tasks
     anthropic_simulator.latency_seconds = 0.05
     if burst:
         anthropic_simulator.fail_next(429, count=burst, retry_after=0.2)

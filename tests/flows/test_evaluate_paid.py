@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.tasks.options import EvaluateOptions
 from ctxrag.flows.evaluate import evaluate_index
 from ctxrag.flows.index import index_corpus
+from ctxrag.tasks.options import EvaluateOptions
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.equipment.cohere_simulator import CohereSimulator
 from tests.helpers import SAMPLE_CORPUS
@@ -17,9 +17,24 @@ from tests.helpers import SAMPLE_CORPUS
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 QUESTIONS = [
-    {"id": "q0", "question": "How long does tinyq wait before retrying a failed task?", "correct_chunks": ["tinyq/retry.py#1"], "correct_answer": "Half a second, doubling."},
-    {"id": "q1", "question": "How can a task give up immediately instead of being retried?", "correct_chunks": ["tinyq/retry.py#0"], "correct_answer": "Raise PermanentError."},
-    {"id": "q2", "question": "What happens to a task priority above 100?", "correct_chunks": ["tinyq/queue.py#1"], "correct_answer": "It is clamped to 100."},
+    {
+        "id": "q0",
+        "question": "How long does tinyq wait before retrying a failed task?",
+        "correct_chunks": ["tinyq/retry.py#1"],
+        "correct_answer": "Half a second, doubling.",
+    },
+    {
+        "id": "q1",
+        "question": "How can a task give up immediately instead of being retried?",
+        "correct_chunks": ["tinyq/retry.py#0"],
+        "correct_answer": "Raise PermanentError.",
+    },
+    {
+        "id": "q2",
+        "question": "What happens to a task priority above 100?",
+        "correct_chunks": ["tinyq/queue.py#1"],
+        "correct_answer": "It is clamped to 100.",
+    },
 ]
 
 
@@ -47,7 +62,12 @@ def test_rerank_rows_and_end_to_end_accuracy(
     home, questions = indexed
     cohere_sim, claude_sim = cohere_simulator, anthropic_simulator
     claude_sim.reply_with(judge)
-    result = evaluate_index(evalset=str(questions), name="sample", home=str(home), options=EvaluateOptions(strategy=["hybrid"], rerank="cohere", end_to_end=True))
+    result = evaluate_index(
+        evalset=str(questions),
+        name="sample",
+        home=str(home),
+        options=EvaluateOptions(strategy=["hybrid"], rerank="cohere", end_to_end=True),
+    )
     assert list(result["metrics"]) == ["hybrid", "hybrid+rerank-cohere"]
     for row in result["metrics"].values():
         assert row["accuracy"] == pytest.approx(0.5)  # q0 true, q2 false, q1 unparseable and left out
@@ -57,11 +77,18 @@ def test_rerank_rows_and_end_to_end_accuracy(
     assert result["unavailable"] == {}
 
 
-def test_without_keys_the_paid_rows_say_what_they_need(indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_keys_the_paid_rows_say_what_they_need(
+    indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     home, questions = indexed
     for variable in ("CO_API_KEY", "COHERE_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    result = evaluate_index(evalset=str(questions), name="sample", home=str(home), options=EvaluateOptions(strategy=["bm25"], rerank="cohere", end_to_end=True))
+    result = evaluate_index(
+        evalset=str(questions),
+        name="sample",
+        home=str(home),
+        options=EvaluateOptions(strategy=["bm25"], rerank="cohere", end_to_end=True),
+    )
     assert list(result["metrics"]) == ["bm25"] and "accuracy" not in result["metrics"]["bm25"]
     assert result["unavailable"] == {"bm25+rerank-cohere": "needs CO_API_KEY", "accuracy": "needs ANTHROPIC_API_KEY"}

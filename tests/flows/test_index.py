@@ -8,17 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import index_options
 from ctxrag.flows.index import index_corpus
-from ctxrag.tasks.stages.contextualize import DocumentsFailed
+from ctxrag.storage.artifacts import contexts_cache
 from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.common.models import CorpusError
 from ctxrag.tasks.context.offline import StructuralContextualizer
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.windows import local_word_pieces
-from ctxrag.storage.artifacts import contexts_cache
-from ctxrag.tasks.common.models import CorpusError
-from ctxrag.tasks.stages.contextualize import contextualize_documents
-from tests.helpers import SAMPLE_CORPUS
+from ctxrag.tasks.stages.contextualize import DocumentsFailed, contextualize_documents
+from tests.helpers import SAMPLE_CORPUS, index_options
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -62,7 +60,12 @@ def test_editing_one_document_reprocesses_only_it(corpus_dir: Path, home: Path) 
     second = run(corpus_dir, home)
     assert second["status"] == "published" and second["version"] != first["version"]
     assert second["documents"] == 7
-    assert (second["documents_new"], second["documents_changed"], second["documents_unchanged"], second["documents_removed"]) == (0, 1, 6, 1)
+    assert (
+        second["documents_new"],
+        second["documents_changed"],
+        second["documents_unchanged"],
+        second["documents_removed"],
+    ) == (0, 1, 6, 1)
     assert second["documents_contextualized"] == 1
     assert 1 <= second["chunks_embedded"] <= 2  # only the changelog's changed chunk(s)
     index = IndexStore(home).open("sample")
@@ -96,13 +99,20 @@ def test_a_failed_document_keeps_the_others_work(corpus_dir: Path, home: Path, m
     monkeypatch.setattr(contextualize_documents, "retry_delay_seconds", [0, 0])  # the task's own 5 s and 30 s
     with pytest.raises(DocumentsFailed) as failed:
         run(corpus_dir, home)
-    assert str(failed.value).startswith("1 of 8 documents failed (the rest are saved): CHANGELOG.txt: RuntimeError: simulated failure")
+    assert str(failed.value).startswith(
+        "1 of 8 documents failed (the rest are saved): CHANGELOG.txt: RuntimeError: simulated failure"
+    )
     assert attempts == ["CHANGELOG.txt"] * 3  # an error that may pass: the task and its two retries
     assert IndexStore(home).manifest("sample") is None  # nothing half-built went live
     stored = contexts_cache(home).read(columns=["doc_id"])
     assert set(stored["doc_id"].to_pylist()) == {
-        "README.md", "docs/configuration.md", "docs/guide.md",
-        "tinyq/queue.py", "tinyq/retry.py", "tinyq/storage.py", "tinyq/worker.py",
+        "README.md",
+        "docs/configuration.md",
+        "docs/guide.md",
+        "tinyq/queue.py",
+        "tinyq/retry.py",
+        "tinyq/storage.py",
+        "tinyq/worker.py",
     }
 
     monkeypatch.setattr(StructuralContextualizer, "contextualize", original)
@@ -119,7 +129,9 @@ def test_contextualizer_none_indexes_without_context(corpus_dir: Path, home: Pat
     assert json.loads(json.dumps(report))["chunks"] == manifest["counts"]["chunks"]
 
 
-def test_whole_text_vectors_on_request_and_windows_again_reembed_without_recontextualizing(corpus_dir: Path, home: Path) -> None:
+def test_whole_text_vectors_on_request_and_windows_again_reembed_without_recontextualizing(
+    corpus_dir: Path, home: Path
+) -> None:
     whole = run(corpus_dir, home, window_tokens=0)
     assert "window_tokens" not in IndexStore(home).manifest("sample")["config"]["embedder"]  # whole texts
     windowed = run(corpus_dir, home)
@@ -185,14 +197,20 @@ def test_the_quality_gate_keeps_the_live_index_when_the_new_one_is_worse(corpus_
         run(corpus_dir, home, gate=str(SAMPLE_QUESTIONS), gate_strategy="bm25", gate_max_drop=0.02)
     store = IndexStore(home)
     assert store.manifest("sample")["version"] == first["version"]  # the live index was never replaced
-    assert [path.name for path in (home / "indexes" / "sample" / "versions").iterdir()] == [first["version"]]  # rolled back
+    assert [path.name for path in (home / "indexes" / "sample" / "versions").iterdir()] == [
+        first["version"]
+    ]  # rolled back
 
     shutil.rmtree(corpus_dir)  # back to the real corpus, plus a harmless edit: that passes the gate
     shutil.copytree(SAMPLE_CORPUS, corpus_dir)
     (corpus_dir / "CHANGELOG.txt").write_text((corpus_dir / "CHANGELOG.txt").read_text() + "\n0.9.3 - docs.\n")
     store.save_tuning("sample", {"strategy": {"strategy": "bm25"}})  # no --gate-strategy: the index's own is scored
     passed = run(corpus_dir, home, gate=str(SAMPLE_QUESTIONS))
-    assert passed["status"] == "published" and passed["gate"]["metric"] == "pass@10" and passed["gate"]["strategy"] == "bm25"
+    assert (
+        passed["status"] == "published"
+        and passed["gate"]["metric"] == "pass@10"
+        and passed["gate"]["strategy"] == "bm25"
+    )
     assert passed["gate"]["candidate"] >= passed["gate"]["live"] - 0.02
     assert store.manifest("sample")["version"] == passed["version"]
 
@@ -213,13 +231,21 @@ def test_a_run_that_embeds_locally_makes_the_query_export_and_a_run_that_embeds_
     assert not export.exists()  # nothing embedded: no torch, no export
 
 
-def test_a_docs_corpus_indexed_with_and_without_summaries_gets_each_its_own_contexts(home: Path, tmp_path: Path) -> None:
+def test_a_docs_corpus_indexed_with_and_without_summaries_gets_each_its_own_contexts(
+    home: Path, tmp_path: Path
+) -> None:
     records = [
-        {"chunk_link": "https://docs.example/start#install", "chunk_heading": "Install", "text": "Run pip install tinyq."},
+        {
+            "chunk_link": "https://docs.example/start#install",
+            "chunk_heading": "Install",
+            "text": "Run pip install tinyq.",
+        },
         {"chunk_link": "https://docs.example/start#use", "chunk_heading": "Use", "text": "Call tinyq.push(task)."},
     ]
     summarized = tmp_path / "summarized.json"
-    summarized.write_text(json.dumps([{**record, "summary": f"A summary of {record['chunk_heading']}."} for record in records]))
+    summarized.write_text(
+        json.dumps([{**record, "summary": f"A summary of {record['chunk_heading']}."} for record in records])
+    )
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps(records))
     index_corpus(source=str(summarized), name="summarized", home=str(home))

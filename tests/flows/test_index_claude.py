@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.tasks.stages.contextualize import DocumentsFailed
-from ctxrag.storage.ledger import Ledger
-from ctxrag.storage.index_store import IndexStore
 from ctxrag.storage.artifacts import contexts_cache
+from ctxrag.storage.index_store import IndexStore
+from ctxrag.storage.ledger import Ledger
+from ctxrag.tasks.stages.contextualize import DocumentsFailed
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.helpers import ANTHROPIC_TEST_KEY as KEY
 from tests.helpers import requested_chunks, run, write_corpus
@@ -32,7 +32,9 @@ def simulator(anthropic_simulator: AnthropicSimulator) -> AnthropicSimulator:
     return anthropic_simulator
 
 
-def test_per_chunk_run_caches_per_document_and_reports_costs(simulator: AnthropicSimulator, tmp_path: Path, home: Path) -> None:
+def test_per_chunk_run_caches_per_document_and_reports_costs(
+    simulator: AnthropicSimulator, tmp_path: Path, home: Path
+) -> None:
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus)
     report = run(corpus, home)
@@ -50,7 +52,9 @@ def test_per_chunk_run_caches_per_document_and_reports_costs(simulator: Anthropi
     assert all(context.startswith("This chunk is from") for context in contexts)
 
 
-def test_rerun_pays_nothing_and_an_edit_pays_only_for_its_document(simulator: AnthropicSimulator, tmp_path: Path, home: Path) -> None:
+def test_rerun_pays_nothing_and_an_edit_pays_only_for_its_document(
+    simulator: AnthropicSimulator, tmp_path: Path, home: Path
+) -> None:
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus)
     run(corpus, home)
@@ -104,8 +108,19 @@ def test_a_sigkilled_run_resumes_without_repeating_a_saved_call(
     texts = write_corpus(corpus, big_docs=3, chunks_per_doc=6)
     simulator.latency_seconds = 0.25
     env = {**os.environ, "CTXRAG_HOME": str(home), "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-    command = [sys.executable, "-c", "from ctxrag.cli import main; main()", "index", str(corpus), "--name", "paid",
-               "--contextualizer", "claude", "--concurrency", "2"]
+    command = [
+        sys.executable,
+        "-c",
+        "from ctxrag.cli import main; main()",
+        "index",
+        str(corpus),
+        "--name",
+        "paid",
+        "--contextualizer",
+        "claude",
+        "--concurrency",
+        "2",
+    ]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while sum(1 for r in simulator.requests if r.usage) < 6 and time.monotonic() < deadline:
@@ -139,7 +154,9 @@ def test_a_bad_request_fails_its_document_at_once_and_the_key_is_written_nowhere
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus)
     simulator.fail_next(400, count=1, message=f"bad request for key {KEY}")  # even an echoing server
-    with pytest.raises(DocumentsFailed, match=r"1 of 3 documents failed .*400 invalid_request_error: bad request for key \*\*\*"):
+    with pytest.raises(
+        DocumentsFailed, match=r"1 of 3 documents failed .*400 invalid_request_error: bad request for key \*\*\*"
+    ):
         run(corpus, home, concurrency=1)
     # the fault was injected once: had Prefect retried the task, the document would have succeeded
     assert sum(1 for r in simulator.requests if r.status == 400) == 1

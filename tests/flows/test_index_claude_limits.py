@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.tasks.stages.contextualize import DocumentsFailed
 from ctxrag.storage.ledger import Ledger
+from ctxrag.tasks.stages.contextualize import DocumentsFailed
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.helpers import run, write_corpus
 
@@ -27,7 +27,9 @@ def ledger_requests(home: Path) -> int:
     return sum(row["attempts"] or 1 for row in Ledger(home).rows())
 
 
-def test_requests_in_flight_never_exceed_the_run_wide_concurrency(anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path) -> None:
+def test_requests_in_flight_never_exceed_the_run_wide_concurrency(
+    anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path
+) -> None:
     corpus = tmp_path / "corpus.json"
     texts = write_corpus(corpus, big_docs=6, chunks_per_doc=4)  # 7 documents run as parallel tasks
     anthropic_simulator.latency_seconds = 0.1
@@ -38,7 +40,9 @@ def test_requests_in_flight_never_exceed_the_run_wide_concurrency(anthropic_simu
     assert ledger_requests(home) == len(messages(anthropic_simulator))
 
 
-def test_a_429_storm_is_ridden_out_with_one_attempt_per_429(anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path) -> None:
+def test_a_429_storm_is_ridden_out_with_one_attempt_per_429(
+    anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path
+) -> None:
     corpus = tmp_path / "corpus.json"
     texts = write_corpus(corpus, big_docs=3, chunks_per_doc=4)
     anthropic_simulator.fail_next(429, count=150, retry_after=0.1)
@@ -50,7 +54,9 @@ def test_a_429_storm_is_ridden_out_with_one_attempt_per_429(anthropic_simulator:
     assert ledger_requests(home) == len(statuses)
 
 
-def test_the_apis_rate_limit_headers_are_obeyed_before_any_429(anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path) -> None:
+def test_the_apis_rate_limit_headers_are_obeyed_before_any_429(
+    anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path
+) -> None:
     corpus = tmp_path / "corpus.json"
     texts = write_corpus(corpus, big_docs=3, chunks_per_doc=4)  # 16 calls
     anthropic_simulator.limit_requests(5, window_seconds=0.5)
@@ -60,7 +66,9 @@ def test_the_apis_rate_limit_headers_are_obeyed_before_any_429(anthropic_simulat
     assert statuses.count(429) == 0 and statuses.count(200) == len(texts)
 
 
-def test_a_call_whose_retries_are_spent_is_not_retried_by_prefect(anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path) -> None:
+def test_a_call_whose_retries_are_spent_is_not_retried_by_prefect(
+    anthropic_simulator: AnthropicSimulator, tmp_path: Path, home: Path
+) -> None:
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus, big_docs=1, chunks_per_doc=1)  # two documents of one chunk
     anthropic_simulator.fail_next(500, count=1000, retry_after=0)

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.tasks.options import EvaluateOptions
-from tests.helpers import index_options
 from ctxrag.flows.evaluate import evaluate_index
 from ctxrag.flows.index import index_corpus
 from ctxrag.storage.elasticsearch import EsIndex, connect
 from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.options import EvaluateOptions
 from ctxrag.tasks.retrieval.search import Searcher, Strategy
-from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS, index_options
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -41,7 +40,12 @@ def test_index_search_and_reindex_on_elasticsearch(emulator: str, tmp_path: Path
     for strategy in Strategy:
         hits = searcher.search("How long does a retry wait before the next attempt?", strategy, 5)
         assert hits and len({hit.row for hit in hits}) == len(hits)
-    assert index_corpus(source=str(corpus), name=name, home=str(home), options=index_options(backend="elasticsearch"))["status"] == "unchanged"
+    assert (
+        index_corpus(source=str(corpus), name=name, home=str(home), options=index_options(backend="elasticsearch"))[
+            "status"
+        ]
+        == "unchanged"
+    )
 
     (corpus / "CHANGELOG.txt").write_text((corpus / "CHANGELOG.txt").read_text() + "\n0.9.2 - quasar support.\n")
     second = index_corpus(source=str(corpus), name=name, home=str(home), options=index_options(backend="elasticsearch"))
@@ -54,10 +58,16 @@ def test_index_search_and_reindex_on_elasticsearch(emulator: str, tmp_path: Path
 
 
 def test_evaluation_on_elasticsearch_matches_the_embedded_backend(emulator: str, home: Path) -> None:
-    index_corpus(source=str(SAMPLE_CORPUS), name="on-es", home=str(home), options=index_options(backend="elasticsearch"))
+    index_corpus(
+        source=str(SAMPLE_CORPUS), name="on-es", home=str(home), options=index_options(backend="elasticsearch")
+    )
     index_corpus(source=str(SAMPLE_CORPUS), name="embedded", home=str(home))
-    on_es = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="on-es", home=str(home), options=EvaluateOptions(k=[10]))["metrics"]
-    embedded = evaluate_index(evalset=str(SAMPLE_QUESTIONS), name="embedded", home=str(home), options=EvaluateOptions(k=[10]))["metrics"]
+    on_es = evaluate_index(
+        evalset=str(SAMPLE_QUESTIONS), name="on-es", home=str(home), options=EvaluateOptions(k=[10])
+    )["metrics"]
+    embedded = evaluate_index(
+        evalset=str(SAMPLE_QUESTIONS), name="embedded", home=str(home), options=EvaluateOptions(k=[10])
+    )["metrics"]
     assert on_es["vector"]["pass@10"] == pytest.approx(embedded["vector"]["pass@10"], abs=0.07)  # int8 HNSW vs exact
     for strategy in ("bm25", "hybrid"):
         assert abs(on_es[strategy]["pass@10"] - embedded[strategy]["pass@10"]) <= 0.07  # one question of 16 at most
@@ -83,7 +93,11 @@ def test_a_rejected_gate_leaves_the_alias_and_drops_the_staged_index(emulator: s
     for path in corpus.rglob("*.py"):
         path.write_text("# moved elsewhere\n")
     with pytest.raises(GateRejected):
-        index_corpus(source=str(corpus), name="gated", home=str(home), options=index_options(
-                     backend="elasticsearch", gate=str(SAMPLE_QUESTIONS), gate_strategy="bm25"))
+        index_corpus(
+            source=str(corpus),
+            name="gated",
+            home=str(home),
+            options=index_options(backend="elasticsearch", gate=str(SAMPLE_QUESTIONS), gate_strategy="bm25"),
+        )
     assert es.live_index() == live
     assert es._versions() == [live]  # the staged physical index was dropped on rollback

@@ -30,14 +30,22 @@ def simulator_requests(simulator: AnthropicSimulator, since: int) -> int:
     return count
 
 
-def test_every_mode_runs_within_ten_percent_of_its_plan(anthropic_simulator: AnthropicSimulator, tmp_path: Path) -> None:
+def test_every_mode_runs_within_ten_percent_of_its_plan(
+    anthropic_simulator: AnthropicSimulator, tmp_path: Path
+) -> None:
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus, big_docs=2, chunks_per_doc=25, words_per_chunk=200, small_chunks=3)
     context_tokens = None  # the output per context: measured on the first (per-chunk) run, then planned with
     for mode in MODES:
         home = tmp_path / mode
         anthropic_simulator.reset()  # each mode starts with an empty prompt cache, as a first run would
-        plan = plan_costs(str(corpus), "paid", home, claude=ClaudeSettings(mode=mode), **({"context_tokens": context_tokens} if context_tokens else {}))
+        plan = plan_costs(
+            str(corpus),
+            "paid",
+            home,
+            claude=ClaudeSettings(mode=mode),
+            **({"context_tokens": context_tokens} if context_tokens else {}),
+        )
         assert plan["token_counts"].startswith("counted")
         planned = plan["modes"][mode]
         since = len(anthropic_simulator.requests)  # after the plan's count_tokens calls

@@ -46,7 +46,9 @@ def index_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexRun]:
         result = ctxrag_as_user(base / "home", prefect_home, "index", str(SAMPLE_CORPUS), "--name", "ui")
         assert result.returncode == 0, result.stderr[-3000:]
         api_url = recorded_server(prefect_home)["api_url"]
-        (run,) = post_as_owner(prefect_home, api_url, "/flow_runs/filter", {"flows": {"name": {"any_": ["ctxrag-index"]}}})
+        (run,) = post_as_owner(
+            prefect_home, api_url, "/flow_runs/filter", {"flows": {"name": {"any_": ["ctxrag-index"]}}}
+        )
         yield IndexRun(api_url.removesuffix("/api"), api_url, run["id"], run["name"], home_auth(prefect_home))
 
 
@@ -68,5 +70,10 @@ def test_flow_run_page_lists_the_task_runs(index_run: IndexRun) -> None:
 
 
 def test_artifact_page_shows_the_index_artifact_and_its_run(index_run: IndexRun) -> None:
-    text = page_text(f"{index_run.ui_url}/artifacts/key/ctxrag-index-ui", "ctxrag-index-ui", index_run.run_name, auth_string=index_run.auth)
+    text = page_text(
+        f"{index_run.ui_url}/artifacts/key/ctxrag-index-ui",
+        "ctxrag-index-ui",
+        index_run.run_name,
+        auth_string=index_run.auth,
+    )
     assert "ctxrag index run for" in text and index_run.run_name in text, text[:2000]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -27,7 +26,9 @@ def run_of(state: Any) -> tuple[Any, list[Any]]:
     run_id = UUID(str(state.state_details.flow_run_id))
     with get_client(sync_client=True) as client:
         flow_run = client.read_flow_run(run_id)
-        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id])))
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]))
+        )
     return flow_run, artifacts
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ctxrag.flows.index import index_corpus
-from ctxrag.tasks.runners import make_task_runner
 from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.runners import make_task_runner
 from tests.helpers import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

@@ -26,7 +26,12 @@ def unit_rows(rows: int, seed: int) -> np.ndarray:
 def parts(vectors: np.ndarray, tag: str) -> tuple[dict, pa.Table, list[str], np.ndarray]:
     texts = [f"chunk {row} of {tag}" for row in range(len(vectors))]
     manifest = {"config": {"embedder": {"provider": "local"}}, "tag": tag}
-    return manifest, pa.table({"chunk_id": [f"{tag}-{row}" for row in range(len(vectors))], "content": texts}), texts, vectors
+    return (
+        manifest,
+        pa.table({"chunk_id": [f"{tag}-{row}" for row in range(len(vectors))], "content": texts}),
+        texts,
+        vectors,
+    )
 
 
 @pytest.fixture
@@ -44,14 +49,18 @@ def test_the_ann_path_finds_the_exact_top_10_and_scores_its_rows_exactly(tmp_pat
     assert isinstance(ranker.vectors, AnnVectorIndex)
     exact = VectorIndex(vectors)
     queries = np.random.default_rng(2).standard_normal((50, DIMENSION))
-    top = [{row for row, _ in ranker.rank_vector(query, 10)} for query in queries]  # 300 candidates: a tenth of the rows
+    top = [
+        {row for row, _ in ranker.rank_vector(query, 10)} for query in queries
+    ]  # 300 candidates: a tenth of the rows
     recall = np.mean([len(got & {row for row, _ in exact.rank(query, 10)}) / 10 for query, got in zip(queries, top)])
     assert recall >= 0.98
     found = [ranker.rank_vector(query, 150) for query in queries]
     assert all(len(got) == 150 for got in found)  # the depth the hybrid strategies read
     for query, got in zip(queries, found):  # exact cosines of the rows found, best first
         assert [score for _, score in got] == sorted((score for _, score in got), reverse=True)
-        np.testing.assert_allclose([score for _, score in got], exact.scores(query)[[row for row, _ in got]], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            [score for _, score in got], exact.scores(query)[[row for row, _ in got]], rtol=1e-5, atol=1e-6
+        )
 
 
 def test_below_the_threshold_nothing_changes(tmp_path: Path, lowered: None) -> None:
@@ -75,10 +84,16 @@ def test_a_version_with_an_ann_index_is_staged_and_promoted_whole(tmp_path: Path
     assert store.live_version("big") == first and (staged / ann.FILE).is_file()
     store.promote("big", staged.name)
     opened = store.open("big")
-    assert opened.manifest["tag"] == "v2" and isinstance(opened.ranker.vectors, AnnVectorIndex) and opened.ranker.vectors.size == 1_100
+    assert (
+        opened.manifest["tag"] == "v2"
+        and isinstance(opened.ranker.vectors, AnnVectorIndex)
+        and opened.ranker.vectors.size == 1_100
+    )
 
 
-def test_a_failed_ann_build_leaves_the_live_version_usable(tmp_path: Path, lowered: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_ann_build_leaves_the_live_version_usable(
+    tmp_path: Path, lowered: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = IndexStore(tmp_path)
     first = store.publish("big", *parts(unit_rows(1_200, 7), "v1"))
     query = np.random.default_rng(8).standard_normal(DIMENSION)
@@ -92,7 +107,9 @@ def test_a_failed_ann_build_leaves_the_live_version_usable(tmp_path: Path, lower
     with pytest.raises(OSError, match="disk full"):
         store.publish("big", *parts(unit_rows(1_300, 9), "v2"))
     assert store.live_version("big") == first
-    assert not [path.name for path in (tmp_path / "indexes" / "big").iterdir() if path.name.startswith(".")]  # no staging left
+    assert not [
+        path.name for path in (tmp_path / "indexes" / "big").iterdir() if path.name.startswith(".")
+    ]  # no staging left
     assert [path.name for path in (tmp_path / "indexes" / "big" / "versions").iterdir()] == [first.name]
     opened = store.open("big")
     assert opened.manifest["tag"] == "v1" and opened.ranker.rank_vector(query, 20) == before

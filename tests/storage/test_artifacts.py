@@ -235,7 +235,9 @@ def test_an_append_after_a_write_killed_before_its_newline_keeps_that_row(tmp_pa
     assert rows(cache.read()) == [{"key": "a", "v": 1}, {"key": "b", "v": 2}, {"key": "c", "v": 3}]
 
 
-def test_an_append_after_a_torn_first_line_longer_than_a_read_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_append_after_a_torn_first_line_longer_than_a_read_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(artifacts, "_TAIL_BLOCK", 4)
     cache = journal_of(tmp_path, b'{"key":"a","v":1}\n{"key":"b","text":"' + b"x" * 50)
     cache.append_rows([{"key": "c", "v": 3}])
@@ -277,7 +279,9 @@ def test_compaction_fsyncs_the_new_part_and_its_folder_before_truncating_the_jou
     assert folder_id in synced[synced.index(part_id) :], "the part's folder (its name) was not fsynced after it"
     assert cache.journal.read_bytes() == b""
     assert rows(cache.read()) == [
-        {KEY: "a", "context": "older part"}, {KEY: "b", "context": "paid for"}, {KEY: "c", "context": "paid for too"}
+        {KEY: "a", "context": "older part"},
+        {KEY: "b", "context": "paid for"},
+        {KEY: "c", "context": "paid for too"},
     ]
 
 
@@ -352,7 +356,9 @@ def test_a_lock_held_by_another_process_is_a_timeout_naming_it_not_a_hang(tmp_pa
 
     cache = RowCache(tmp_path, "things")
     cache.append_rows([{KEY: "a", "v": 1}])
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(cache.journal), "30"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(cache.journal), "30"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(artifacts.JournalLockTimeout, match="another process held the journal's lock"):
@@ -369,7 +375,9 @@ def test_appends_from_threads_of_two_processes_all_land_whole(tmp_path: Path) ->
     import subprocess
     import sys
 
-    writers = [subprocess.Popen([sys.executable, "-c", APPEND_ROWS, str(tmp_path), name, "25"]) for name in ("p1", "p2")]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", APPEND_ROWS, str(tmp_path), name, "25"]) for name in ("p1", "p2")
+    ]
     for writer in writers:
         assert writer.wait(120) == 0
     cache = RowCache(tmp_path, "things")
@@ -411,7 +419,16 @@ def test_matrix_holds_no_array_per_vector(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     for start in range(0, len(keys), 1_000):
         part = keys[start : start + 1_000]
-        cache.append(pa.table({KEY: part, "vector": pa.array(list(rng.normal(size=(len(part), 128)).astype(np.float32)), type=pa.list_(pa.float32()))}))
+        cache.append(
+            pa.table(
+                {
+                    KEY: part,
+                    "vector": pa.array(
+                        list(rng.normal(size=(len(part), 128)).astype(np.float32)), type=pa.list_(pa.float32())
+                    ),
+                }
+            )
+        )
     tracemalloc.start()
     try:
         matrix, found = cache.matrix(keys)
@@ -425,7 +442,14 @@ def test_matrix_holds_no_array_per_vector(tmp_path: Path) -> None:
 def test_matrix_reads_a_part_of_several_lengths_row_by_row(tmp_path: Path) -> None:
     """A part compacted from two embedders' vectors: the asked rows must be of one length."""
     cache = RowCache(tmp_path, "embeddings")
-    cache.append(pa.table({KEY: ["short", "long", "other"], "vector": pa.array([[1.0], [2.0, 3.0], [4.0, 5.0]], type=pa.list_(pa.float32()))}))
+    cache.append(
+        pa.table(
+            {
+                KEY: ["short", "long", "other"],
+                "vector": pa.array([[1.0], [2.0, 3.0], [4.0, 5.0]], type=pa.list_(pa.float32())),
+            }
+        )
+    )
     matrix, found = cache.matrix(["other", "long"])
     assert matrix.tolist() == [[4, 5], [2, 3]] and found.all()
     with pytest.raises(ValueError, match="different lengths"):

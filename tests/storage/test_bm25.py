@@ -23,7 +23,9 @@ def test_toy_words_survive_tokenization_unchanged() -> None:
 
 
 def test_document_with_query_term_ranks_above_one_without() -> None:
-    index = Bm25Index.build(["the worker retries failed tasks", "configuration of the storage backend", "unrelated prose"])
+    index = Bm25Index.build(
+        ["the worker retries failed tasks", "configuration of the storage backend", "unrelated prose"]
+    )
     scores = index.scores("retry")
     assert scores.shape == (3,)
     assert scores.dtype == np.float32
@@ -183,7 +185,12 @@ def _texts_and_queries() -> tuple[list[str], list[str]]:
         texts = [chunk["content"] for document in chunks for chunk in document["chunks"]]
         lines = (codebase / "evaluation_set.jsonl").read_text().splitlines()
     else:
-        texts = [part for path in sorted(SAMPLE_CORPUS.rglob("*.*")) for part in path.read_text().split("\n\n") if part.strip()]
+        texts = [
+            part
+            for path in sorted(SAMPLE_CORPUS.rglob("*.*"))
+            for part in path.read_text().split("\n\n")
+            if part.strip()
+        ]
         lines = SAMPLE_QUESTIONS.read_text().splitlines()
     return texts, [json.loads(line)["query"] for line in lines if line.strip()]
 

@@ -47,7 +47,9 @@ def test_the_postings_are_bm25s_own_to_the_last_bit(monkeypatch: pytest.MonkeyPa
     for term, column in vocab.items():
         start, end = ours["indptr"][column : column + 2]
         their_start, their_end = theirs["indptr"][their_vocab[term] : their_vocab[term] + 2]
-        np.testing.assert_array_equal(ours["indices"][start:end], theirs["indices"][their_start:their_end], err_msg=term)
+        np.testing.assert_array_equal(
+            ours["indices"][start:end], theirs["indices"][their_start:their_end], err_msg=term
+        )
         assert ours["data"][start:end].tobytes() == theirs["data"][their_start:their_end].tobytes(), term
 
 

@@ -48,7 +48,11 @@ def test_the_row_groups_kept_after_reads_stay_under_the_cap(tmp_path: Path, monk
     monkeypatch.setattr("ctxrag.storage.chunk_table.GROUP_CACHE_BYTES", 5 * one_group)
     reads: list[int] = []
     read_row_group = pq.ParquetFile.read_row_group
-    monkeypatch.setattr(pq.ParquetFile, "read_row_group", lambda self, group, **kw: reads.append(group) or read_row_group(self, group, **kw))
+    monkeypatch.setattr(
+        pq.ParquetFile,
+        "read_row_group",
+        lambda self, group, **kw: reads.append(group) or read_row_group(self, group, **kw),
+    )
     rows = list(range(0, 400, 7))
     assert stored.values("content", rows) == [table["content"][row].as_py() for row in rows]
     assert stored._group_bytes <= 5 * one_group + one_group and len(stored._groups) <= 6
@@ -59,13 +63,20 @@ def test_the_row_groups_kept_after_reads_stay_under_the_cap(tmp_path: Path, monk
     assert reads[-1] == 0 and len(reads) == 41
 
 
-def test_a_versions_rows_file_answers_every_row_without_the_parquet_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_versions_rows_file_answers_every_row_without_the_parquet_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ctxrag.storage.chunk_table import GROUP_ROWS, ROWS_FILE
     from ctxrag.storage.index_store import _write_rows
 
     rows = 3 * GROUP_ROWS + 77
-    table = pa.table({"doc_id": [f"d{row // 5}" for row in range(rows)], "content": [f"text {row}" for row in range(rows)],
-                      "defines": [[f"f{row}"] if row % 2 else [] for row in range(rows)]})
+    table = pa.table(
+        {
+            "doc_id": [f"d{row // 5}" for row in range(rows)],
+            "content": [f"text {row}" for row in range(rows)],
+            "defines": [[f"f{row}"] if row % 2 else [] for row in range(rows)],
+        }
+    )
     cuts = [0, 1500, 2200, rows]  # tables of consecutive rows, none a whole number of batches
     _write_rows((table.slice(start, end - start) for start, end in zip(cuts, cuts[1:])), tmp_path / "chunks.parquet")
     batches = pa.ipc.open_file(tmp_path / ROWS_FILE)

@@ -85,7 +85,7 @@ def test_alias_switch_is_atomic_and_a_failed_build_keeps_it(client: Elasticsearc
             try:
                 if not reader.bm25("glaciers valleys", 3):
                     problems.append("empty result")
-            except Exception as error:  # noqa: BLE001 - every failure is a finding
+            except Exception as error:
                 problems.append(repr(error))
 
     thread = threading.Thread(target=read, daemon=True)

@@ -37,7 +37,11 @@ from ctxrag.storage.elasticsearch import (
 from ctxrag.storage.errors import UnknownIndexError
 
 ES_ENV = [
-    "ELASTICSEARCH_URL", "ELASTICSEARCH_API_KEY", "ELASTICSEARCH_USERNAME", "ELASTICSEARCH_PASSWORD", "ELASTICSEARCH_CA_CERTS",
+    "ELASTICSEARCH_URL",
+    "ELASTICSEARCH_API_KEY",
+    "ELASTICSEARCH_USERNAME",
+    "ELASTICSEARCH_PASSWORD",
+    "ELASTICSEARCH_CA_CERTS",
 ]
 
 
@@ -131,15 +135,29 @@ EXPECTED_ACTIONS = [
         "_op_type": "index",
         "_index": "ctx-v5",
         "_id": "k0",
-        "_source": {"content": "first chunk", "contextualized_content": "about a", "chunk_id": "a-0", "doc_id": "a",
-                    "chunk_index": 0, "row": 0, "embedding": [1.0, 0.0, 0.0, 0.5]},
+        "_source": {
+            "content": "first chunk",
+            "contextualized_content": "about a",
+            "chunk_id": "a-0",
+            "doc_id": "a",
+            "chunk_index": 0,
+            "row": 0,
+            "embedding": [1.0, 0.0, 0.0, 0.5],
+        },
     },
     {
         "_op_type": "index",
         "_index": "ctx-v5",
         "_id": "k1",
-        "_source": {"content": "second chunk", "contextualized_content": "", "chunk_id": "a-1", "doc_id": "a",
-                    "chunk_index": 1, "row": 1, "embedding": [0.0, 1.0, 0.25, 0.0]},
+        "_source": {
+            "content": "second chunk",
+            "contextualized_content": "",
+            "chunk_id": "a-1",
+            "doc_id": "a",
+            "chunk_index": 1,
+            "row": 1,
+            "embedding": [0.0, 1.0, 0.25, 0.0],
+        },
     },
 ]
 
@@ -228,7 +246,9 @@ class RecordingStub:
         class Handle(BaseHTTPRequestHandler):
             def _any(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
-                request = Sent(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))
+                request = Sent(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length)
+                )
                 stub.sent.append(request)
                 status, body = stub.handler(request)
                 payload = b"" if body is None else json.dumps(body).encode()
@@ -266,13 +286,18 @@ def stub() -> Iterator[RecordingStub]:
 
 
 def error(status: int, kind: str, reason: str) -> tuple[int, Any]:
-    return status, {"error": {"root_cause": [{"type": kind, "reason": reason}], "type": kind, "reason": reason}, "status": status}
+    return status, {
+        "error": {"root_cause": [{"type": kind, "reason": reason}], "type": kind, "reason": reason},
+        "status": status,
+    }
 
 
 INFO = {"version": {"number": "8.15.3"}, "tagline": "You Know, for Search"}
 
 
-def test_connect_pins_compatible_with_8_and_sends_the_api_key(stub: RecordingStub, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connect_pins_compatible_with_8_and_sends_the_api_key(
+    stub: RecordingStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ELASTICSEARCH_URL", stub.url)
     monkeypatch.setenv("ELASTICSEARCH_API_KEY", "key-id:key-secret")
     stub.handler = lambda request: (200, {"errors": False, "items": []} if "_bulk" in request.path else INFO)
@@ -387,7 +412,9 @@ def test_bulk_is_sent_in_chunks(stub: RecordingStub) -> None:
 
 
 def test_failed_documents_are_listed_the_new_index_dropped_and_the_alias_untouched(stub: RecordingStub) -> None:
-    stub.handler = build_handler(bulk_errors={"k1": (400, {"type": "document_parsing_exception", "reason": "bad vector"})})
+    stub.handler = build_handler(
+        bulk_errors={"k1": (400, {"type": "document_parsing_exception", "reason": "bad vector"})}
+    )
     with pytest.raises(EsBulkFailed) as caught:
         EsIndex(connect(stub.url), "ctx").build(rows_table(), VECTORS, version=5)
     [failure] = caught.value.failures

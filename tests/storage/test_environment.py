@@ -22,9 +22,15 @@ SNAPSHOT = (
 
 @pytest.mark.slow  # a new process that imports Prefect
 def test_importing_ctxrag_and_its_flows_sets_no_variable_and_creates_nothing(tmp_path: Path) -> None:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PREFECT_", "CTXRAG_", "HF_", "DO_NOT", "TOKENIZERS"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PREFECT_", "CTXRAG_", "HF_", "DO_NOT", "TOKENIZERS"))
+    }
     env.update({"HOME": str(tmp_path), "CTXRAG_HOME": str(tmp_path / "work"), "PYTHONPATH": str(REPO)})
-    result = subprocess.run([sys.executable, "-c", SNAPSHOT], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", SNAPSHOT], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {}
     assert not (tmp_path / "work").exists()  # importing ctxrag creates nothing in CTXRAG_HOME
@@ -38,7 +44,9 @@ def test_the_command_sets_its_defaults_and_the_users_own_win(monkeypatch: pytest
     import ctxrag.cli as cli
 
     seen: dict[str, str | None] = {}
-    monkeypatch.setattr(cli, "app", lambda: seen.update({name: os.environ.get(name) for name in (*OFFLINE_DEFAULTS, "PREFECT_HOME")}))
+    monkeypatch.setattr(
+        cli, "app", lambda: seen.update({name: os.environ.get(name) for name in (*OFFLINE_DEFAULTS, "PREFECT_HOME")})
+    )
     cli.main()
     assert seen["DO_NOT_TRACK"] == "0"  # the user's
     assert seen["HF_HUB_OFFLINE"] == "1" and seen["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
@@ -61,5 +69,7 @@ def test_private_dirs_and_journals_are_their_users_only_from_creation(tmp_path: 
     finally:
         os.umask(old)
     mode = lambda path: stat.S_IMODE(os.stat(path).st_mode)  # noqa: E731
-    assert mode(tmp_path / "a") == mode(home) == mode(home / "artifacts") == mode(home / "artifacts" / "ledger") == 0o700
+    assert (
+        mode(tmp_path / "a") == mode(home) == mode(home / "artifacts") == mode(home / "artifacts" / "ledger") == 0o700
+    )
     assert mode(home / "artifacts" / "ledger" / "journal.jsonl") == 0o600

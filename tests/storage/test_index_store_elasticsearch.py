@@ -7,7 +7,6 @@ and every physical index of the name in the emulator as well, and keep the folde
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +31,9 @@ def emulator(es_emulator_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 def publish_on_elasticsearch(store: IndexStore, name: str, live: bool = True) -> str:
     """A version built by the elasticsearch backend (a physical index behind the alias); returns the physical name."""
     rows = chunk_table()
-    folder = store.publish(name, {"config": {"backend": "elasticsearch"}}, rows, rows["content"].to_pylist(), chunk_vectors(), live=live)
+    folder = store.publish(
+        name, {"config": {"backend": "elasticsearch"}}, rows, rows["content"].to_pylist(), chunk_vectors(), live=live
+    )
     return json.loads((folder / "manifest.json").read_text())["elasticsearch"]["index"]
 
 
@@ -61,7 +62,9 @@ def test_delete_removes_the_alias_and_every_physical_index_of_the_name(emulator:
     assert store.names() == ["del-es-other"]
 
 
-def test_cli_delete_removes_the_elasticsearch_side(emulator: Elasticsearch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_delete_removes_the_elasticsearch_side(
+    emulator: Elasticsearch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ctxrag.cli import app
 
     monkeypatch.setenv("CTXRAG_HOME", str(tmp_path))
@@ -73,7 +76,9 @@ def test_cli_delete_removes_the_elasticsearch_side(emulator: Elasticsearch, tmp_
     assert IndexStore(tmp_path).names() == []
 
 
-def test_without_a_reachable_cluster_the_local_index_is_kept(emulator: Elasticsearch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_reachable_cluster_the_local_index_is_kept(
+    emulator: Elasticsearch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = IndexStore(tmp_path)
     publish_on_elasticsearch(store, "del-kept")
     monkeypatch.delenv("ELASTICSEARCH_URL")
@@ -89,7 +94,9 @@ def test_without_a_reachable_cluster_the_local_index_is_kept(emulator: Elasticse
     assert physical_indexes(emulator, "del-kept") == []
 
 
-def test_an_embedded_index_is_deleted_without_asking_any_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_embedded_index_is_deleted_without_asking_any_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ELASTICSEARCH_URL", raising=False)
     store = IndexStore(tmp_path)
     rows = chunk_table()

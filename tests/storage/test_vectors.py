@@ -109,7 +109,9 @@ def test_rank_is_top_rows_with_the_scores() -> None:
     assert index.rank(query, 20) == [(row, float(scores[row])) for row in reference_top_rows(scores, 20)]
 
 
-def test_unit_rows_are_saved_as_the_index_saves_them_a_block_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unit_rows_are_saved_as_the_index_saves_them_a_block_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same bytes as ``VectorIndex(vectors).save``, and no second matrix: the traced peak is a few blocks."""
     monkeypatch.setattr(vectors_module, "BLOCK_ROWS", 512)
     matrix = np.random.default_rng(1).normal(size=(20_000, 64)).astype(np.float32) * 3

@@ -12,11 +12,11 @@ from ctxrag.storage.artifacts import KEY, contexts_cache, embeddings_cache
 from ctxrag.tasks.context.claude.contextualizer import MODES, ClaudeSettings
 from ctxrag.tasks.context.claude.pricing import UnknownModelPrices, facts_for
 from ctxrag.tasks.context.spec import ContextualizerSpec
-from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
-from ctxrag.tasks.load import load_source
 from ctxrag.tasks.cost_plan import plan_costs
-from ctxrag.tasks.stored import context_keys
+from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 from ctxrag.tasks.embedding.voyage import PRICE_PER_MTOK
+from ctxrag.tasks.load import load_source
+from ctxrag.tasks.stored import context_keys
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.helpers import write_corpus
 
@@ -36,21 +36,33 @@ def store_contexts(home: Path, corpus: Path, mode: str, doc_ids: set[str] | None
     """Store a context for every chunk (of ``doc_ids``) under ``mode``'s prompt, as a run would have."""
     data = load_source(str(corpus))
     keys = context_keys(data, ContextualizerSpec("claude", ClaudeSettings(mode=mode)))
-    rows = [{KEY: key, "doc_id": chunk.doc_id, "context": "stored", "paid": True, "created_at": 0.0}
-            for chunk, key in zip(data.chunks, keys) if doc_ids is None or chunk.doc_id in doc_ids]
+    rows = [
+        {KEY: key, "doc_id": chunk.doc_id, "context": "stored", "paid": True, "created_at": 0.0}
+        for chunk, key in zip(data.chunks, keys)
+        if doc_ids is None or chunk.doc_id in doc_ids
+    ]
     contexts_cache(home).append_rows(rows)
     return len(rows)
 
 
-def test_every_mode_is_priced_offline_and_the_plan_says_how_tokens_were_estimated(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_mode_is_priced_offline_and_the_plan_says_how_tokens_were_estimated(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     plan = plan_costs(str(corpus), "paid", tmp_path / "home")
-    assert plan["token_counts"].startswith("estimated") and plan["token_count_calls"] == {"now": 0, "reused_from_store": 0}
+    assert plan["token_counts"].startswith("estimated") and plan["token_count_calls"] == {
+        "now": 0,
+        "reused_from_store": 0,
+    }
     modes = plan["modes"]
     assert list(modes) == list(MODES) and plan["chosen_mode"] == "per-chunk"
     assert all(mode["chunks"] == CHUNKS and mode["documents"] == 3 for mode in modes.values())
     assert modes["per-chunk"]["requests"] == modes["batch"]["requests"] == CHUNKS
-    assert modes["per-document"]["requests"] == modes["per-document-batch"]["requests"] == 2 * math.ceil(CHUNKS_PER_DOC / 20) + 1
+    assert (
+        modes["per-document"]["requests"]
+        == modes["per-document-batch"]["requests"]
+        == 2 * math.ceil(CHUNKS_PER_DOC / 20) + 1
+    )
     assert modes["batch"]["cost_usd"] == pytest.approx(modes["per-chunk"]["cost_usd"] / 2, abs=1e-6)
     assert modes["per-document-batch"]["cost_usd"] == pytest.approx(modes["per-document"]["cost_usd"] / 2, abs=1e-6)
     assert plan["cheapest_mode"] == "per-document-batch"
@@ -60,9 +72,13 @@ def test_every_mode_is_priced_offline_and_the_plan_says_how_tokens_were_estimate
 
 
 def test_the_rpm_limit_sets_the_wall_time_when_it_is_the_tightest(corpus: Path, tmp_path: Path) -> None:
-    plan = plan_costs(str(corpus), "paid", tmp_path / "home", claude=ClaudeSettings(requests_per_minute=10, concurrency=8))
+    plan = plan_costs(
+        str(corpus), "paid", tmp_path / "home", claude=ClaudeSettings(requests_per_minute=10, concurrency=8)
+    )
     per_chunk = plan["modes"]["per-chunk"]
-    assert per_chunk["wall_time_bound"] == "rpm" and per_chunk["wall_time_s"] == pytest.approx(per_chunk["requests"] / 10 * 60, abs=0.1)
+    assert per_chunk["wall_time_bound"] == "rpm" and per_chunk["wall_time_s"] == pytest.approx(
+        per_chunk["requests"] / 10 * 60, abs=0.1
+    )
 
 
 def test_what_is_stored_is_named_and_not_priced_again(corpus: Path, tmp_path: Path) -> None:
@@ -107,7 +123,9 @@ def test_voyage_embedding_tokens_and_cost_leave_out_what_is_embedded(corpus: Pat
     assert paid["texts_with_assumed_context"] == len(data.chunks) and paid["tokens"] > offline["tokens"]
 
 
-def test_with_a_key_prompts_are_counted_once_per_document_and_counts_are_reused(simulator: AnthropicSimulator, corpus: Path, tmp_path: Path) -> None:
+def test_with_a_key_prompts_are_counted_once_per_document_and_counts_are_reused(
+    simulator: AnthropicSimulator, corpus: Path, tmp_path: Path
+) -> None:
     home = tmp_path / "home"
     plan = plan_costs(str(corpus), "paid", home)
     assert plan["token_counts"].startswith("counted")

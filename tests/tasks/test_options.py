@@ -8,15 +8,23 @@ from typing import Any
 
 import pytest
 import typer.main
-from typer.testing import CliRunner
 from prefect.utilities.callables import parameter_schema
+from typer.testing import CliRunner
 
 from ctxrag import cli
 from ctxrag.flows.evaluate import evaluate_index
 from ctxrag.flows.index import index_corpus
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.context.claude.settings import ClaudeSettings
-from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, flat_options, from_flat, nested
+from ctxrag.tasks.options import (
+    DEFAULT_NAME,
+    EvaluateOptions,
+    IndexOptions,
+    SearchOptions,
+    flat_options,
+    from_flat,
+    nested,
+)
 
 
 def command_options(command: str) -> dict[str, Any]:
@@ -48,25 +56,43 @@ def test_the_flows_take_the_options_whole() -> None:
         schema = parameter_schema(flow).model_dump()
         definitions = schema["definitions"]
         options = next(body for body in definitions.values() if body.get("title") == kind.__pydantic_config__["title"])
-        assert all(field.get("description") for field in options["properties"].values()), options  # the run form's texts
+        assert all(field.get("description") for field in options["properties"].values()), (
+            options
+        )  # the run form's texts
     groups = {body["title"] for body in parameter_schema(index_corpus).model_dump()["definitions"].values()}
     assert {"Claude", "Embedding", "Files", "Quality gate", "Index options"} <= groups
 
 
 def test_a_deployment_s_options_dict_becomes_the_object() -> None:
     """What Prefect does with a deployment's parameters: the dict is validated into the dataclasses."""
-    validated = index_corpus.validate_parameters({"source": "src", "options": {"contextualizer": "none", "embedding": {"embedder": "voyage"}}})
+    validated = index_corpus.validate_parameters(
+        {"source": "src", "options": {"contextualizer": "none", "embedding": {"embedder": "voyage"}}}
+    )
     options = validated["options"]
-    assert isinstance(options, IndexOptions) and options.contextualizer == "none" and options.embedding.embedder == "voyage"
+    assert (
+        isinstance(options, IndexOptions)
+        and options.contextualizer == "none"
+        and options.embedding.embedder == "voyage"
+    )
     assert options.claude == ClaudeSettings() and options.files.max_file_bytes == IndexOptions().files.max_file_bytes
 
 
 def test_flat_names_land_in_their_groups() -> None:
-    options = from_flat(IndexOptions, {"rpm": 50, "gate": "q.jsonl", "embedder": "voyage", "include": ["*.py"], "claude_mode": "batch"}, "t")
+    options = from_flat(
+        IndexOptions,
+        {"rpm": 50, "gate": "q.jsonl", "embedder": "voyage", "include": ["*.py"], "claude_mode": "batch"},
+        "t",
+    )
     assert options.claude.requests_per_minute == 50 and options.claude.mode == "batch"
-    assert options.gate.evalset == "q.jsonl" and options.embedding.embedder == "voyage" and options.files.include == ["*.py"]
+    assert (
+        options.gate.evalset == "q.jsonl"
+        and options.embedding.embedder == "voyage"
+        and options.files.include == ["*.py"]
+    )
     assert nested(IndexOptions, {"backend": "elasticsearch", "tpm": 9}, "t", into={"claude": {"model": "m"}}) == {
-        "backend": "elasticsearch", "claude": {"model": "m", "tokens_per_minute": 9}}
+        "backend": "elasticsearch",
+        "claude": {"model": "m", "tokens_per_minute": 9},
+    }
 
 
 def test_claude_settings_apply_only_to_claude_contextualizers() -> None:
@@ -77,16 +103,21 @@ def test_claude_settings_apply_only_to_claude_contextualizers() -> None:
 
 def test_the_index_options_choose_the_embedder() -> None:
     assert from_flat(IndexOptions, {"context_tokens": 12}, "t").embedding.spec().context_tokens == 12
-    assert from_flat(IndexOptions, {"window_tokens": 0, "context_tokens": 12}, "t").embedding.spec().context_tokens == 0  # whole texts
+    assert (
+        from_flat(IndexOptions, {"window_tokens": 0, "context_tokens": 12}, "t").embedding.spec().context_tokens == 0
+    )  # whole texts
     with pytest.raises(InvalidInput, match="window_tokens 8"):
         from_flat(IndexOptions, {"window_tokens": 8}, "t").embedding.spec()
 
 
-@pytest.mark.parametrize(("k", "strategy", "ks", "strategies"), [
-    (None, None, None, None),
-    (5, "bm25", [5], ["bm25"]),
-    ([5, 10], ["bm25", "vector"], [5, 10], ["bm25", "vector"]),
-])
+@pytest.mark.parametrize(
+    ("k", "strategy", "ks", "strategies"),
+    [
+        (None, None, None, None),
+        (5, "bm25", [5], ["bm25"]),
+        ([5, 10], ["bm25", "vector"], [5, 10], ["bm25", "vector"]),
+    ],
+)
 def test_evaluate_takes_one_value_or_several(k: Any, strategy: Any, ks: Any, strategies: Any) -> None:
     options = EvaluateOptions(k=k, strategy=strategy)
     assert (options.ks(), options.strategies()) == (ks, strategies)

@@ -14,18 +14,23 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ctxrag.storage.ledger import LedgerRow
-from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer, _tool_contexts, chunk_groups, document_windows
-from ctxrag.tasks.context.claude.client import message_text
-from ctxrag.tasks.context.claude.pricing import Usage, charge
-from ctxrag.storage.ledger import SaveLedger
-from ctxrag.tasks.context.offline import context_key
+from ctxrag.storage.environment import private_dirs
+from ctxrag.storage.ledger import LedgerRow, SaveLedger
 from ctxrag.tasks.common.models import Chunk, Document, sha256_hex
 from ctxrag.tasks.common.providers import Provider
-from ctxrag.storage.environment import private_dirs
+from ctxrag.tasks.context.claude.client import message_text
+from ctxrag.tasks.context.claude.contextualizer import (
+    ClaudeContextualizer,
+    _tool_contexts,
+    chunk_groups,
+    document_windows,
+)
+from ctxrag.tasks.context.claude.pricing import Usage, charge
+from ctxrag.tasks.context.offline import context_key
 
 MAX_REQUESTS_PER_BATCH = 10_000
 SaveByKey = Callable[[list[tuple[str, str, str]]], None]  # (context key, doc_id, context)
@@ -82,7 +87,10 @@ def run_batches(
 
 
 def batch_requests(
-    worker: ClaudeContextualizer, pending: list[tuple[Document, list[Chunk]]], skip: Callable[[str], bool], alone: bool = False
+    worker: ClaudeContextualizer,
+    pending: list[tuple[Document, list[Chunk]]],
+    skip: Callable[[str], bool],
+    alone: bool = False,
 ) -> Requests:
     """The batch requests for every pending chunk not ``skip``-ped: the run's own per-chunk or per-document params
     (``alone``: one chunk per per-document request, for chunks an earlier answer left out)."""
@@ -100,24 +108,38 @@ def batch_requests(
             mode = worker.settings.mode + ("/windowed" if len(windows) > 1 else "") + ("/missing" if alone else "")
             for group in chunk_groups(keyed, 1 if alone else worker.settings.chunks_per_call):
                 custom_id = sha256_hex(*(key for _, key in group))[:32]
-                requests.append({"custom_id": custom_id, "params": worker._group_params(text, [chunk for chunk, _ in group])})
+                requests.append(
+                    {"custom_id": custom_id, "params": worker._group_params(text, [chunk for chunk, _ in group])}
+                )
                 items[custom_id] = {
-                    "doc_id": document.doc_id, "mode": mode, "keys": [key for _, key in group],
-                    "chunk_ids": [chunk.chunk_id for chunk, _ in group], "indexes": [chunk.chunk_index for chunk, _ in group],
+                    "doc_id": document.doc_id,
+                    "mode": mode,
+                    "keys": [key for _, key in group],
+                    "chunk_ids": [chunk.chunk_id for chunk, _ in group],
+                    "indexes": [chunk.chunk_index for chunk, _ in group],
                 }
     return requests, items
 
 
 def _submit_and_collect(
-    worker: ClaudeContextualizer, requests: Requests, save: SaveByKey, ledger: SaveLedger, state: BatchState,
-    poll_seconds: float, counts: dict[str, int], skipped: set[str],
+    worker: ClaudeContextualizer,
+    requests: Requests,
+    save: SaveByKey,
+    ledger: SaveLedger,
+    state: BatchState,
+    poll_seconds: float,
+    counts: dict[str, int],
+    skipped: set[str],
 ) -> None:
     """Submit in batches of at most ``MAX_REQUESTS_PER_BATCH``, each recorded before it is polled."""
     bodies, items = requests
     for start in range(0, len(bodies), MAX_REQUESTS_PER_BATCH):
         part = bodies[start : start + MAX_REQUESTS_PER_BATCH]
         batch = worker._client().create_batch(part)
-        submitted = {"batch_id": batch.id, "items": {request["custom_id"]: items[request["custom_id"]] for request in part}}
+        submitted = {
+            "batch_id": batch.id,
+            "items": {request["custom_id"]: items[request["custom_id"]] for request in part},
+        }
         state.record(submitted["batch_id"], submitted["items"])
         counts["submitted_batches"] += 1
         _collect(worker, submitted, save, ledger, state, poll_seconds, counts, skipped)
@@ -141,10 +163,16 @@ def _collect(
     for result in client.batch_results(batch_id):
         item = open_batch["items"].get(result.custom_id, {})
         row = LedgerRow(
-            run_id=worker.run_id, stage="contextualize", provider=Provider.ANTHROPIC, model=worker.settings.model,
-            prompt_version=worker.version, mode=item.get("mode", "batch"), doc_id=item.get("doc_id", ""),
+            run_id=worker.run_id,
+            stage="contextualize",
+            provider=Provider.ANTHROPIC,
+            model=worker.settings.model,
+            prompt_version=worker.version,
+            mode=item.get("mode", "batch"),
+            doc_id=item.get("doc_id", ""),
             chunk_ids=item.get("chunk_ids") or [item.get("chunk_id", "")],
-            status="ok", call_id=f"{batch_id}/{result.custom_id}",  # a resumed batch re-reads it: one row, not two
+            status="ok",
+            call_id=f"{batch_id}/{result.custom_id}",  # a resumed batch re-reads it: one row, not two
         )
         if result.result.type == "succeeded":
             message = result.result.message
@@ -170,4 +198,8 @@ def _answers(custom_id: str, item: dict[str, Any], message: Any) -> list[tuple[s
     if "keys" not in item:
         return [(custom_id, doc_id, message_text(message))]
     answered = _tool_contexts(message)
-    return [(key, doc_id, answered[index]) for key, index in zip(item["keys"], item["indexes"]) if answered.get(index, "").strip()]
+    return [
+        (key, doc_id, answered[index])
+        for key, index in zip(item["keys"], item["indexes"])
+        if answered.get(index, "").strip()
+    ]

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, cast
+from typing import Any, cast
 
-from ctxrag.tasks.common.ratelimit import RateLimiter
-from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy, headers_of, is_rate_limited, is_retryable, retry_after_of
 from ctxrag.storage.secrets import redact, resolve_key
+from ctxrag.tasks.common.ratelimit import RateLimiter
+from ctxrag.tasks.common.retry import (
+    ApiCallFailed,
+    RetryPolicy,
+    headers_of,
+    is_rate_limited,
+    is_retryable,
+    retry_after_of,
+)
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 SECRET_BLOCK = "anthropic-api-key"
@@ -60,10 +68,14 @@ class ClaudeClient:
     ``ANTHROPIC_BASE_URL``, which the SDK reads itself (gateways and proxies use it).
     """
 
-    def __init__(self, policy: RetryPolicy | None = None, limiter: RateLimiter | None = None, timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, policy: RetryPolicy | None = None, limiter: RateLimiter | None = None, timeout_s: float = 600.0
+    ) -> None:
         import anthropic
 
-        self._sdk = anthropic.Anthropic(api_key=resolve_key(API_KEY_ENV, SECRET_BLOCK), max_retries=0, timeout=timeout_s)
+        self._sdk = anthropic.Anthropic(
+            api_key=resolve_key(API_KEY_ENV, SECRET_BLOCK), max_retries=0, timeout=timeout_s
+        )
         self._policy = policy or RetryPolicy()
         self._limiter = limiter or RateLimiter()
 
@@ -88,7 +100,7 @@ class ClaudeClient:
                     if keep is not None:
                         try:
                             keep(reply)
-                        except Exception as error:  # noqa: BLE001 - not the API's failure: passed on as it is
+                        except Exception as error:
                             raise _KeepFailed(error) from error
                     return reply
             except _KeepFailed:
@@ -104,8 +116,10 @@ class ClaudeClient:
             return self._policy.call(attempt, on_retry=lambda error, wait: retries.append(wait))
         except _KeepFailed as failed:
             raise failed.error from None
-        except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
-            raise ClaudeCallError(redact(_describe(error)), retryable=is_retryable(error), attempts=len(retries) + 1) from None
+        except Exception as error:
+            raise ClaudeCallError(
+                redact(_describe(error)), retryable=is_retryable(error), attempts=len(retries) + 1
+            ) from None
 
     def count_tokens(self, **params: Any) -> int:
         """The API's free token count of a request's prompt (``messages.count_tokens``; no message is created)."""
@@ -125,8 +139,10 @@ class ClaudeClient:
         retries: list[float] = []
         try:
             message = self._policy.call(attempt, on_retry=lambda error, wait: retries.append(wait))
-        except Exception as error:  # noqa: BLE001 - every SDK error becomes one redacted, typed error
-            raise ClaudeCallError(redact(_describe(error)), retryable=is_retryable(error), attempts=len(retries) + 1) from None
+        except Exception as error:
+            raise ClaudeCallError(
+                redact(_describe(error)), retryable=is_retryable(error), attempts=len(retries) + 1
+            ) from None
         return Reply(message, time.perf_counter() - started, attempts=len(retries) + 1)
 
 

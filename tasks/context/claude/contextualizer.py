@@ -16,22 +16,35 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
-from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.ledger import LedgerRow, SaveLedger
+from ctxrag.tasks.common.models import Chunk, Document
+from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.common.ratelimit import shared_limiter
+from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
 from ctxrag.tasks.context.claude.client import ClaudeCallError, ClaudeClient, Reply, message_text
 from ctxrag.tasks.context.claude.pricing import Usage, charge
-from ctxrag.tasks.context.claude.prompts import CHUNK_CONTEXT, DOCUMENT, DOCUMENT_CONTEXTS, RECORD_CONTEXTS_TOOL, SUMMARY, tagged_chunks
+from ctxrag.tasks.context.claude.prompts import (
+    CHUNK_CONTEXT,
+    DOCUMENT,
+    DOCUMENT_CONTEXTS,
+    RECORD_CONTEXTS_TOOL,
+    SUMMARY,
+    tagged_chunks,
+)
+from ctxrag.tasks.context.claude.settings import (  # noqa: F401  (re-exported)
+    BATCH_MODES,
+    DEFAULT_CONCURRENCY,
+    MODES,
+    PER_DOCUMENT_MODES,
+    ClaudeSettings,
+)
 from ctxrag.tasks.context.offline import SaveContexts
-from ctxrag.tasks.common.models import Chunk, Document
 from ctxrag.tasks.context.structure import chunk_offsets
-from ctxrag.tasks.common.retry import ApiCallFailed, RetryPolicy
-from ctxrag.tasks.common.ratelimit import shared_limiter
-from ctxrag.tasks.context.claude.settings import BATCH_MODES, DEFAULT_CONCURRENCY, MODES, PER_DOCUMENT_MODES, ClaudeSettings  # noqa: F401  (re-exported)
-from ctxrag.tasks.common.providers import Provider
 
 T = TypeVar("T")
 CHARS_PER_TOKEN_ESTIMATE = 3.0  # conservative for code; used only for windows and rate-limit estimates
@@ -70,7 +83,10 @@ def document_windows(document: Document, chunks: list[Chunk], window_tokens: int
     windows: dict[int, list[Chunk]] = {}
     for chunk, position in zip(chunks, chunk_offsets(document.content, [chunk.content for chunk in chunks])):
         windows.setdefault(max(0, position) // size, []).append(chunk)
-    return [(document.content[start * size : (start + 1) * size + len(group[-1].content)], group) for start, group in sorted(windows.items())]
+    return [
+        (document.content[start * size : (start + 1) * size + len(group[-1].content)], group)
+        for start, group in sorted(windows.items())
+    ]
 
 
 def chunk_groups(chunks: list[T], size: int) -> list[list[T]]:
@@ -104,7 +120,9 @@ class ClaudeContextualizer:
     def _client(self) -> ClaudeClient:
         if self.client is None:
             settings = self.settings
-            limiter = shared_limiter(Provider.ANTHROPIC, settings.concurrency, settings.requests_per_minute, settings.tokens_per_minute)
+            limiter = shared_limiter(
+                Provider.ANTHROPIC, settings.concurrency, settings.requests_per_minute, settings.tokens_per_minute
+            )
             self.client = ClaudeClient(RetryPolicy(attempts=self.settings.retry_attempts), limiter)
         return self.client
 
@@ -126,9 +144,18 @@ class ClaudeContextualizer:
             )
 
     # per chunk: the cookbook's prompt, one call per chunk, the document cached --------------------------------
-    def _per_chunk(self, document: Document, text: str, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger, mode: str) -> tuple[list[Chunk], str]:
+    def _per_chunk(
+        self, document: Document, text: str, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger, mode: str
+    ) -> tuple[list[Chunk], str]:
         def one(chunk: Chunk) -> None:
-            self._call(document, [chunk], ledger, mode, self._chunk_params(text, chunk), lambda reply: save([(chunk, message_text(reply.message))]))
+            self._call(
+                document,
+                [chunk],
+                ledger,
+                mode,
+                self._chunk_params(text, chunk),
+                lambda reply: save([(chunk, message_text(reply.message))]),
+            )
 
         return self._first_then_fan_out(chunks, one)
 
@@ -136,31 +163,44 @@ class ClaudeContextualizer:
         return {
             "model": self.settings.model,
             "max_tokens": self.settings.max_tokens,
-            "messages": [{"role": "user", "content": [
-                self._document_block(text),
-                {"type": "text", "text": CHUNK_CONTEXT.render(chunk_content=chunk.content)},
-            ]}],
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        self._document_block(text),
+                        {"type": "text", "text": CHUNK_CONTEXT.render(chunk_content=chunk.content)},
+                    ],
+                }
+            ],
         }
 
     # per document: one call answers many chunks (a tool call, validated); missing ones retried alone ---------
-    def _per_document(self, document: Document, text: str, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger, mode: str) -> tuple[list[Chunk], str]:
+    def _per_document(
+        self, document: Document, text: str, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger, mode: str
+    ) -> tuple[list[Chunk], str]:
         groups = chunk_groups(chunks, self.settings.chunks_per_call)
         leftovers: list[Chunk] = []
 
         def keep(group: list[Chunk], reply: Reply) -> None:
             answered = _tool_contexts(reply.message)
-            save([(chunk, answered[chunk.chunk_index]) for chunk in group if answered.get(chunk.chunk_index, "").strip()])
+            save(
+                [(chunk, answered[chunk.chunk_index]) for chunk in group if answered.get(chunk.chunk_index, "").strip()]
+            )
             leftovers.extend(chunk for chunk in group if not answered.get(chunk.chunk_index, "").strip())
 
         def one(group: list[Chunk], call_mode: str = mode) -> None:
-            self._call(document, group, ledger, call_mode, self._group_params(text, group), lambda reply: keep(group, reply))
+            self._call(
+                document, group, ledger, call_mode, self._group_params(text, group), lambda reply: keep(group, reply)
+            )
 
         failed_groups, error = self._first_then_fan_out(groups, one)
         failed = [chunk for group in failed_groups for chunk in group]
         if leftovers:  # the answer skipped some chunks: ask for each alone, same tools and document (cache hit)
             retry = list(leftovers)
             leftovers.clear()
-            failed_alone, retry_error = self._first_then_fan_out([[chunk] for chunk in retry], lambda group: one(group, f"{mode}/missing"))
+            failed_alone, retry_error = self._first_then_fan_out(
+                [[chunk] for chunk in retry], lambda group: one(group, f"{mode}/missing")
+            )
             failed += [chunk for group in failed_alone for chunk in group] + leftovers
             error = error or retry_error or (f"no context returned for {len(leftovers)} chunks" if leftovers else "")
         return failed, error
@@ -171,10 +211,20 @@ class ClaudeContextualizer:
             "max_tokens": min(32_000, self.settings.max_tokens * len(group) + 200),
             "tools": [RECORD_CONTEXTS_TOOL],
             "tool_choice": {"type": "tool", "name": RECORD_CONTEXTS_TOOL["name"]},
-            "messages": [{"role": "user", "content": [
-                self._document_block(text),
-                {"type": "text", "text": DOCUMENT_CONTEXTS.render(chunks=tagged_chunks([(c.chunk_index, c.content) for c in group]))},
-            ]}],
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        self._document_block(text),
+                        {
+                            "type": "text",
+                            "text": DOCUMENT_CONTEXTS.render(
+                                chunks=tagged_chunks([(c.chunk_index, c.content) for c in group])
+                            ),
+                        },
+                    ],
+                }
+            ],
         }
 
     # shared ---------------------------------------------------------------------------------------------------
@@ -225,12 +275,25 @@ class ClaudeContextualizer:
         return failed, errors[0] if errors else ""
 
     def _call(
-        self, document: Document, chunks: list[Chunk], ledger: SaveLedger, mode: str, params: dict[str, Any], keep: Callable[[Reply], None]
+        self,
+        document: Document,
+        chunks: list[Chunk],
+        ledger: SaveLedger,
+        mode: str,
+        params: dict[str, Any],
+        keep: Callable[[Reply], None],
     ) -> None:
         """One paid call: its ledger row and ``keep`` (which saves the result) both run before its slot is freed."""
         row = LedgerRow(
-            run_id=self.run_id, stage="contextualize", provider=Provider.ANTHROPIC, model=self.settings.model,
-            prompt_version=self.version, mode=mode, doc_id=document.doc_id, chunk_ids=[c.chunk_id for c in chunks], status="ok",
+            run_id=self.run_id,
+            stage="contextualize",
+            provider=Provider.ANTHROPIC,
+            model=self.settings.model,
+            prompt_version=self.version,
+            mode=mode,
+            doc_id=document.doc_id,
+            chunk_ids=[c.chunk_id for c in chunks],
+            status="ok",
         )
         started = time.perf_counter()
         blocks = params["messages"][0]["content"]
@@ -250,7 +313,12 @@ class ClaudeContextualizer:
         try:
             self._client().create(estimated_tokens=estimated, keep=record_and_keep, **params)
         except ClaudeCallError as error:
-            row.status, row.error, row.latency_s, row.attempts = "error", str(error), time.perf_counter() - started, error.attempts
+            row.status, row.error, row.latency_s, row.attempts = (
+                "error",
+                str(error),
+                time.perf_counter() - started,
+                error.attempts,
+            )
             ledger([row])
             raise
 
@@ -267,8 +335,16 @@ class ClaudeSummarizer(ClaudeContextualizer):
 
     def run(self, document: Document, chunks: list[Chunk], save: SaveContexts, ledger: SaveLedger) -> None:
         def one(chunk: Chunk) -> None:
-            prompt = SUMMARY.render(corpus_description=self.settings.corpus_description, heading=chunk.heading or document.title, text=chunk.content)
-            params = {"model": self.settings.model, "max_tokens": 150, "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}
+            prompt = SUMMARY.render(
+                corpus_description=self.settings.corpus_description,
+                heading=chunk.heading or document.title,
+                text=chunk.content,
+            )
+            params = {
+                "model": self.settings.model,
+                "max_tokens": 150,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+            }
             heading = chunk.heading or document.title
 
             def keep(reply: Reply) -> None:
@@ -279,7 +355,9 @@ class ClaudeSummarizer(ClaudeContextualizer):
 
         failed, error = self._first_then_fan_out(chunks, one)
         if failed:
-            raise ContextualizationFailed(f"{document.doc_id}: {len(failed)} of {len(chunks)} summaries failed ({error})")
+            raise ContextualizationFailed(
+                f"{document.doc_id}: {len(failed)} of {len(chunks)} summaries failed ({error})"
+            )
 
 
 def _digest(text: str) -> str:
@@ -294,6 +372,10 @@ def _tool_contexts(message: Any) -> dict[int, str]:
             continue
         entries = (block.input or {}).get("contexts", []) if isinstance(block.input, dict) else []
         for entry in entries if isinstance(entries, list) else []:
-            if isinstance(entry, dict) and isinstance(entry.get("chunk_index"), int) and isinstance(entry.get("context"), str):
+            if (
+                isinstance(entry, dict)
+                and isinstance(entry.get("chunk_index"), int)
+                and isinstance(entry.get("context"), str)
+            ):
                 found.setdefault(entry["chunk_index"], entry["context"].strip())
     return found

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ctxrag.tasks.common.models import Chunk, Document
 from ctxrag.tasks.context.claude.contextualizer import (
     ClaudeContextualizer,
     chunk_groups,
@@ -22,7 +23,6 @@ from ctxrag.tasks.context.claude.contextualizer import (
 from ctxrag.tasks.context.claude.pricing import Usage, cost_usd, cost_without_caching_usd, priced_facts
 from ctxrag.tasks.context.claude.prompts import RECORD_CONTEXTS_TOOL
 from ctxrag.tasks.context.claude.token_count import TokenCounter
-from ctxrag.tasks.common.models import Chunk, Document
 
 ASSUMED_CONTEXT_TOKENS = 75  # output per context: the Contextual Retrieval guide's contexts run 50-100 tokens
 ASSUMED_TOOL_ENTRY_TOKENS = 10  # per-document modes: the tool call's JSON around each context
@@ -70,18 +70,30 @@ class ModeEstimate:
 
 
 def estimate_mode(
-    worker: ClaudeContextualizer, pending: Pending, counter: TokenCounter, limits: Limits, context_tokens: int = ASSUMED_CONTEXT_TOKENS
+    worker: ClaudeContextualizer,
+    pending: Pending,
+    counter: TokenCounter,
+    limits: Limits,
+    context_tokens: int = ASSUMED_CONTEXT_TOKENS,
 ) -> ModeEstimate:
     """The requests, tokens, cost and wall time of contextualizing ``pending`` with ``worker``'s mode (each context
     assumed ``context_tokens`` long)."""
     settings = worker.settings
     minimum = priced_facts(settings.model).min_cacheable_tokens
     estimate = ModeEstimate(settings.mode, documents=len(pending), chunks=sum(len(chunks) for _, chunks in pending))
-    windows = [(document, text, window) for document, chunks in pending for text, window in document_windows(document, chunks, settings.window_tokens)]
+    windows = [
+        (document, text, window)
+        for document, chunks in pending
+        for text, window in document_windows(document, chunks, settings.window_tokens)
+    ]
     requests = [_requests(worker, text, window) for _, text, window in windows]
     blocks = [params[0]["messages"][0]["content"][0] for params in requests]
     prefixes = counter.documents(settings.model, blocks)
-    tools = counter.tools(settings.model, [RECORD_CONTEXTS_TOOL], requests[0][0]["tool_choice"]) if settings.per_document and requests else 0
+    tools = (
+        counter.tools(settings.model, [RECORD_CONTEXTS_TOOL], requests[0][0]["tool_choice"])
+        if settings.per_document and requests
+        else 0
+    )
     below: set[str] = set()
     for (document, _, window), params, block, counted in zip(windows, requests, blocks, prefixes):
         ratio = counted / max(1, estimate_tokens(block["text"]))
@@ -120,8 +132,12 @@ def _outputs(worker: ClaudeContextualizer, window: list[Chunk], context_tokens: 
 
 
 def _price(estimate: ModeEstimate, model: str, ttl: str, batch: bool) -> None:
-    usage = Usage(estimate.input_tokens, estimate.output_tokens, estimate.cache_write_tokens, estimate.cache_read_tokens)
-    missed = Usage(estimate.input_tokens, estimate.output_tokens, estimate.cache_write_tokens + estimate.cache_read_tokens, 0)
+    usage = Usage(
+        estimate.input_tokens, estimate.output_tokens, estimate.cache_write_tokens, estimate.cache_read_tokens
+    )
+    missed = Usage(
+        estimate.input_tokens, estimate.output_tokens, estimate.cache_write_tokens + estimate.cache_read_tokens, 0
+    )
     estimate.cost_usd = cost_usd(model, usage, ttl, batch)
     estimate.cost_without_cache_usd = cost_without_caching_usd(model, usage, batch)
     estimate.worst_case_cost_usd = cost_usd(model, missed, ttl, batch)

@@ -58,7 +58,9 @@ def priced_facts(model: str) -> ModelFacts:
     """The model's facts, or ``UnknownModelPrices`` naming the model and where prices live (no guessed default)."""
     if not any(model.startswith(prefix) for prefix in MODEL_FACTS):
         known = ", ".join(sorted(MODEL_FACTS))
-        raise UnknownModelPrices(f"no known prices for Claude model {model!r}: add them to MODEL_FACTS in {PRICES_FILE} (known: {known})")
+        raise UnknownModelPrices(
+            f"no known prices for Claude model {model!r}: add them to MODEL_FACTS in {PRICES_FILE} (known: {known})"
+        )
     return facts_for(model)
 
 
@@ -72,18 +74,23 @@ class Usage:
     cache_read_tokens: int = 0
 
     @classmethod
-    def from_api(cls, usage: object) -> "Usage":
+    def from_api(cls, usage: object) -> Usage:
         def field(name: str) -> int:
             return int(getattr(usage, name, None) or 0)
 
-        return cls(field("input_tokens"), field("output_tokens"), field("cache_creation_input_tokens"), field("cache_read_input_tokens"))
+        return cls(
+            field("input_tokens"),
+            field("output_tokens"),
+            field("cache_creation_input_tokens"),
+            field("cache_read_input_tokens"),
+        )
 
     @property
     def prompt_tokens(self) -> int:
         return self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
 
 
-def charge(row: "LedgerRow", model: str, usage: Usage, ttl: str = "5m", batch: bool = False) -> None:
+def charge(row: LedgerRow, model: str, usage: Usage, ttl: str = "5m", batch: bool = False) -> None:
     """Fill a ledger row's token counts and costs from one call's usage."""
     row.input_tokens, row.output_tokens = usage.input_tokens, usage.output_tokens
     row.cache_write_tokens, row.cache_read_tokens = usage.cache_write_tokens, usage.cache_read_tokens

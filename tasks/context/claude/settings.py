@@ -21,22 +21,53 @@ class ClaudeSettings:
     __pydantic_config__ = {"title": "Claude"}
 
     model: str = field(default="claude-haiku-4-5", metadata={"description": "Claude model (claude contextualizers)."})
-    mode: str = field(default="per-chunk", metadata={"flag": "claude-mode", "description": (
-        "per-chunk (the cookbook's), per-document (one call, many contexts), batch (per-chunk via Message Batches, "
-        "half price), per-document-batch (per-document via Message Batches).")})
+    mode: str = field(
+        default="per-chunk",
+        metadata={
+            "flag": "claude-mode",
+            "description": (
+                "per-chunk (the cookbook's), per-document (one call, many contexts), batch (per-chunk via Message Batches, "
+                "half price), per-document-batch (per-document via Message Batches)."
+            ),
+        },
+    )
     cache_ttl: str = field(default="5m", metadata={"description": "Prompt-cache TTL: 5m or 1h."})
-    concurrency: int = field(default=DEFAULT_CONCURRENCY, metadata={"min": 1, "description": (
-        "Claude requests open at once in the whole run (all documents, every Dask worker).")})
-    requests_per_minute: float | None = field(default=None, metadata={"flag": "rpm", "description": "Client-side limit: Claude requests per minute."})
-    tokens_per_minute: float | None = field(default=None, metadata={"flag": "tpm", "description": (
-        "Client-side limit: Claude input tokens per minute (estimated; as in the API's limit, cache reads do not count).")})
-    corpus_description: str = field(default="a document collection", metadata={"description": "What the corpus is (summary prompt)."})
+    concurrency: int = field(
+        default=DEFAULT_CONCURRENCY,
+        metadata={
+            "min": 1,
+            "description": ("Claude requests open at once in the whole run (all documents, every Dask worker)."),
+        },
+    )
+    requests_per_minute: float | None = field(
+        default=None, metadata={"flag": "rpm", "description": "Client-side limit: Claude requests per minute."}
+    )
+    tokens_per_minute: float | None = field(
+        default=None,
+        metadata={
+            "flag": "tpm",
+            "description": (
+                "Client-side limit: Claude input tokens per minute (estimated; as in the API's limit, cache reads do not count)."
+            ),
+        },
+    )
+    corpus_description: str = field(
+        default="a document collection", metadata={"description": "What the corpus is (summary prompt)."}
+    )
     max_tokens: int = field(default=400, metadata=FIXED)
     chunks_per_call: int = field(default=20, metadata=FIXED)  # per-document mode: chunks answered by one call
     window_tokens: int = field(default=150_000, metadata=FIXED)  # the document's part in a prompt
-    retry_attempts: int = field(default=6, metadata={"flag": "claude-retries", "min": 1, "description": (
-        "Claude: attempts per call for 529s, 5xx and lost connections, 1 for none (429s wait as the API's "
-        "retry-after says, up to 15 minutes a call); one budget per call.")})
+    retry_attempts: int = field(
+        default=6,
+        metadata={
+            "flag": "claude-retries",
+            "min": 1,
+            "description": (
+                "Claude: attempts per call for 529s, 5xx and lost connections, 1 for none (429s wait as the API's "
+                "retry-after says, up to 15 minutes a call); one budget per call."
+            ),
+        },
+    )
     batch_poll_seconds: float = field(default=30.0, metadata=FIXED)  # how often open Message Batches are polled
 
     def __post_init__(self) -> None:

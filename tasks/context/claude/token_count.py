@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ctxrag.storage.artifacts import KEY, RowCache
+from ctxrag.tasks.common.models import sha256_hex
 from ctxrag.tasks.context.claude.client import ClaudeClient
 from ctxrag.tasks.context.claude.contextualizer import CHARS_PER_TOKEN_ESTIMATE, estimate_tokens
-from ctxrag.tasks.common.models import sha256_hex
 
 COUNT_THREADS = 4  # count_tokens calls open at once (they have their own rate limit, apart from messages)
 ESTIMATE = f"estimated ({CHARS_PER_TOKEN_ESTIMATE:g} characters a token, ctxrag's estimate; no key to count with)"
@@ -59,19 +59,29 @@ class CountedTokens:
         self._client = client
         self._store = RowCache(home, "token_counts")
         table = self._store.read(columns=["tokens"])
-        self._known: dict[str, int] = {} if table is None else dict(zip(table[KEY].to_pylist(), table["tokens"].to_pylist()))
+        self._known: dict[str, int] = (
+            {} if table is None else dict(zip(table[KEY].to_pylist(), table["tokens"].to_pylist()))
+        )
         self.counted_now = 0
         self.reused = 0
 
     def documents(self, model: str, blocks: list[dict[str, Any]]) -> list[int]:
-        requests = {self._key(model, block): {"model": model, "messages": [{"role": "user", "content": [block]}]} for block in blocks}
+        requests = {
+            self._key(model, block): {"model": model, "messages": [{"role": "user", "content": [block]}]}
+            for block in blocks
+        }
         self._count(requests)
         return [self._known[self._key(model, block)] for block in blocks]
 
     def tools(self, model: str, tools: list[dict[str, Any]], tool_choice: dict[str, Any]) -> int:
         message = [{"role": "user", "content": "x"}]
         requests: dict[str, dict[str, Any]] = {
-            self._key(model, {"tools": tools, "tool_choice": tool_choice}): {"model": model, "messages": message, "tools": tools, "tool_choice": tool_choice},
+            self._key(model, {"tools": tools, "tool_choice": tool_choice}): {
+                "model": model,
+                "messages": message,
+                "tools": tools,
+                "tool_choice": tool_choice,
+            },
             self._key(model, {"bare": "x"}): {"model": model, "messages": message},
         }
         self._count(requests)

@@ -6,14 +6,18 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_index.core", reason="the llamaindex extra is not installed: pip install 'ctxrag[llamaindex]'")
+pytest.importorskip(
+    "llama_index.core", reason="the llamaindex extra is not installed: pip install 'ctxrag[llamaindex]'"
+)
 
-from llama_index.core.retrievers import BaseRetriever  # noqa: E402
-from llama_index.core.schema import NodeWithScore  # noqa: E402
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore
 
-from ctxrag.integrations.llamaindex import CtxragRetriever  # noqa: E402
+from ctxrag.integrations.llamaindex import CtxragRetriever
 
-QUESTION = "What happens if I push a task with a priority of 250?"  # the sample's answer: tinyq/queue.py or docs/guide.md
+QUESTION = (
+    "What happens if I push a task with a priority of 250?"  # the sample's answer: tinyq/queue.py or docs/guide.md
+)
 
 
 def test_the_retriever_returns_the_samples_answer_first_as_scored_nodes(home: Path) -> None:

@@ -26,7 +26,9 @@ def test_the_reader_returns_prefect_yaml_deployments_as_written() -> None:
         assert entry.entrypoint == raw["entrypoint"]
         assert entry.description == raw["description"]
         assert entry.tags == raw["tags"] == ["ctxrag"]
-        assert entry.parameters == raw["parameters"] and entry.parameters["name"] == "default"  # the `<<: *corpus` merge
+        assert (
+            entry.parameters == raw["parameters"] and entry.parameters["name"] == "default"
+        )  # the `<<: *corpus` merge
         assert entry.schedules == raw.get("schedules", [])
         assert entry.concurrency_limit == raw.get("concurrency_limit")
         assert entry.work_pool == raw["work_pool"]["name"] == "ctxrag-process"
@@ -38,14 +40,18 @@ def test_serve_runs_prefect_yaml_deployments_unchanged_but_for_absolute_paths(mo
     served = load(REPO)
     deployments = build(served, {})
     assert [f"{flow.name}/{deployment.name}" for (_, flow), deployment in zip(served, deployments)] == [
-        "ctxrag-index/reindex", "ctxrag-evaluate/evaluate",
+        "ctxrag-index/reindex",
+        "ctxrag-evaluate/evaluate",
     ]
     for raw, deployment in zip(raw_deployments(), deployments):
         assert deployment.name == raw["name"]
         assert deployment.entrypoint == raw["entrypoint"]
         assert deployment.description == raw["description"]
         assert deployment.tags == raw["tags"]
-        expected = {key: str((REPO / value).resolve()) if key in PATH_PARAMETERS else value for key, value in raw["parameters"].items()}
+        expected = {
+            key: str((REPO / value).resolve()) if key in PATH_PARAMETERS else value
+            for key, value in raw["parameters"].items()
+        }
         assert deployment.parameters == expected
         assert [(item.schedule.cron, item.schedule.timezone, item.active) for item in deployment.schedules] == [
             (item["cron"], item["timezone"], item["active"]) for item in raw.get("schedules", [])
@@ -55,7 +61,9 @@ def test_serve_runs_prefect_yaml_deployments_unchanged_but_for_absolute_paths(mo
         strategy = deployment.concurrency_options.collision_strategy.value if deployment.concurrency_options else None
         assert strategy == (limit["collision_strategy"] if limit else None)
         assert deployment.work_pool_name is None  # served from the process, not a pool
-    assert deployments[0].concurrency_limit == 1 and [item.schedule.cron for item in deployments[0].schedules] == ["0 3 * * *"]
+    assert deployments[0].concurrency_limit == 1 and [item.schedule.cron for item in deployments[0].schedules] == [
+        "0 3 * * *"
+    ]
 
 
 def write(folder: Path, deployments: list[dict[str, Any]]) -> Path:
@@ -64,12 +72,19 @@ def write(folder: Path, deployments: list[dict[str, Any]]) -> Path:
 
 
 def test_schedules_and_concurrency_limits_in_their_other_forms(tmp_path: Path) -> None:
-    path = write(tmp_path, [
-        {"name": "a", "schedules": [{"interval": 600, "active": False}, {"rrule": "FREQ=DAILY"}], "concurrency_limit": 2},
-        {"name": "b", "schedules": [{"cron": "not a cron"}]},
-        {"name": "c", "schedules": [{"cron": "0 1 * * *", "replaces": "x"}]},
-        {"entrypoint": "nameless.py:flow"},
-    ])
+    path = write(
+        tmp_path,
+        [
+            {
+                "name": "a",
+                "schedules": [{"interval": 600, "active": False}, {"rrule": "FREQ=DAILY"}],
+                "concurrency_limit": 2,
+            },
+            {"name": "b", "schedules": [{"cron": "not a cron"}]},
+            {"name": "c", "schedules": [{"cron": "0 1 * * *", "replaces": "x"}]},
+            {"entrypoint": "nameless.py:flow"},
+        ],
+    )
     a, b, c = read_deployments(path)  # the nameless entry is skipped
     interval, rrule = a.prefect_schedules()
     assert (interval.interval, interval.active, rrule.rrule) == (timedelta(minutes=10), False, "FREQ=DAILY")
@@ -80,7 +95,13 @@ def test_schedules_and_concurrency_limits_in_their_other_forms(tmp_path: Path) -
         c.prefect_schedules()
 
 
-UNUSABLE = [None, "flows/index.py", "flows/nope.py:index_corpus", "../flows/index.py:index_corpus", "ctxrag.flows.index:index_corpus"]
+UNUSABLE = [
+    None,
+    "flows/index.py",
+    "flows/nope.py:index_corpus",
+    "../flows/index.py:index_corpus",
+    "ctxrag.flows.index:index_corpus",
+]
 
 
 @pytest.mark.parametrize("entrypoint", UNUSABLE)

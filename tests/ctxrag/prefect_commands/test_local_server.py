@@ -15,17 +15,25 @@ import pytest
 
 from ctxrag.prefect_commands import local_server, server_template
 from ctxrag.prefect_commands.local_server import (
-    PID_FILE, LocalServer, ServerError, ensure_server, find_server, local_prefect_server,
+    PID_FILE,
+    LocalServer,
+    ServerError,
+    ensure_server,
+    find_server,
+    local_prefect_server,
     stop_server,
 )
 from ctxrag.storage.errors import UserError
 from tests.equipment.local_server import (
-    ctxrag_as_user, fake_server, home_auth, post_as_owner, recorded_server, stopped_afterwards, wait_for,
+    ctxrag_as_user,
+    fake_server,
+    home_auth,
+    post_as_owner,
+    recorded_server,
+    stopped_afterwards,
+    wait_for,
 )
 from tests.helpers import REPO, SAMPLE_CORPUS
-
-
-
 
 
 @pytest.mark.server
@@ -33,8 +41,15 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
     prefect_home = tmp_path / "prefect"
     first_home, second_home = tmp_path / "project-a", tmp_path / "project-b"
     with stopped_afterwards(prefect_home):
-        first = ctxrag_as_user(first_home, prefect_home, "index", str(SAMPLE_CORPUS), "--name", "sample",
-                               ANTHROPIC_API_KEY="sk-ant-must-not-reach-the-daemon")
+        first = ctxrag_as_user(
+            first_home,
+            prefect_home,
+            "index",
+            str(SAMPLE_CORPUS),
+            "--name",
+            "sample",
+            ANTHROPIC_API_KEY="sk-ant-must-not-reach-the-daemon",
+        )
         assert first.returncode == 0, first.stderr
         told = [line for line in first.stderr.splitlines() if "started a local Prefect server" in line]
         assert len(told) == 1 and "UI at http://127.0.0.1:" in told[0] and "ctxrag server stop" in told[0], first.stderr
@@ -58,26 +73,40 @@ def test_one_server_for_every_home_with_the_whole_run_and_prefects_own_stop(tmp_
         names = {name for run in task_runs for name in (run["name"], run["name"].rsplit("-", 1)[0])}  # type: ignore[union-attr]
         assert {"load_corpus", "contextualize-1-of-1", "embed-1-of-1", "publish_index"} <= names, names
         assert all(run["state_type"] == "COMPLETED" for run in task_runs)  # type: ignore[union-attr]
-        logs = post_as_owner(prefect_home, server.api_url, "/logs/filter", {"logs": {"task_run_id": {"is_null_": False}}, "limit": 5})
+        logs = post_as_owner(
+            prefect_home, server.api_url, "/logs/filter", {"logs": {"task_run_id": {"is_null_": False}}, "limit": 5}
+        )
         assert logs, "no log line is tagged with its task run"
 
         status = ctxrag_as_user(first_home, prefect_home, "server", "status")
         assert status.returncode == 0
         assert f"pid {server.pid}" in status.stdout and "Prefect 3." in status.stdout
-        export = status.stdout.splitlines()[-1]  # one step for Prefect's commands; the shell reads the secret from its file
-        assert export == f'export PREFECT_API_URL={server.api_url} PREFECT_API_AUTH_STRING="$(cat {prefect_home / "ctxrag-api-auth-string"})"'
+        export = status.stdout.splitlines()[
+            -1
+        ]  # one step for Prefect's commands; the shell reads the secret from its file
+        assert (
+            export
+            == f'export PREFECT_API_URL={server.api_url} PREFECT_API_AUTH_STRING="$(cat {prefect_home / "ctxrag-api-auth-string"})"'
+        )
         assert home_auth(prefect_home) not in status.stdout + status.stderr + first.stderr + second.stderr
 
         # Prefect's own command stops it, and ctxrag sees that
-        stop = subprocess.run([str(Path(sys.executable).with_name("prefect")), "server", "stop"], capture_output=True, text=True,
-                              env={**os.environ, "PREFECT_HOME": str(prefect_home)}, timeout=60)
+        stop = subprocess.run(
+            [str(Path(sys.executable).with_name("prefect")), "server", "stop"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PREFECT_HOME": str(prefect_home)},
+            timeout=60,
+        )
         assert stop.returncode == 0, stop.stderr
         assert wait_for(lambda: not local_server.alive(server.pid), 30)
         assert ctxrag_as_user(first_home, prefect_home, "server", "status").returncode == 1
 
 
 @pytest.mark.slow  # Prefect's migrations
-def test_the_template_is_migrated_in_a_private_home_and_seeds_an_empty_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_template_is_migrated_in_a_private_home_and_seeds_an_empty_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CTXRAG_CACHE_DIR", str(tmp_path / "cache"))
     template = server_template.template_path("test")
     assert server_template.make_template(template, local_server.server_environment(tmp_path / "unused"))
@@ -132,7 +161,9 @@ def test_a_slow_server_is_waited_for_never_replaced(tmp_path: Path, monkeypatch:
     try:
         (tmp_path / PID_FILE).write_text(str(busy.pid))
         monkeypatch.setattr(local_server, "WAIT_SECONDS", 1.0)
-        monkeypatch.setattr(local_server, "start_server", lambda home: pytest.fail("started a second server on the same database"))
+        monkeypatch.setattr(
+            local_server, "start_server", lambda home: pytest.fail("started a second server on the same database")
+        )
         with pytest.raises(ServerError, match=f"pid {busy.pid}.*has not answered"):
             ensure_server(tmp_path)
         assert busy.poll() is None and (tmp_path / PID_FILE).read_text() == str(busy.pid)
@@ -148,7 +179,9 @@ def test_a_server_of_another_prefect_version_is_left_alone(tmp_path: Path, monke
         monkeypatch.setattr(local_server, "answers", lambda *args, **kwargs: True)
         monkeypatch.setattr(local_server, "check_guarded", lambda server, home, auth: "3.0.0")
         monkeypatch.setattr(local_server, "start_server", lambda home: pytest.fail("started a second server"))
-        with pytest.raises(ServerError, match=rf"Prefect 3\.0\.0.*this environment has Prefect {local_server.prefect_version()}"):
+        with pytest.raises(
+            ServerError, match=rf"Prefect 3\.0\.0.*this environment has Prefect {local_server.prefect_version()}"
+        ):
             ensure_server(tmp_path)
         assert other.poll() is None
     finally:
@@ -169,13 +202,21 @@ def test_an_interrupted_start_leaves_no_server(tmp_path: Path, sig: signal.Signa
     health check never sees the server answer, so the signal always lands while it is starting (on a busy machine a
     fast start could otherwise finish first, and a started server is meant to outlive its command)."""
     prefect_home = tmp_path / "prefect"
-    code = ("from pathlib import Path; from ctxrag.prefect_commands import local_server; "
-            "local_server.answers = lambda *args, **kwargs: False; local_server.ensure_server(Path.cwd())")
+    code = (
+        "from pathlib import Path; from ctxrag.prefect_commands import local_server; "
+        "local_server.answers = lambda *args, **kwargs: False; local_server.ensure_server(Path.cwd())"
+    )
     prefect_home.mkdir()
     env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PYTHONPATH": str(REPO)}
     env.pop("CTXRAG_PREFECT_SERVER")
-    command = subprocess.Popen([sys.executable, "-c", code], cwd=prefect_home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               preexec_fn=_as_in_a_terminal)
+    command = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=prefect_home,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_as_in_a_terminal,
+    )
     try:
         assert wait_for(lambda: local_server._read_pid(prefect_home) is not None, 120), command.communicate(timeout=5)
         server_pid = local_server._read_pid(prefect_home)
@@ -208,7 +249,9 @@ def test_a_server_that_dies_at_start_says_why(tmp_path: Path, monkeypatch: pytes
 
 
 @pytest.mark.server
-def test_a_port_taken_after_the_check_is_replaced_by_a_free_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_port_taken_after_the_check_is_replaced_by_a_free_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another process binds the port between ctxrag's check and Prefect's: the start is tried on a free port."""
     prefect_home = tmp_path / "prefect"
     prefect_home.mkdir()
@@ -223,7 +266,9 @@ def test_a_port_taken_after_the_check_is_replaced_by_a_free_one(tmp_path: Path, 
             assert f":{held}/" not in server.api_url
             assert local_server.answers(server.api_url)
             assert find_server(prefect_home) == server
-            assert local_server.server_home(server.api_url, home_auth(prefect_home)) == prefect_home.resolve()  # how a start knows it is its own
+            assert (
+                local_server.server_home(server.api_url, home_auth(prefect_home)) == prefect_home.resolve()
+            )  # how a start knows it is its own
             assert local_server.server_home(server.api_url) is None  # refused without the auth string
 
 
@@ -236,17 +281,38 @@ def test_errors_name_a_taken_port_and_a_home_that_cannot_be_written(tmp_path: Pa
 
 
 def test_the_daemon_gets_no_secrets() -> None:
-    env = local_server.server_environment(Path("/x"), {
-        "PATH": "/bin", "HOME": "/root", "ANTHROPIC_API_KEY": "k", "VOYAGE_API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "k",
-        "PREFECT_API_URL": "http://elsewhere/api", "PREFECT_API_KEY": "pnu_k", "PREFECT_SERVER_API_PORT": "4300",
-        "PREFECT_LOGGING_LEVEL": "INFO", "GITHUB_TOKEN": "t", "PREFECT_CLOUD_API_TOKEN": "t",
-    }, port=4300)  # the port start_server chose (PREFECT_SERVER_API_PORT when free)
+    env = local_server.server_environment(
+        Path("/x"),
+        {
+            "PATH": "/bin",
+            "HOME": "/root",
+            "ANTHROPIC_API_KEY": "k",
+            "VOYAGE_API_KEY": "k",
+            "AWS_SECRET_ACCESS_KEY": "k",
+            "PREFECT_API_URL": "http://elsewhere/api",
+            "PREFECT_API_KEY": "pnu_k",
+            "PREFECT_SERVER_API_PORT": "4300",
+            "PREFECT_LOGGING_LEVEL": "INFO",
+            "GITHUB_TOKEN": "t",
+            "PREFECT_CLOUD_API_TOKEN": "t",
+        },
+        port=4300,
+    )  # the port start_server chose (PREFECT_SERVER_API_PORT when free)
     assert env["PATH"] == "/bin" and env["HOME"] == "/root" and env["PREFECT_HOME"] == "/x"
     assert env["PREFECT_SERVER_API_PORT"] == "4300" and env["PREFECT_LOGGING_LEVEL"] == "INFO"
-    assert "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED" not in env  # on, as Prefect's default: deployments' schedules run
+    assert (
+        "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED" not in env
+    )  # on, as Prefect's default: deployments' schedules run
     assert env["PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED"] == "false"
-    assert not {"ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "AWS_SECRET_ACCESS_KEY", "PREFECT_API_URL", "PREFECT_API_KEY",
-                "GITHUB_TOKEN", "PREFECT_CLOUD_API_TOKEN"} & set(env)
+    assert not {
+        "ANTHROPIC_API_KEY",
+        "VOYAGE_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "PREFECT_API_URL",
+        "PREFECT_API_KEY",
+        "GITHUB_TOKEN",
+        "PREFECT_CLOUD_API_TOKEN",
+    } & set(env)
 
 
 def test_ci_and_temporary_mode_start_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,7 +323,10 @@ def test_ci_and_temporary_mode_start_nothing(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setenv("CI", "true")
     assert local_server.server_mode() == "temporary"
-    with temporary_settings(restore_defaults={PREFECT_API_URL}), local_prefect_server() as url:  # not the suite's harness
+    with (
+        temporary_settings(restore_defaults={PREFECT_API_URL}),
+        local_prefect_server() as url,
+    ):  # not the suite's harness
         assert url is None
     monkeypatch.setenv(local_server.MODE_VARIABLE, "background")  # said explicitly: it wins over CI
     assert local_server.server_mode() == "background"
@@ -274,7 +343,9 @@ def test_a_configured_server_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     else:  # what `prefect config set PREFECT_API_URL=...` writes, read as a command that has not imported Prefect reads it
         monkeypatch.delenv("PREFECT_API_URL", raising=False)
         monkeypatch.delitem(sys.modules, "prefect.settings")
-        (tmp_path / "profiles.toml").write_text('active = "team"\n\n[profiles.team]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
+        (tmp_path / "profiles.toml").write_text(
+            'active = "team"\n\n[profiles.team]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n'
+        )
     for mode in (None, "background", "temporary"):  # the command's, and the Python API's server= choices
         with local_prefect_server(mode=mode) as url:  # type: ignore[arg-type]
             assert url == "http://127.0.0.1:9/api"

@@ -17,18 +17,27 @@ from pathlib import Path
 import pytest
 
 from tests.equipment.local_server import (
-    _server_processes, ctxrag_as_user, post_as_owner, recorded_server, stopped_afterwards, user_env, wait_for,
+    _server_processes,
+    ctxrag_as_user,
+    post_as_owner,
+    recorded_server,
+    stopped_afterwards,
+    user_env,
+    wait_for,
 )
 from tests.equipment.prefect_server import stop_group
 from tests.helpers import REPO, SAMPLE_CORPUS
-
 
 # a real server and scheduler (slow)
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
 def _servers_in(root: Path) -> set[int]:
-    return {pid for pid, home in _server_processes().items() if home is not None and home.resolve().is_relative_to(root.resolve())}
+    return {
+        pid
+        for pid, home in _server_processes().items()
+        if home is not None and home.resolve().is_relative_to(root.resolve())
+    }
 
 
 def test_index_serve_trigger_and_a_scheduled_run_share_the_local_server_and_stop_leaves_nothing(tmp_path: Path) -> None:
@@ -43,38 +52,91 @@ def test_index_serve_trigger_and_a_scheduled_run_share_the_local_server_and_stop
         assert _servers_in(tmp_path) == {server["pid"]}
 
         status = ctxrag_as_user(home, prefect_home, "server", "status")
-        assert status.returncode == 0 and f"export PREFECT_API_URL={server['api_url']} PREFECT_API_AUTH_STRING=" in status.stdout
+        assert (
+            status.returncode == 0
+            and f"export PREFECT_API_URL={server['api_url']} PREFECT_API_AUTH_STRING=" in status.stdout
+        )
 
         log = tmp_path / "serve.log"
-        command = [sys.executable, "-c", "from ctxrag.cli import main; main()", "serve", "--name", "docs", "--cron", "* * * * *"]
+        command = [
+            sys.executable,
+            "-c",
+            "from ctxrag.cli import main; main()",
+            "serve",
+            "--name",
+            "docs",
+            "--cron",
+            "* * * * *",
+        ]
         with open(log, "wb") as output:
-            serve = subprocess.Popen(command, env=user_env(home, prefect_home, **fast), cwd=REPO, stdout=output,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+            serve = subprocess.Popen(
+                command,
+                env=user_env(home, prefect_home, **fast),
+                cwd=REPO,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         try:
             assert wait_for(lambda: "serving" in log.read_text() or serve.poll() is not None, 120), log.read_text()
             assert serve.poll() is None, log.read_text()[-3000:]
             assert "started a local Prefect server" not in log.read_text()  # serve found the server index started
 
-            triggered = ctxrag_as_user(home, prefect_home, "trigger", "ctxrag-index/reindex", "--watch", "--timeout", "150",
-                                       "--json", timeout=200, **fast)
+            triggered = ctxrag_as_user(
+                home,
+                prefect_home,
+                "trigger",
+                "ctxrag-index/reindex",
+                "--watch",
+                "--timeout",
+                "150",
+                "--json",
+                timeout=200,
+                **fast,
+            )
             assert triggered.returncode == 0, f"{triggered.stderr[-3000:]}\nserve log:\n{log.read_text()[-3000:]}"
             run = json.loads(triggered.stdout)
             assert run["state"] == "COMPLETED" and run["parameters"]["name"] == "docs"
             assert run["url"].startswith(server["ui_url"])
-            task_runs = post_as_owner(prefect_home, server["api_url"], "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})
+            task_runs = post_as_owner(
+                prefect_home, server["api_url"], "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}}
+            )
 
             # a run naming a source outside the folders served for is refused by the run itself, before any work
-            outside = ctxrag_as_user(home, prefect_home, "trigger", "ctxrag-index/reindex", "--param", "source=/etc", "--watch",
-                                     "--timeout", "120", timeout=200, **fast)
-            assert outside.returncode == 1 and "source='/etc' (/etc) is outside the folders this deployment was served for" in outside.stderr, outside.stderr[-3000:]
-            assert "load_corpus" in {task["name"].rsplit("-", 1)[0] for task in task_runs}  # the index is up to date: no other stage runs
+            outside = ctxrag_as_user(
+                home,
+                prefect_home,
+                "trigger",
+                "ctxrag-index/reindex",
+                "--param",
+                "source=/etc",
+                "--watch",
+                "--timeout",
+                "120",
+                timeout=200,
+                **fast,
+            )
+            assert (
+                outside.returncode == 1
+                and "source='/etc' (/etc) is outside the folders this deployment was served for" in outside.stderr
+            ), outside.stderr[-3000:]
+            assert "load_corpus" in {
+                task["name"].rsplit("-", 1)[0] for task in task_runs
+            }  # the index is up to date: no other stage runs
 
             # the cron schedule's own run: made by the server's scheduler, run by serve, completed
             def scheduled_completed() -> bool:
-                runs = post_as_owner(prefect_home, server["api_url"], "/flow_runs/filter", {"flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}})
+                runs = post_as_owner(
+                    prefect_home,
+                    server["api_url"],
+                    "/flow_runs/filter",
+                    {"flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}},
+                )
                 return any(item["auto_scheduled"] for item in runs)
 
-            assert wait_for(scheduled_completed, 150), f"no scheduled run completed\nserve log:\n{log.read_text()[-3000:]}"
+            assert wait_for(scheduled_completed, 150), (
+                f"no scheduled run completed\nserve log:\n{log.read_text()[-3000:]}"
+            )
             assert _servers_in(tmp_path) == {server["pid"]}  # no temporary server in any command or flow run
         finally:
             stop_group(serve, signal.SIGINT, wait_seconds=30)

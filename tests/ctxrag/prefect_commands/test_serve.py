@@ -37,11 +37,16 @@ def crons(deployment: Any) -> list[tuple[str, str]]:
 def test_a_parameter_option_sets_it_where_prefect_yaml_has_it(served: list[tuple[Any, Any]]) -> None:
     reindex, evaluation = build(served, {"name": "docs", "source": "data/sample/corpus/", "backend": "elasticsearch"})
     assert reindex.parameters == {
-        "source": SOURCE, "name": "docs",
+        "source": SOURCE,
+        "name": "docs",
         "options": {"contextualizer": "structural", "embedding": {"embedder": "local"}, "backend": "elasticsearch"},
     }
     (chosen,) = build(served, {"embedder": "voyage"})[:1]  # an index option lands in its group, the others kept
-    assert chosen.parameters["options"] == {"contextualizer": "structural", "embedding": {"embedder": "voyage"}, "backend": "embedded"}
+    assert chosen.parameters["options"] == {
+        "contextualizer": "structural",
+        "embedding": {"embedder": "voyage"},
+        "backend": "embedded",
+    }
     assert evaluation.parameters == {"evalset": str(REPO / "data" / "sample" / "questions.jsonl"), "name": "docs"}
 
 
@@ -59,7 +64,9 @@ def test_what_serve_prints_names_the_deployments_and_their_schedules(served: lis
         "ctxrag-index/reindex (cron '0 3 * * *' UTC) and ctxrag-evaluate/evaluate; "
         "trigger with `ctxrag trigger ctxrag-index/reindex --param name=...`"
     )
-    assert _summary(served, build(served, {}, cron="")).startswith("ctxrag-index/reindex (no schedule) and ctxrag-evaluate/evaluate;")
+    assert _summary(served, build(served, {}, cron="")).startswith(
+        "ctxrag-index/reindex (no schedule) and ctxrag-evaluate/evaluate;"
+    )
 
 
 def test_bad_options_are_one_line(served: list[tuple[Any, Any]]) -> None:

@@ -23,7 +23,12 @@ from ctxrag.storage.errors import UserError
     ],
 )
 def test_the_choice_comes_first_then_the_variable_then_the_default(
-    monkeypatch: pytest.MonkeyPatch, chosen: str | None, variable: str | None, default: str | None, ci: str | None, expected: str
+    monkeypatch: pytest.MonkeyPatch,
+    chosen: str | None,
+    variable: str | None,
+    default: str | None,
+    ci: str | None,
+    expected: str,
 ) -> None:
     for name, value in ((MODE_VARIABLE, variable), ("CI", ci)):
         if value is None:
@@ -41,7 +46,9 @@ def test_an_unknown_choice_names_where_it_came_from(monkeypatch: pytest.MonkeyPa
         server_mode(None, "temporary")
 
 
-def test_the_temporary_server_s_settings_change_no_variable_and_the_user_s_own_win(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_temporary_server_s_settings_change_no_variable_and_the_user_s_own_win(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from prefect.settings import get_current_settings
 
     monkeypatch.delenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", raising=False)

@@ -31,8 +31,13 @@ def free_port() -> int:
 def serving(home: Path, *options: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """``ctxrag serve-search --name sample OPTIONS`` on a free port of 127.0.0.1, up; its base URL. Stopped after."""
     port = free_port()
-    process = subprocess.Popen([*CTXRAG, "serve-search", "--name", "sample", "--port", str(port), *options],
-                               env=env or service_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*CTXRAG, "serve-search", "--name", "sample", "--port", str(port), *options],
+        env=env or service_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -75,7 +80,10 @@ def test_each_bad_input_is_a_4xx_json_error_and_the_service_answers_after_it(sam
     with serving(sample_home) as url:
         for arguments, says in bodies:
             answer = httpx.post(f"{url}/search", json=arguments)
-            assert 400 <= answer.status_code < 500 and says in answer.json()["error"]["message"], (arguments, answer.text)
+            assert 400 <= answer.status_code < 500 and says in answer.json()["error"]["message"], (
+                arguments,
+                answer.text,
+            )
             assert len(httpx.post(f"{url}/search", json=GOOD).json()["hits"]) == 2, f"no answer after {arguments}"
         assert httpx.post(f"{url}/search", json={"query": "retry", "index": "no-such-index"}).status_code == 404
         for raw in (b"not json", b"[1, 2]", b'{"query": "x", "k": 1.5}'):
@@ -101,18 +109,29 @@ def test_a_promoted_version_is_searched_without_a_restart(changing_home: tuple[P
 def test_a_token_is_required_on_every_path_when_one_is_set(sample_home: Path) -> None:
     env = {**service_env(sample_home), "CTXRAG_SEARCH_TOKEN": "a-test-token-of-some-length"}
     with serving(sample_home, env=env) as url:
-        for headers in ({}, {"Authorization": "Bearer wrong-token-of-some-length"}, {"Authorization": "Basic a-test-token-of-some-length"}):
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong-token-of-some-length"},
+            {"Authorization": "Basic a-test-token-of-some-length"},
+        ):
             refused = httpx.post(f"{url}/search", json=GOOD, headers=headers)
             assert refused.status_code == 401 and refused.json()["error"]["kind"] == "unauthorized"
             assert httpx.get(f"{url}/openapi.json", headers=headers).status_code == 401
         assert len(httpx.post(f"{url}/search", json=GOOD, headers=_auth(env)).json()["hits"]) == 2
 
 
-def test_a_non_loopback_address_without_a_token_is_refused_and_a_token_file_is_made_private(sample_home: Path, tmp_path: Path) -> None:
+def test_a_non_loopback_address_without_a_token_is_refused_and_a_token_file_is_made_private(
+    sample_home: Path, tmp_path: Path
+) -> None:
     env = service_env(sample_home)
     env.pop("CTXRAG_SEARCH_TOKEN", None)
-    refused = subprocess.run([*CTXRAG, "serve-search", "--host", "0.0.0.0", "--port", str(free_port())], env=env,
-                             capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [*CTXRAG, "serve-search", "--host", "0.0.0.0", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "a token is required" in refused.stderr
     token_file = tmp_path / "token"
     with serving(sample_home, "--token-file", str(token_file)) as url:
@@ -121,6 +140,11 @@ def test_a_non_loopback_address_without_a_token_is_refused_and_a_token_file_is_m
         assert httpx.post(f"{url}/search", json=GOOD).status_code == 401
         assert httpx.post(f"{url}/search", json=GOOD, headers={"Authorization": f"Bearer {token}"}).status_code == 200
     os.chmod(token_file, 0o644)
-    shared = subprocess.run([*CTXRAG, "serve-search", "--token-file", str(token_file), "--port", str(free_port())], env=env,
-                            capture_output=True, text=True, timeout=60)
+    shared = subprocess.run(
+        [*CTXRAG, "serve-search", "--token-file", str(token_file), "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shared.returncode == 2 and "can be read by others" in shared.stderr and token not in shared.stderr

@@ -21,7 +21,9 @@ def with_server(home: Path, body: Session, name: str = "sample") -> None:
     """Start ``ctxrag mcp --name NAME`` on ``home``, run ``body`` with an initialized session, stop the server."""
 
     async def run() -> None:
-        params = StdioServerParameters(command=CTXRAG[0], args=[*CTXRAG[1:], "mcp", "--name", name], env=service_env(home))
+        params = StdioServerParameters(
+            command=CTXRAG[0], args=[*CTXRAG[1:], "mcp", "--name", name], env=service_env(home)
+        )
         with anyio.fail_after(120):
             async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
@@ -42,7 +44,9 @@ def test_the_tools_search_with_filters_and_list_indexes(sample_home: Path) -> No
     async def body(session: ClientSession) -> None:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert set(tools) == {"search", "list_indexes"}
-        assert {"query", "index", "k", "strategy", "path", "language"} <= set(tools["search"].input_schema["properties"])
+        assert {"query", "index", "k", "strategy", "path", "language"} <= set(
+            tools["search"].input_schema["properties"]
+        )
         failed, found = await search(session, query="retry backoff delay", k=3)
         assert not failed and found["index"] == "sample" and len(found["hits"]) == 3
         first = found["hits"][0]
@@ -102,7 +106,9 @@ def test_a_promoted_version_is_searched_without_a_restart(changing_home: tuple[P
     async def body(session: ClientSession) -> None:
         failed, before = await search(session, query=word, k=1, strategy="bm25")
         assert not failed and all(word not in hit["text"] for hit in before["hits"])
-        (corpus / "docs" / "guide.md").write_text((corpus / "docs" / "guide.md").read_text() + f"\n\n## Islands\n\nThe {word} queue.\n")
+        (corpus / "docs" / "guide.md").write_text(
+            (corpus / "docs" / "guide.md").read_text() + f"\n\n## Islands\n\nThe {word} queue.\n"
+        )
         version = await anyio.to_thread.run_sync(publish, corpus, home)
         failed, after = await search(session, query=word, k=1, strategy="bm25")
         assert not failed and after["version"] == version != before["version"]

@@ -13,12 +13,22 @@ def hit(source: str) -> Hit:
     return Hit(rank=1, chunk_id=f"{source}#0", doc_id=source, chunk_index=0, score=1.0, content="text", context="")
 
 
-@pytest.mark.parametrize("request_", [
-    SearchRequest("", "sample"), SearchRequest("x" * (MAX_QUERY_CHARS + 1), "sample"), SearchRequest("q", "sample", k=0),
-    SearchRequest("q", "sample", k=MAX_K + 1), SearchRequest("q", "sample", k=True), SearchRequest("q", "Bad Name"),
-    SearchRequest("q", "sample", strategy="nope"), SearchRequest("q", "sample", language="klingon"),
-    SearchRequest("q", "sample", path="["), SearchRequest("q", "sample", path="!src/"), SearchRequest("q", "sample", path=" "),
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        SearchRequest("", "sample"),
+        SearchRequest("x" * (MAX_QUERY_CHARS + 1), "sample"),
+        SearchRequest("q", "sample", k=0),
+        SearchRequest("q", "sample", k=MAX_K + 1),
+        SearchRequest("q", "sample", k=True),
+        SearchRequest("q", "Bad Name"),
+        SearchRequest("q", "sample", strategy="nope"),
+        SearchRequest("q", "sample", language="klingon"),
+        SearchRequest("q", "sample", path="["),
+        SearchRequest("q", "sample", path="!src/"),
+        SearchRequest("q", "sample", path=" "),
+    ],
+)
 def test_a_bad_field_is_an_invalid_request(request_: SearchRequest) -> None:
     with pytest.raises(ServiceError) as refused:
         request_.check()
@@ -30,14 +40,19 @@ def test_the_limits_themselves_are_accepted() -> None:
     assert SearchRequest("q", "sample", k=1, language="python", path="src/").check() is not None
 
 
-@pytest.mark.parametrize("path, language, kept", [
-    ("src/", None, {"src/a.py", "src/deep/b.md"}),
-    ("*.py", None, {"src/a.py", "setup.py"}),
-    ("docs/**/*.md", None, {"docs/x/guide.md"}),
-    (None, "markdown", {"src/deep/b.md", "docs/x/guide.md"}),
-    ("src/", "python", {"src/a.py"}),
-])
-def test_a_filter_keeps_the_sources_its_pattern_and_language_match(path: str | None, language: str | None, kept: set[str]) -> None:
+@pytest.mark.parametrize(
+    "path, language, kept",
+    [
+        ("src/", None, {"src/a.py", "src/deep/b.md"}),
+        ("*.py", None, {"src/a.py", "setup.py"}),
+        ("docs/**/*.md", None, {"docs/x/guide.md"}),
+        (None, "markdown", {"src/deep/b.md", "docs/x/guide.md"}),
+        ("src/", "python", {"src/a.py"}),
+    ],
+)
+def test_a_filter_keeps_the_sources_its_pattern_and_language_match(
+    path: str | None, language: str | None, kept: set[str]
+) -> None:
     sources = ["src/a.py", "src/deep/b.md", "setup.py", "docs/x/guide.md", "doc_1"]
     keep = HitFilter.of(path, language)
     assert keep is not None and {source for source in sources if keep.keeps(hit(source))} == kept

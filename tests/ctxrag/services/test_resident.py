@@ -20,12 +20,16 @@ import ctxrag
 from ctxrag.services import resident_socket as resident
 from ctxrag.storage.environment import OFFLINE_DEFAULTS
 from tests.ctxrag.services.conftest import CTXRAG
-from tests.helpers import SAMPLE_CORPUS
 from tests.equipment.other_user import PYTHON, ensure_other_user, other_user_missing
+from tests.helpers import SAMPLE_CORPUS
 
 # The command, telling on stderr whether it loaded what a search in its own process loads.
-CTXRAG_TELLING = [sys.executable, "-c", "import sys\nfrom ctxrag.cli import main\ntry:\n    main()\nfinally:\n"
-                  "    print('LOADED' if 'onnxruntime' in sys.modules or 'pyarrow' in sys.modules else 'ASKED', file=sys.stderr)"]
+CTXRAG_TELLING = [
+    sys.executable,
+    "-c",
+    "import sys\nfrom ctxrag.cli import main\ntry:\n    main()\nfinally:\n"
+    "    print('LOADED' if 'onnxruntime' in sys.modules or 'pyarrow' in sys.modules else 'ASKED', file=sys.stderr)",
+]
 
 
 @pytest.fixture
@@ -62,14 +66,25 @@ def wait_for(condition, what: str, seconds: float = 120) -> None:  # type: ignor
 
 
 def search_command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CTXRAG_TELLING, "search", *args], env=env or dict(os.environ), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [*CTXRAG_TELLING, "search", *args], env=env or dict(os.environ), capture_output=True, text=True, timeout=300
+    )
 
 
-REQUEST = {"query": "retry backoff delay", "index": "sample", "k": 3, "strategy": None, "rerank": "", "rerank_model": ""}
+REQUEST = {
+    "query": "retry backoff delay",
+    "index": "sample",
+    "k": 3,
+    "strategy": None,
+    "rerank": "",
+    "rerank_model": "",
+}
 
 
 @pytest.mark.slow
-def test_a_later_search_asks_the_resident_one_and_prints_what_it_would_have(resident_env: Path, sample_home: Path) -> None:
+def test_a_later_search_asks_the_resident_one_and_prints_what_it_would_have(
+    resident_env: Path, sample_home: Path
+) -> None:
     first = search_command("retry backoff delay", "--name", "sample", "-k", "3", "--json")
     assert first.returncode == 0, first.stderr
     assert first.stderr.strip().endswith("LOADED")  # no resident search yet: this process searched, and started one
@@ -77,18 +92,28 @@ def test_a_later_search_asks_the_resident_one_and_prints_what_it_would_have(resi
 
     for options in (["--json"], [], ["--strategy", "bm25"], ["--strategy", "hybrid(rrf_k=10)", "--json"]):
         asked = search_command("how are failed calls retried", "--name", "sample", "-k", "4", *options)
-        itself = search_command("how are failed calls retried", "--name", "sample", "-k", "4", *options,
-                                env={**os.environ, resident.IDLE_ENV: "0"})
+        itself = search_command(
+            "how are failed calls retried",
+            "--name",
+            "sample",
+            "-k",
+            "4",
+            *options,
+            env={**os.environ, resident.IDLE_ENV: "0"},
+        )
         assert asked.returncode == itself.returncode == 0, (asked.stderr, itself.stderr)
         assert asked.stderr.strip() == "ASKED" and itself.stderr.strip().endswith("LOADED")
         assert asked.stdout == itself.stdout and asked.stdout.strip()
     in_process = ctxrag.search("how are failed calls retried", name="sample", k=4)
-    assert json.loads(search_command("how are failed calls retried", "--name", "sample", "-k", "4", "--json").stdout) == \
-        json.loads(json.dumps([hit.to_dict() for hit in in_process]))
+    assert json.loads(
+        search_command("how are failed calls retried", "--name", "sample", "-k", "4", "--json").stdout
+    ) == json.loads(json.dumps([hit.to_dict() for hit in in_process]))
 
 
 @pytest.mark.slow
-def test_what_the_resident_one_cannot_answer_the_command_answers_as_always(resident_env: Path, sample_home: Path) -> None:
+def test_what_the_resident_one_cannot_answer_the_command_answers_as_always(
+    resident_env: Path, sample_home: Path
+) -> None:
     resident.start(resident_env, sample_home, "sample")
     wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
     with socket.socket(socket.AF_UNIX) as raw:  # not a request: an error line, and the process answers after it
@@ -105,13 +130,16 @@ def test_what_the_resident_one_cannot_answer_the_command_answers_as_always(resid
 
 
 @pytest.mark.slow
-def test_it_exits_when_idle_and_a_killed_ones_socket_is_replaced(resident_env: Path, sample_home: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_exits_when_idle_and_a_killed_ones_socket_is_replaced(
+    resident_env: Path, sample_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(resident.IDLE_ENV, "0.02")  # 1.2 s
     resident.start(resident_env, sample_home, "sample")
     resident.start(resident_env, sample_home, "sample")  # a second start while the first warms: one serves
     wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
-    wait_for(lambda: not resident.running(resident_env) and not resident_env.exists(), "the idle one to exit", seconds=60)
+    wait_for(
+        lambda: not resident.running(resident_env) and not resident_env.exists(), "the idle one to exit", seconds=60
+    )
 
     monkeypatch.setenv(resident.IDLE_ENV, "1")
     resident.start(resident_env, sample_home, "sample")
@@ -124,15 +152,21 @@ def test_it_exits_when_idle_and_a_killed_ones_socket_is_replaced(resident_env: P
 
 
 @pytest.mark.slow
-def test_an_index_run_leaves_one_so_the_first_search_after_it_asks(resident_on: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                   prefect_harness) -> None:  # type: ignore[no-untyped-def]
+def test_an_index_run_leaves_one_so_the_first_search_after_it_asks(
+    resident_on: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_harness
+) -> None:  # type: ignore[no-untyped-def]
     from prefect.settings import PREFECT_API_URL
 
     home = tmp_path / "home"
     monkeypatch.setenv("CTXRAG_HOME", str(home))
     monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
-    indexed = subprocess.run([*CTXRAG, "index", str(SAMPLE_CORPUS), "--name", "fresh", "--contextualizer", "none"],
-                             env=dict(os.environ), capture_output=True, text=True, timeout=600)
+    indexed = subprocess.run(
+        [*CTXRAG, "index", str(SAMPLE_CORPUS), "--name", "fresh", "--contextualizer", "none"],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert indexed.returncode == 0, indexed.stderr
     path = resident.socket_path(home.resolve())
     assert path is not None
@@ -153,7 +187,11 @@ def test_other_settings_other_socket_and_an_unsafe_folder_none(tmp_path: Path, m
         monkeypatch.setenv("TERM", "something-else")  # nothing a search reads
         monkeypatch.setenv(resident.IDLE_ENV, "3")
         assert resident.socket_path(home) == here
-        for name, value in (("CTXRAG_RERANK", "local:/models/ce"), ("VOYAGE_API_KEY", "pa-other"), ("HF_HUB_OFFLINE", "0")):
+        for name, value in (
+            ("CTXRAG_RERANK", "local:/models/ce"),
+            ("VOYAGE_API_KEY", "pa-other"),
+            ("HF_HUB_OFFLINE", "0"),
+        ):
             with monkeypatch.context() as changed:
                 changed.setenv(name, value)
                 assert resident.socket_path(home) not in (None, here), name
@@ -188,9 +226,15 @@ def test_another_user_of_the_machine_cannot_ask(resident_env: Path, sample_home:
     other = ensure_other_user()
     # The other user may reach the folders above (as /tmp): open the runtime folder's parent for the probe.
     os.chmod(resident_env.parent.parent, 0o755)
-    probe = ("import json, socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\n"
-             "    s.sendall(json.dumps(json.loads(sys.argv[2])).encode() + b'\\n')\n    print('ANSWER', s.makefile('rb').readline()[:60])\n"
-             "except OSError as error:\n    print('REFUSED', type(error).__name__)\n")
-    done = subprocess.run(["runuser", "-u", other, "--", PYTHON, "-c", probe, os.fspath(resident_env), json.dumps(REQUEST)],
-                          capture_output=True, text=True, timeout=60)
+    probe = (
+        "import json, socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\n"
+        "    s.sendall(json.dumps(json.loads(sys.argv[2])).encode() + b'\\n')\n    print('ANSWER', s.makefile('rb').readline()[:60])\n"
+        "except OSError as error:\n    print('REFUSED', type(error).__name__)\n"
+    )
+    done = subprocess.run(
+        ["runuser", "-u", other, "--", PYTHON, "-c", probe, os.fspath(resident_env), json.dumps(REQUEST)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.stdout.startswith("REFUSED PermissionError"), (done.stdout, done.stderr)

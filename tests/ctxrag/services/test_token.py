@@ -12,8 +12,20 @@ from ctxrag.services.token import TOKEN_VARIABLE, is_loopback, service_token
 from ctxrag.storage.errors import InvalidInput
 
 
-@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("[::1]", True), ("localhost", True),
-                                            ("0.0.0.0", False), ("::", False), ("192.168.1.5", False), ("example.com", False)])
+@pytest.mark.parametrize(
+    "host, loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.5", False),
+        ("example.com", False),
+    ],
+)
 def test_loopback_addresses(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
@@ -30,7 +42,9 @@ def test_loopback_needs_no_token_and_elsewhere_one_is_required(monkeypatch: pyte
     assert service_token("0.0.0.0", None) == ("a-long-enough-token", f"${TOKEN_VARIABLE}")
 
 
-def test_a_token_file_is_generated_private_then_read_and_refused_once_others_can_read_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_token_file_is_generated_private_then_read_and_refused_once_others_can_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(TOKEN_VARIABLE, raising=False)
     path = tmp_path / "token"
     made, _ = service_token("0.0.0.0", path)

@@ -22,7 +22,9 @@ def test_each_named_backend_is_found_and_an_unknown_one_is_a_clear_error() -> No
 def test_the_embedded_backend_builds_files_and_opens_them_as_a_ranker(tmp_path: Path) -> None:
     backend = EmbeddedBackend()
     texts = ["lemon kiwi", "mango melon", "lemon lemon mango"]
-    state = backend.build("docs", tmp_path, pa.table({"content": texts}), texts, np.eye(3, 4, dtype=np.float32), live=True)
+    state = backend.build(
+        "docs", tmp_path, pa.table({"content": texts}), texts, np.eye(3, 4, dtype=np.float32), live=True
+    )
     assert state is None and sorted(path.name for path in tmp_path.iterdir()) == ["bm25", "embeddings.npy"]
     ranker = backend.open("docs", tmp_path, state, staged=False)
     assert isinstance(ranker, EmbeddedRanker) and ranker.server_fusion is False

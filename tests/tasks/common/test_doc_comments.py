@@ -26,8 +26,10 @@ def test_python_module_docstring_not_the_comments_before_it() -> None:
 
 @pytest.mark.parametrize("path", ["a.js", "a.ts", "a.tsx"])
 def test_javascript_jsdoc_after_use_strict_a_licence_banner_and_imports(path: str) -> None:
-    text = ("/*! lib v1 | MIT */\n'use strict';\nimport x from 'y';\n/**\n * @fileoverview Money helpers.\n"
-            " * @author Someone\n */\nexport function money(v) {\n  return v;\n}\n")
+    text = (
+        "/*! lib v1 | MIT */\n'use strict';\nimport x from 'y';\n/**\n * @fileoverview Money helpers.\n"
+        " * @author Someone\n */\nexport function money(v) {\n  return v;\n}\n"
+    )
     assert words(opening(text, path)) == "Money helpers."
 
 
@@ -36,8 +38,10 @@ def test_javascript_comments_after_the_first_statement_are_not_the_opening() -> 
 
 
 def test_go_package_comment_not_the_licence_before_it() -> None:
-    text = ("// Copyright 2020 The Authors. All rights reserved.\n// Use of this source code is governed by a BSD licence.\n\n"
-            "// Package server serves HTTP.\n// It retries.\npackage server\n")
+    text = (
+        "// Copyright 2020 The Authors. All rights reserved.\n// Use of this source code is governed by a BSD licence.\n\n"
+        "// Package server serves HTTP.\n// It retries.\npackage server\n"
+    )
     assert words(opening(text, "server.go")) == "Package server serves HTTP. It retries."
     assert opening("// Copyright 2020.\n\npackage server\n", "server.go") == ()
 
@@ -49,8 +53,10 @@ def test_rust_inner_doc_comments() -> None:
 
 
 def test_java_class_javadoc_after_package_and_imports() -> None:
-    text = ("/*\n * Licensed under the Apache License.\n */\npackage p;\n\nimport java.util.List;\n\n"
-            "/**\n * The shape registry.\n *\n * @since 1.0\n */\n@Deprecated\npublic class Registry {}\n")
+    text = (
+        "/*\n * Licensed under the Apache License.\n */\npackage p;\n\nimport java.util.List;\n\n"
+        "/**\n * The shape registry.\n *\n * @since 1.0\n */\n@Deprecated\npublic class Registry {}\n"
+    )
     assert words(opening(text, "Registry.java")) == "The shape registry."
 
 

@@ -14,7 +14,10 @@ def test_progress_text_names_the_stage_what_it_counts_and_percentage() -> None:
 
 def test_an_empty_stage_says_there_is_nothing_to_do_and_why() -> None:
     """Not "0 of 0 (100%)": the card says in words that earlier runs did the work."""
-    assert progress_text("contextualizing", 0, 0, "chunks", stored=737) == "ctxrag: contextualizing: nothing to do (all 737 chunks stored)"
+    assert (
+        progress_text("contextualizing", 0, 0, "chunks", stored=737)
+        == "ctxrag: contextualizing: nothing to do (all 737 chunks stored)"
+    )
     assert progress_text("evaluating", 0, 0, "searches") == "ctxrag: evaluating: nothing to do (no searches)"
 
 
@@ -39,4 +42,6 @@ def test_a_stage_inside_a_flow_leaves_a_progress_artifact_at_100_percent_with_it
             artifact_filter=ArtifactFilter(type=ArtifactFilterType(any_=["progress"])),
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id])),
         )
-    assert [(artifact.data, artifact.description) for artifact in artifacts] == [(100.0, "ctxrag: embedding: 10 of 10 texts (100%)")]
+    assert [(artifact.data, artifact.description) for artifact in artifacts] == [
+        (100.0, "ctxrag: embedding: 10 of 10 texts (100%)")
+    ]

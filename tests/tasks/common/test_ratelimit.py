@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC
 
 from ctxrag.tasks.common.ratelimit import RateLimiter
 
@@ -57,9 +58,9 @@ def test_a_pause_holds_every_caller() -> None:
 
 
 def _headers(remaining: int, reset_in_s: float) -> dict[str, str]:
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    reset = (datetime.now(timezone.utc) + timedelta(seconds=reset_in_s)).isoformat().replace("+00:00", "Z")
+    reset = (datetime.now(UTC) + timedelta(seconds=reset_in_s)).isoformat().replace("+00:00", "Z")
     return {"anthropic-ratelimit-requests-remaining": str(remaining), "anthropic-ratelimit-requests-reset": reset}
 
 

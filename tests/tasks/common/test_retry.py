@@ -16,7 +16,20 @@ class StatusError(Exception):
         self.response = SimpleNamespace(status_code=status, headers={"retry-after": retry_after} if retry_after else {})
 
 
-@pytest.mark.parametrize(("status", "retryable"), [(408, True), (409, True), (429, True), (500, True), (529, True), (400, False), (401, False), (404, False), (422, False)])
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [
+        (408, True),
+        (409, True),
+        (429, True),
+        (500, True),
+        (529, True),
+        (400, False),
+        (401, False),
+        (404, False),
+        (422, False),
+    ],
+)
 def test_which_statuses_are_retried(status: int, retryable: bool) -> None:
     assert is_retryable(StatusError(status)) is retryable
 

@@ -39,7 +39,9 @@ def test_calls_in_flight_are_bounded_by_the_servers_limit_and_waits_are_counted(
                 waits.append(waited)
                 if open_now == 2:
                     two_open.set()
-            two_open.wait(timeout=20)  # the first call holds its slot until a second is granted (a loaded server is slow)
+            two_open.wait(
+                timeout=20
+            )  # the first call holds its slot until a second is granted (a loaded server is slow)
             time.sleep(0.4)
             with lock:
                 open_now -= 1
@@ -73,7 +75,9 @@ time.sleep(600)
 
 
 @pytest.mark.server
-def test_a_killed_workers_slots_come_back_when_their_leases_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_killed_workers_slots_come_back_when_their_leases_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A process holding every slot is killed: its leases end (60 s, the server's shortest) and the server's
     repossessor frees them; the limit held meanwhile. Needs a full local server (Prefect's temporary one runs no
     repossessor: under it the whole server ends with the command)."""
@@ -88,9 +92,15 @@ def test_a_killed_workers_slots_come_back_when_their_leases_end(tmp_path: Path, 
         server, _ = ensure_server(prefect_home)
         provider = f"killed-{uuid.uuid4().hex[:8]}"
         auth = home_auth(prefect_home)  # the local server answers its owner's commands only
-        env = {**os.environ, "PREFECT_API_URL": server.api_url, "PREFECT_API_AUTH_STRING": auth, "PYTHONPATH": str(REPO)}
-        holder = subprocess.Popen([sys.executable, "-c", HOLD, provider], env=env, stdout=subprocess.PIPE, text=True,
-                                  start_new_session=True)
+        env = {
+            **os.environ,
+            "PREFECT_API_URL": server.api_url,
+            "PREFECT_API_AUTH_STRING": auth,
+            "PYTHONPATH": str(REPO),
+        }
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD, provider], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+        )
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         finally:
@@ -103,7 +113,9 @@ def test_a_killed_workers_slots_come_back_when_their_leases_end(tmp_path: Path, 
         assert 50.0 < time.monotonic() - killed_at < 120.0, "the slot came back before the lease ended, or never"
 
 
-def test_a_server_that_cannot_keep_the_budget_leaves_the_process_limits_in_charge(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_server_that_cannot_keep_the_budget_leaves_the_process_limits_in_charge(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
 
     limiter = RateLimiter(max_in_flight=1, budget=RunBudget("http://127.0.0.1:9/api", "nowhere", 1))  # nothing listens
@@ -113,7 +125,9 @@ def test_a_server_that_cannot_keep_the_budget_leaves_the_process_limits_in_charg
 
 
 @pytest.mark.usefixtures("prefect_harness")
-def test_voyage_calls_of_a_dask_worker_take_the_runs_budget_on_the_server(voyage_simulator, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_voyage_calls_of_a_dask_worker_take_the_runs_budget_on_the_server(
+    voyage_simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """In a Dask worker Voyage's limiter leases its slots from the server's ``ctxrag-voyage-in-flight`` limit (set
     from CTXRAG_VOYAGE_CONCURRENCY), so every worker's calls together stay within it."""
     from prefect.client.orchestration import get_client
@@ -127,7 +141,10 @@ def test_voyage_calls_of_a_dask_worker_take_the_runs_budget_on_the_server(voyage
     monkeypatch.setattr(ratelimit, "_shared", {})
     monkeypatch.setenv("CTXRAG_VOYAGE_CONCURRENCY", "2")
     voyage_simulator.latency_seconds = 0.3
-    threads = [threading.Thread(target=VoyageEmbedder(EmbedderSpec("voyage", "voyage-2", 0)).embed, args=([f"text {i}"],)) for i in range(5)]
+    threads = [
+        threading.Thread(target=VoyageEmbedder(EmbedderSpec("voyage", "voyage-2", 0)).embed, args=([f"text {i}"],))
+        for i in range(5)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -33,20 +33,41 @@ def test_every_grammar_loads_with_its_queries(name: str) -> None:
     assert loaded(name).query.pattern_count == len(GRAMMARS[name].patterns)
 
 
-@pytest.mark.parametrize("path, grammars", [
-    ("src/app.py", ("python",)), ("web/app.jsx", ("javascript",)), ("web/app.ts", ("typescript",)),
-    ("web/App.tsx", ("tsx",)), ("cmd/main.go", ("go",)), ("src/Main.java", ("java",)), ("src/lib.rs", ("rust",)),
-    ("bin/run.sh", ("shell",)), ("src/x.c", ("c",)), ("include/x.h", ("cpp", "c")), ("src/x.cc", ("cpp",)),
-    ("lib/x.rb", ()), ("doc_1", ()), ("notes.txt", ()),
-])
+@pytest.mark.parametrize(
+    "path, grammars",
+    [
+        ("src/app.py", ("python",)),
+        ("web/app.jsx", ("javascript",)),
+        ("web/app.ts", ("typescript",)),
+        ("web/App.tsx", ("tsx",)),
+        ("cmd/main.go", ("go",)),
+        ("src/Main.java", ("java",)),
+        ("src/lib.rs", ("rust",)),
+        ("bin/run.sh", ("shell",)),
+        ("src/x.c", ("c",)),
+        ("include/x.h", ("cpp", "c")),
+        ("src/x.cc", ("cpp",)),
+        ("lib/x.rb", ()),
+        ("doc_1", ()),
+        ("notes.txt", ()),
+    ],
+)
 def test_a_files_grammars_come_from_its_name(path: str, grammars: tuple[str, ...]) -> None:
     assert grammars_for(path) == grammars
 
 
 def test_python_classes_methods_and_decorated_definitions_nest() -> None:
-    found = tree('"""Doc."""\nclass A(B):\n    x = 1\n\n    @property\n    def b(self):\n        def inner():\n'
-                 "            pass\n        return 1\n\n\nasync def c():\n    pass\n", "m.py")
-    assert paths(found) == ["class A(B)", "class A(B) > def b(self)", "class A(B) > def b(self) > def inner()", "async def c()"]
+    found = tree(
+        '"""Doc."""\nclass A(B):\n    x = 1\n\n    @property\n    def b(self):\n        def inner():\n'
+        "            pass\n        return 1\n\n\nasync def c():\n    pass\n",
+        "m.py",
+    )
+    assert paths(found) == [
+        "class A(B)",
+        "class A(B) > def b(self)",
+        "class A(B) > def b(self) > def inner()",
+        "async def c()",
+    ]
     method = found.definitions[1]
     assert (method.lead, method.start, method.header_line, method.end) == (3, 4, 5, 8)  # the blank line and decorator
 
@@ -70,33 +91,55 @@ const Comp = () => <div>{call()}</div>;
 
 def test_javascript_constants_holding_functions_exported_objects_and_classes_are_definitions() -> None:
     found = tree(JAVASCRIPT, "web/app.jsx")
-    assert paths(found) == ["const isThing = (v)", "export const f = function ()", "export class K extends B",
-                            "export class K extends B > m()", "export class K extends B > handle = ()",
-                            "export const config", "const Comp = ()"]
-    assert "named" not in [definition.name for definition in found.definitions]  # a function expression in `cond && ...`
+    assert paths(found) == [
+        "const isThing = (v)",
+        "export const f = function ()",
+        "export class K extends B",
+        "export class K extends B > m()",
+        "export class K extends B > handle = ()",
+        "export const config",
+        "const Comp = ()",
+    ]
+    assert "named" not in [
+        definition.name for definition in found.definitions
+    ]  # a function expression in `cond && ...`
 
 
 def test_code_after_a_function_expression_is_not_inside_it() -> None:
     found = tree(JAVASCRIPT, "web/app.js")
     line = JAVASCRIPT.splitlines().index("export class K extends B {")
-    assert [definition.header for definition in found.enclosing(line + 1, line + 1)] == ["export class K extends B", "m()"]
+    assert [definition.header for definition in found.enclosing(line + 1, line + 1)] == [
+        "export class K extends B",
+        "m()",
+    ]
     assert found.enclosing(5, 7) == []  # the `export default cond && function named` statement
 
 
 def test_typescript_and_tsx_types_interfaces_enums_and_namespaces() -> None:
-    text = ("export interface Shape { area(): number }\nexport type Id = string | number;\nenum Color { Red }\n"
-            "export abstract class Base<T> implements Shape {\n  public static make(): Base<number> { return null as any; }\n}\n"
-            "namespace NS { export function q() {} }\n")
-    assert paths(tree(text, "a.ts")) == ["export interface Shape", "export type Id", "enum Color",
-                                         "export abstract class Base<T> implements Shape",
-                                         "export abstract class Base<T> implements Shape > public static make(): Base<number>",
-                                         "namespace NS", "namespace NS > export function q()"]
-    assert paths(tree("export const App = () => <main className='x'>{1}</main>;\n", "App.tsx")) == ["export const App = ()"]
+    text = (
+        "export interface Shape { area(): number }\nexport type Id = string | number;\nenum Color { Red }\n"
+        "export abstract class Base<T> implements Shape {\n  public static make(): Base<number> { return null as any; }\n}\n"
+        "namespace NS { export function q() {} }\n"
+    )
+    assert paths(tree(text, "a.ts")) == [
+        "export interface Shape",
+        "export type Id",
+        "enum Color",
+        "export abstract class Base<T> implements Shape",
+        "export abstract class Base<T> implements Shape > public static make(): Base<number>",
+        "namespace NS",
+        "namespace NS > export function q()",
+    ]
+    assert paths(tree("export const App = () => <main className='x'>{1}</main>;\n", "App.tsx")) == [
+        "export const App = ()"
+    ]
 
 
 def test_go_methods_name_their_receiver_type() -> None:
-    text = ("// Package server serves.\npackage server\n\ntype Server struct {\n\taddr string\n}\n\n"
-            "// Start starts it.\nfunc (s *Server) Start() error {\n\treturn nil\n}\n")
+    text = (
+        "// Package server serves.\npackage server\n\ntype Server struct {\n\taddr string\n}\n\n"
+        "// Start starts it.\nfunc (s *Server) Start() error {\n\treturn nil\n}\n"
+    )
     found = tree(text, "server.go")
     assert paths(found) == ["type Server struct", "func (s *Server) Start() error"]
     assert found.definitions[1].name == "Start" and found.definitions[1].lead == 6  # its comment and the blank line
@@ -111,16 +154,26 @@ def test_rust_impl_blocks_enclose_their_functions() -> None:
 
 
 def test_java_classes_constructors_and_methods_without_their_annotations() -> None:
-    text = ("package p;\n\n/** Registry. */\n@Deprecated\npublic class Registry {\n    @Override\n"
-            "    public String toString() { return \"\"; }\n    Registry() {}\n}\n")
-    assert paths(tree(text, "Registry.java")) == ["public class Registry", "public class Registry > public String toString()",
-                                                  "public class Registry > Registry()"]
+    text = (
+        "package p;\n\n/** Registry. */\n@Deprecated\npublic class Registry {\n    @Override\n"
+        '    public String toString() { return ""; }\n    Registry() {}\n}\n'
+    )
+    assert paths(tree(text, "Registry.java")) == [
+        "public class Registry",
+        "public class Registry > public String toString()",
+        "public class Registry > Registry()",
+    ]
 
 
 def test_c_cpp_and_shell_functions() -> None:
-    assert paths(tree("static int\nadd(int a, int b)\n{\n    return a + b;\n}\n", "x.c")) == ["static int add(int a, int b)"]
+    assert paths(tree("static int\nadd(int a, int b)\n{\n    return a + b;\n}\n", "x.c")) == [
+        "static int add(int a, int b)"
+    ]
     assert paths(tree("namespace ns {\nclass Box {\n  int get() const { return 1; }\n};\n}\n", "x.cpp")) == [
-        "namespace ns", "namespace ns > class Box", "namespace ns > class Box > int get() const"]
+        "namespace ns",
+        "namespace ns > class Box",
+        "namespace ns > class Box > int get() const",
+    ]
     assert paths(tree("#!/bin/sh\nbuild() {\n  echo hi\n}\n", "run.sh")) == ["build()"]
 
 
@@ -143,8 +196,13 @@ def test_the_code_a_chunk_shows_whole_and_goes_past_does_not_enclose_it() -> Non
 
 
 def test_a_small_syntax_error_is_tolerated_but_the_definition_it_is_in_is_left_out() -> None:
-    header = ('#ifdef __cplusplus\nextern "C" {\n#endif\n\n' + "".join(f"int f{n}(int a);\n" for n in range(30))
-              + "\nint add(int a, int b)\n{\n    return a + b;\n}\n\n#ifdef __cplusplus\n}\n#endif\n")
+    header = (
+        '#ifdef __cplusplus\nextern "C" {\n#endif\n\n'
+        + "".join(f"int f{n}(int a);\n" for n in range(30))
+        + "\nint add(int a, int b)\n{\n    return a + b;\n}\n\n#ifdef __cplusplus\n}\n#endif\n"
+    )
     assert [d.name for d in tree(header, "api.h").definitions] == ["add"]  # the unclosed extern "C" block: one error
-    text = "def ok():\n    return 1\n\n\ndef broken():\n    return )\n" + "".join(f"\n\ndef f{n}():\n    return {n}\n" for n in range(20))
+    text = "def ok():\n    return 1\n\n\ndef broken():\n    return )\n" + "".join(
+        f"\n\ndef f{n}():\n    return {n}\n" for n in range(20)
+    )
     assert [d.name for d in tree(text, "legacy.py").definitions] == ["ok", *(f"f{n}" for n in range(20))]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ctxrag.tasks.common.models import Chunk, Document
+from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer, ClaudeSummarizer
 from ctxrag.tasks.context.offline import (
     MAX_DEFINED_NAMES,
     ContextualizerKind,
@@ -13,9 +15,7 @@ from ctxrag.tasks.context.offline import (
     context_key_of,
     shorten_defines,
 )
-from ctxrag.tasks.context.claude.contextualizer import ClaudeContextualizer, ClaudeSummarizer
 from ctxrag.tasks.context.spec import make_contextualizer
-from ctxrag.tasks.common.models import Chunk, Document
 
 PY = '''\
 """Retry helpers for workers."""
@@ -39,7 +39,10 @@ def code_document(content: str = PY, title: str = "tinyq/retry.py") -> Document:
 
 
 def chunks_of(document: Document, pieces: list[str], **extra: str) -> list[Chunk]:
-    return [Chunk(f"{document.doc_id}#{i}", document.doc_id, i, piece, document.doc_sha, **extra) for i, piece in enumerate(pieces)]
+    return [
+        Chunk(f"{document.doc_id}#{i}", document.doc_id, i, piece, document.doc_sha, **extra)
+        for i, piece in enumerate(pieces)
+    ]
 
 
 # --- structural, code --------------------------------------------------------------------------------------------
@@ -66,7 +69,9 @@ def test_code_contexts_one_per_chunk_in_order() -> None:
         "Inside: class Retry > def run(self, job)",
         "Inside: def backoff(n)",
     ]
-    assert all(context.startswith("File: tinyq/retry.py.\nRetry helpers for workers.\nDefines: ") for context in contexts)
+    assert all(
+        context.startswith("File: tinyq/retry.py.\nRetry helpers for workers.\nDefines: ") for context in contexts
+    )
 
 
 def test_code_chunk_before_any_definition_has_no_inside_line() -> None:
@@ -115,7 +120,10 @@ def test_shorten_defines_cuts_only_the_defines_line_at_a_name_boundary() -> None
     context = "File: a.py.\nDefines: alpha, beta, gamma, delta.\nInside: class A"
     assert shorten_defines(context, 26) == "File: a.py.\nDefines: alpha, beta, ...\nInside: class A"
     assert shorten_defines(context, 200) == context  # short enough already
-    assert shorten_defines("Page: intro.\nSection: Defines: a, b, c, d, e, f.", 10) == "Page: intro.\nSection: Defines: a, b, c, d, e, f."
+    assert (
+        shorten_defines("Page: intro.\nSection: Defines: a, b, c, d, e, f.", 10)
+        == "Page: intro.\nSection: Defines: a, b, c, d, e, f."
+    )
 
 
 def test_code_document_without_structure_gives_empty_contexts() -> None:
@@ -181,12 +189,23 @@ def test_a_tree_gives_the_doc_comment_and_paths_a_function_expression_does_not_l
     assert [context.split("\n")[-1] for context in contexts[1:]] == ["Inside: export class Fmt > pad(s)"] * 2
 
 
-@pytest.mark.parametrize("path, text, piece, inside", [
-    ("server.go", "// Package server serves.\npackage server\n\nfunc (s *Server) Start() error {\n\treturn nil\n}\n",
-     "\treturn nil\n", "Inside: func (s *Server) Start() error"),
-    ("src/lib.rs", "//! Bars.\nimpl Foo for Bar {\n    fn go(&self) -> i32 {\n        1\n    }\n}\n",
-     "        1\n", "Inside: impl Foo for Bar > fn go(&self) -> i32"),
-])
+@pytest.mark.parametrize(
+    "path, text, piece, inside",
+    [
+        (
+            "server.go",
+            "// Package server serves.\npackage server\n\nfunc (s *Server) Start() error {\n\treturn nil\n}\n",
+            "\treturn nil\n",
+            "Inside: func (s *Server) Start() error",
+        ),
+        (
+            "src/lib.rs",
+            "//! Bars.\nimpl Foo for Bar {\n    fn go(&self) -> i32 {\n        1\n    }\n}\n",
+            "        1\n",
+            "Inside: impl Foo for Bar > fn go(&self) -> i32",
+        ),
+    ],
+)
 def test_go_receivers_and_rust_impl_blocks_in_the_path(path: str, text: str, piece: str, inside: str) -> None:
     document = code_document(text, path)
     [context] = StructuralContextualizer().contextualize(document, chunks_of(document, [piece]))
@@ -197,11 +216,17 @@ def test_python_gets_the_heuristic_contexts_by_choice(monkeypatch: pytest.Monkey
     content = "class Retry:\n    # Runs it.\n    def run(self, job):\n        return job()\n"
     document = code_document(content, "retry.py")
     chunk = chunks_of(document, ["    # Runs it.\n    def run(self, job):\n        return job()\n"])
-    assert StructuralContextualizer().contextualize(document, chunk)[0].endswith("Inside: class Retry")  # the regex path
+    assert (
+        StructuralContextualizer().contextualize(document, chunk)[0].endswith("Inside: class Retry")
+    )  # the regex path
     from ctxrag.tasks.common import grammars
 
     monkeypatch.setattr(grammars, "REGEX_BY_CHOICE", frozenset())  # on its tree the comment goes with its method
-    assert StructuralContextualizer().contextualize(document, chunk)[0].endswith("Inside: class Retry > def run(self, job)")
+    assert (
+        StructuralContextualizer()
+        .contextualize(document, chunk)[0]
+        .endswith("Inside: class Retry > def run(self, job)")
+    )
 
 
 def test_a_file_with_a_syntax_error_gets_the_heuristic_contexts() -> None:
@@ -216,7 +241,9 @@ def test_a_file_with_a_syntax_error_gets_the_heuristic_contexts() -> None:
 def test_docs_page_context_has_page_title_section_and_summary() -> None:
     link = "https://docs.example.com/en/docs/build-with-claude/tool-use"
     document = Document(link, "Tool use", "Body text.", "docs", "eval.json")
-    chunk = Chunk(f"{link}#chunk_0", link, 0, "Body text.", document.doc_sha, heading="Examples", summary="About tools.")
+    chunk = Chunk(
+        f"{link}#chunk_0", link, 0, "Body text.", document.doc_sha, heading="Examples", summary="About tools."
+    )
     assert StructuralContextualizer().contextualize(document, [chunk]) == [
         "Page: build with claude > tool use.\nTitle: Tool use.\nSection: Examples.\nAbout tools."
     ]
@@ -226,7 +253,9 @@ def test_prose_context_without_summary() -> None:
     link = "https://docs.example.com/en/docs/tokens"
     document = Document(link, "Tokens", "Body.", "docs", "eval.json")
     chunk = Chunk(f"{link}#chunk_1", link, 1, "Body.", document.doc_sha, heading="Counting")
-    assert StructuralContextualizer().contextualize(document, [chunk]) == ["Page: tokens.\nTitle: Tokens.\nSection: Counting."]
+    assert StructuralContextualizer().contextualize(document, [chunk]) == [
+        "Page: tokens.\nTitle: Tokens.\nSection: Counting."
+    ]
 
 
 def test_markdown_context_uses_the_title_as_page_and_skips_repeats() -> None:
@@ -236,7 +265,10 @@ def test_markdown_context_uses_the_title_as_page_and_skips_repeats() -> None:
         Chunk("docs/guide.md#1", document.doc_id, 1, "Text.", document.doc_sha, heading="Guide > Setup"),
     ]
     # the page is the title, so no separate Title line; a heading equal to the title is not repeated
-    assert StructuralContextualizer().contextualize(document, chunks) == ["Page: Guide.", "Page: Guide.\nSection: Guide > Setup."]
+    assert StructuralContextualizer().contextualize(document, chunks) == [
+        "Page: Guide.",
+        "Page: Guide.\nSection: Guide > Setup.",
+    ]
 
 
 def test_text_document_without_title_or_heading() -> None:
@@ -273,7 +305,10 @@ def test_every_kind_has_a_contextualizer_named_after_it(kind: ContextualizerKind
 def test_from_str_error_lists_the_choices(value: str) -> None:
     with pytest.raises(ValueError) as raised:
         ContextualizerKind.from_str(value)
-    assert str(raised.value) == f"unknown contextualizer {value!r}; choose one of: structural, none, claude, claude-summary"
+    assert (
+        str(raised.value)
+        == f"unknown contextualizer {value!r}; choose one of: structural, none, claude, claude-summary"
+    )
     with pytest.raises(ValueError, match="choose one of: structural, none, claude, claude-summary"):
         make_contextualizer(value)
 
@@ -293,9 +328,13 @@ def test_context_key_follows_the_chunk_content_not_its_id() -> None:
     document = code_document()
     [chunk] = chunks_of(document, ["        return job()\n"])
     renamed = Chunk("another-id", chunk.doc_id, chunk.chunk_index, chunk.content, chunk.doc_sha)
-    assert context_key(renamed, StructuralContextualizer(), document) == context_key(chunk, StructuralContextualizer(), document)
+    assert context_key(renamed, StructuralContextualizer(), document) == context_key(
+        chunk, StructuralContextualizer(), document
+    )
     moved = Chunk(chunk.chunk_id, chunk.doc_id, chunk.chunk_index + 1, chunk.content, chunk.doc_sha)
-    assert context_key(moved, StructuralContextualizer(), document) != context_key(chunk, StructuralContextualizer(), document)
+    assert context_key(moved, StructuralContextualizer(), document) != context_key(
+        chunk, StructuralContextualizer(), document
+    )
 
 
 def test_structural_key_covers_what_it_writes_beyond_the_chunk_the_title_heading_and_summary() -> None:
@@ -307,8 +346,12 @@ def test_structural_key_covers_what_it_writes_beyond_the_chunk_the_title_heading
     assert plain.key == summarized.key == moved.key  # the chunk key sees only the document's and the chunk's bytes
     structural = StructuralContextualizer()
     assert StructuralContextualizer().contextualize(page, [plain]) != structural.contextualize(page, [summarized])
-    keys = {context_key(plain, structural, page), context_key(summarized, structural, page),
-            context_key(moved, structural, page), context_key(plain, structural, retitled)}
+    keys = {
+        context_key(plain, structural, page),
+        context_key(summarized, structural, page),
+        context_key(moved, structural, page),
+        context_key(plain, structural, retitled),
+    }
     assert len(keys) == 4  # so each context has its own key: a corpus indexed with and without summaries shares none
 
 

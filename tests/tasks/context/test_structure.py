@@ -248,8 +248,12 @@ def test_c_function_with_an_empty_body_does_not_swallow_the_next_one() -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["        raise UnknownTask(name) from None\n", "    await sleep(delay)\n", "    yield from drain(self)\n",
-     "    match parse(input) {\n"],
+    [
+        "        raise UnknownTask(name) from None\n",
+        "    await sleep(delay)\n",
+        "    yield from drain(self)\n",
+        "    match parse(input) {\n",
+    ],
 )
 def test_statements_that_call_are_not_definitions(line: str) -> None:
     assert find_definitions(line) == []

@@ -9,7 +9,12 @@ import pytest
 
 from ctxrag.storage.artifacts import RowCache
 from ctxrag.tasks.embedding.embed import (
-    LOCAL_PERSIST_EVERY, PERSIST_EVERY, EmbedderSpec, LocalEmbedder, embed_missing, embed_with_cache,
+    LOCAL_PERSIST_EVERY,
+    PERSIST_EVERY,
+    EmbedderSpec,
+    LocalEmbedder,
+    embed_missing,
+    embed_with_cache,
 )
 from ctxrag.tasks.embedding.windows import split_windows
 
@@ -49,7 +54,10 @@ def test_the_local_model_embeds_larger_parts_than_a_paid_api(tmp_path: Path) -> 
     """Local windows are batched within a part, so a larger part pads less; a paid API's part stays small, so a
     killed run loses few paid vectors."""
     texts = [f"text {number}" for number in range(LOCAL_PERSIST_EVERY + 1)]
-    for spec, every in ((EmbedderSpec(window_tokens=256), LOCAL_PERSIST_EVERY), (EmbedderSpec("voyage", "voyage-2", 0), PERSIST_EVERY)):
+    for spec, every in (
+        (EmbedderSpec(window_tokens=256), LOCAL_PERSIST_EVERY),
+        (EmbedderSpec("voyage", "voyage-2", 0), PERSIST_EVERY),
+    ):
         embedder = CallRecorder()
         embed_missing(texts, spec, RowCache(tmp_path / spec.provider, "embeddings"), embedder=embedder)
         assert max(embedder.calls) == every and sum(embedder.calls) == len(texts)
@@ -77,7 +85,9 @@ class TokenCountingEmbedder(CountingEmbedder):
 
 def test_the_cache_orders_by_token_count_when_the_embedder_counts_tokens(tmp_path: Path) -> None:
     embedder = TokenCountingEmbedder()
-    vectors, _ = embed_with_cache(["a b c", "longest-in-characters", "a b"], EmbedderSpec(), RowCache(tmp_path, "e"), embedder=embedder)
+    vectors, _ = embed_with_cache(
+        ["a b c", "longest-in-characters", "a b"], EmbedderSpec(), RowCache(tmp_path, "e"), embedder=embedder
+    )
     assert embedder.seen == ["a b c", "a b", "longest-in-characters"]
     assert vectors[:, 0].tolist() == [5, 21, 3]
 
@@ -115,7 +125,9 @@ def test_a_windowed_spec_averages_the_windows_the_model_embeds() -> None:
     windows = split_windows(text, 32, embedder._piece_counts)
     assert len(windows) > 2 and all(window.startswith("File: app/views.py.\n\n") for window in windows)
     ids, owners = embedder._window_ids([short_text := spec.embedded_text("", "x = 1"), text])
-    assert ids == [embedder.model.tokenizer(window)["input_ids"] for window in [short_text.strip(), *windows]]  # tokenized once
+    assert ids == [
+        embedder.model.tokenizer(window)["input_ids"] for window in [short_text.strip(), *windows]
+    ]  # tokenized once
     assert owners == [0] + [1] * len(windows)
     expected = plain.embed(windows).sum(axis=0)
     library = embedder.model.encode(windows, normalize_embeddings=False).sum(axis=0)  # sentence-transformers' own path
@@ -125,4 +137,6 @@ def test_a_windowed_spec_averages_the_windows_the_model_embeds() -> None:
     assert float(vector @ plain.embed([text])[0]) < 0.999  # not the whole text's vector
     short = spec.embedded_text("File: a.py.", "x = 1")
     assert float(embedder.embed([short])[0] @ plain.embed(["File: a.py.\n\nx = 1"])[0]) > 0.9999  # one window
-    assert np.allclose(embedder.embed(["where is the router?"], "query"), plain.embed(["where is the router?"], "query"))
+    assert np.allclose(
+        embedder.embed(["where is the router?"], "query"), plain.embed(["where is the router?"], "query")
+    )

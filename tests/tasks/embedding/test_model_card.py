@@ -31,11 +31,23 @@ def folder(path: Path, config: dict | None = None, weights: str = "model.safeten
 
 
 def test_sentence_transformers_files_say_pooling_prefixes_and_length(tmp_path: Path) -> None:
-    card = read_model_folder(folder(
-        tmp_path / "m", **{"1_Pooling__config.json": {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False},
-                           "config_sentence_transformers.json": {"prompts": {"query": "q: ", "passage": "p: "}},
-                           "sentence_bert_config.json": {"max_seq_length": 256}}))
-    assert (card.kind, card.pooling, card.query_prefix, card.document_prefix, card.max_length) == ("bi-encoder", "cls", "q: ", "p: ", 256)
+    card = read_model_folder(
+        folder(
+            tmp_path / "m",
+            **{
+                "1_Pooling__config.json": {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False},
+                "config_sentence_transformers.json": {"prompts": {"query": "q: ", "passage": "p: "}},
+                "sentence_bert_config.json": {"max_seq_length": 256},
+            },
+        )
+    )
+    assert (card.kind, card.pooling, card.query_prefix, card.document_prefix, card.max_length) == (
+        "bi-encoder",
+        "cls",
+        "q: ",
+        "p: ",
+        256,
+    )
     assert card.runtime == "torch" and card.precision == "fp32"
 
 
@@ -49,16 +61,28 @@ def test_the_table_fills_what_a_known_model_s_folder_does_not_say(tmp_path: Path
     assert (plain.pooling, plain.query_prefix, plain.max_length) == ("mean", "", 128)
 
 
-@pytest.mark.parametrize(("setup", "message"), [
-    (lambda path: path, "is not a folder"),
-    (lambda path: (path.mkdir(), path)[1], "has no tokenizer.json"),
-    (lambda path: ((folder(path), (path / "config.json").unlink()), path)[1], "has no config.json"),
-    (lambda path: ((folder(path), (path / "tokenizer.json").unlink()), path)[1], "has no tokenizer.json"),
-    (lambda path: folder(path, weights=""), "has no weights"),
-    (lambda path: ((folder(path), (path / "config.json").write_text("{not json")), path)[1], "is not readable JSON"),
-    (lambda path: folder(path, config={"architectures": ["BertForSequenceClassification"]}), "holds a cross-encoder"),
-    (lambda path: folder(path, **{"1_Pooling__config.json": {"pooling_mode_max_tokens": True}}), "pooling pooling_mode_max_tokens is not supported"),
-])
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda path: path, "is not a folder"),
+        (lambda path: (path.mkdir(), path)[1], "has no tokenizer.json"),
+        (lambda path: ((folder(path), (path / "config.json").unlink()), path)[1], "has no config.json"),
+        (lambda path: ((folder(path), (path / "tokenizer.json").unlink()), path)[1], "has no tokenizer.json"),
+        (lambda path: folder(path, weights=""), "has no weights"),
+        (
+            lambda path: ((folder(path), (path / "config.json").write_text("{not json")), path)[1],
+            "is not readable JSON",
+        ),
+        (
+            lambda path: folder(path, config={"architectures": ["BertForSequenceClassification"]}),
+            "holds a cross-encoder",
+        ),
+        (
+            lambda path: folder(path, **{"1_Pooling__config.json": {"pooling_mode_max_tokens": True}}),
+            "pooling pooling_mode_max_tokens is not supported",
+        ),
+    ],
+)
 def test_a_bad_folder_is_one_error_naming_it(tmp_path: Path, setup, message: str) -> None:  # type: ignore[no-untyped-def]
     path = setup(tmp_path / "model")
     with pytest.raises(ModelFolderError, match=message) as raised:
@@ -74,7 +98,9 @@ def test_a_bi_encoder_is_refused_as_a_reranker(tmp_path: Path) -> None:
 def test_an_id_that_is_not_here_says_so_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(ModelFolderError, match="not a folder here, and Hugging Face did not give it .HF_HUB_OFFLINE is set"):
+    with pytest.raises(
+        ModelFolderError, match="not a folder here, and Hugging Face did not give it .HF_HUB_OFFLINE is set"
+    ):
         resolve_model("someone/not-a-model-here")
     with pytest.raises(ModelFolderError, match="is not a folder"):
         resolve_model("./no/such/folder")
@@ -90,7 +116,11 @@ def test_a_folder_model_s_spec_records_where_it_is_and_its_fingerprint_keys_ever
     assert changed.fingerprint != spec.fingerprint
     assert changed.cache_key("text", "document") != spec.cache_key("text", "document")
     packaged = EmbedderSpec.choose("local", None, 512, None)
-    assert packaged.packaged and "source" not in packaged.to_dict() and packaged == EmbedderSpec.choose("local", "all-MiniLM-L6-v2", 512, None)
+    assert (
+        packaged.packaged
+        and "source" not in packaged.to_dict()
+        and packaged == EmbedderSpec.choose("local", "all-MiniLM-L6-v2", 512, None)
+    )
 
 
 def onnx_only(path: Path, output: str) -> Path:
@@ -99,9 +129,12 @@ def onnx_only(path: Path, output: str) -> Path:
     from onnx import TensorProto, helper
 
     path.mkdir(parents=True, exist_ok=True)
-    graph = helper.make_graph([helper.make_node("Identity", ["input_ids"], [output])], "g",
-                              [helper.make_tensor_value_info("input_ids", TensorProto.INT64, None)],
-                              [helper.make_tensor_value_info(output, TensorProto.INT64, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["input_ids"], [output])],
+        "g",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, None)],
+        [helper.make_tensor_value_info(output, TensorProto.INT64, None)],
+    )
     onnx.save(helper.make_model(graph), str(path / "model_quantized.onnx"))
     (path / "tokenizer.json").write_text("{}")
     return path
@@ -109,7 +142,15 @@ def onnx_only(path: Path, output: str) -> Path:
 
 def test_an_onnx_file_and_its_tokenizer_are_enough_and_its_outputs_tell_its_kind(tmp_path: Path) -> None:
     card = read_model_folder(onnx_only(tmp_path / "bge-small-en-v1.5-int8", "last_hidden_state"))
-    assert (card.kind, card.precision, card.pooling, card.query_prefix, card.max_length) == ("bi-encoder", "int8", "cls", BGE_QUERY, 512)
-    with pytest.raises(ModelFolderError, match=r"holds a cross-encoder \(model_quantized.onnx's outputs\), not a bi-encoder"):
+    assert (card.kind, card.precision, card.pooling, card.query_prefix, card.max_length) == (
+        "bi-encoder",
+        "int8",
+        "cls",
+        BGE_QUERY,
+        512,
+    )
+    with pytest.raises(
+        ModelFolderError, match=r"holds a cross-encoder \(model_quantized.onnx's outputs\), not a bi-encoder"
+    ):
         read_model_folder(onnx_only(tmp_path / "reranker", "logits"))
     assert read_model_folder(tmp_path / "reranker", want="cross-encoder").kind == "cross-encoder"

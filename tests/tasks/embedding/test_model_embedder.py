@@ -57,8 +57,12 @@ def test_vectors_are_the_model_s_own_with_its_pooling_and_prefixes(models: Path,
     assert isinstance(embedder, ModelEmbedder)
     queries = embedder.embed(TEXTS, "query")
     documents = embedder.embed(TEXTS, "document")
-    np.testing.assert_allclose(queries, reference(models / "cls-torch", [f"q: {text}" for text in TEXTS], "cls"), atol=2e-5)
-    np.testing.assert_allclose(documents, reference(models / "cls-torch", [f"d: {text}" for text in TEXTS], "cls"), atol=2e-5)
+    np.testing.assert_allclose(
+        queries, reference(models / "cls-torch", [f"q: {text}" for text in TEXTS], "cls"), atol=2e-5
+    )
+    np.testing.assert_allclose(
+        documents, reference(models / "cls-torch", [f"d: {text}" for text in TEXTS], "cls"), atol=2e-5
+    )
 
 
 def test_mean_pooling_from_the_folder_s_pooling_file(models: Path) -> None:
@@ -69,7 +73,9 @@ def test_mean_pooling_from_the_folder_s_pooling_file(models: Path) -> None:
 def test_a_long_document_is_the_mean_of_its_windows_in_the_model_s_word_pieces(models: Path) -> None:
     from ctxrag.tasks.embedding.windows import windowed_text
 
-    text = windowed_text("File: client.py", "\n".join(f"def retry{n}(request): return request.open(file)" for n in range(30)))
+    text = windowed_text(
+        "File: client.py", "\n".join(f"def retry{n}(request): return request.open(file)" for n in range(30))
+    )
     windowed = make_embedder(spec_of(models / "cls-onnx", window_tokens=32))
     vector = windowed.embed([text], "document")[0]
     pieces = ModelEmbedder(spec_of(models / "cls-onnx", window_tokens=32))._piece_counts(text.split("\n"))

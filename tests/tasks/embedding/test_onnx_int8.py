@@ -24,8 +24,12 @@ pytestmark = pytest.mark.slow  # the int8 file (torch's export, onnxruntime's op
 SPEC = EmbedderSpec.choose("local", None, 512, None)
 INT8 = EmbedderSpec(**{**SPEC.to_dict(), "precision": "int8"})  # type: ignore[arg-type]
 DOCUMENTS = [
-    SPEC.embedded_text("File: retry.py. retry.", "def retry(fn, attempts=3):\n    for attempt in range(attempts):\n        return fn()"),
-    SPEC.embedded_text("File: README.md. Install.", "Install the package with pip, then run the server on port 8080. " * 20),
+    SPEC.embedded_text(
+        "File: retry.py. retry.", "def retry(fn, attempts=3):\n    for attempt in range(attempts):\n        return fn()"
+    ),
+    SPEC.embedded_text(
+        "File: README.md. Install.", "Install the package with pip, then run the server on port 8080. " * 20
+    ),
     SPEC.embedded_text("", "x"),
 ]
 QUERIES = ["where are retries configured?", "How does the tokenizer split camelCase identifiers", "pooling " * 300]
@@ -72,7 +76,9 @@ def test_the_int8_file_is_made_once_and_reused(int8_file: Path, monkeypatch: pyt
     runtimes.int8_encoder.cache_clear()  # as a new process: found on disk
     LocalEmbedder(INT8).embed(DOCUMENTS)
     assert int8_file.stat().st_mtime_ns == made
-    made_here = [path.name for path in int8_file.parent.iterdir() if path.name.startswith(SPEC.model) and "int8" in path.name]
+    made_here = [
+        path.name for path in int8_file.parent.iterdir() if path.name.startswith(SPEC.model) and "int8" in path.name
+    ]
     assert made_here == [int8_file.name]  # no leftovers (other models in the folder are not this file's)
 
 
@@ -81,8 +87,12 @@ def test_the_int8_file_is_the_fused_graph_with_every_matrix_product_in_int8(int8
     import onnxruntime
 
     kinds = [node.op_type for node in onnx.load(str(int8_file)).graph.node]
-    assert kinds.count("QAttention") == 6 and kinds.count("MatMulInteger") == 18  # per layer: attention's output, 2 feed-forward
-    assert "MatMul" not in kinds and "EmbedLayerNormalization" in kinds  # nothing left in fp32 but the embeddings' table
+    assert (
+        kinds.count("QAttention") == 6 and kinds.count("MatMulInteger") == 18
+    )  # per layer: attention's output, 2 feed-forward
+    assert (
+        "MatMul" not in kinds and "EmbedLayerNormalization" in kinds
+    )  # nothing left in fp32 but the embeddings' table
     assert f"onnxruntime-{onnxruntime.__version__}" in int8_file.name and INT8_RECIPE in int8_file.name
 
 
@@ -100,7 +110,9 @@ def test_int8_documents_and_queries_in_a_new_process_import_no_torch(int8_file: 
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"torch": False, "shapes": [[2, 384], [1, 384]]}
 
 
-def test_an_int8_file_too_far_from_fp32_is_refused_and_nothing_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_int8_file_too_far_from_fp32_is_refused_and_nothing_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(onnx_int8, "MIN_COSINE", 1.5)  # no int8 file can reach it
     assert onnx_int8.make_int8_model(packaged_model_path(), int8_path(tmp_path, SPEC.model)) is False
     assert list(tmp_path.iterdir()) == []  # neither the file, its partial file nor the scratch folder

@@ -43,7 +43,9 @@ def test_onnx_query_vectors_equal_torchs_fp32_vectors(onnx_file: Path) -> None:
 def test_a_query_s_vector_is_the_same_alone_or_batched_with_others(onnx_file: Path) -> None:
     """Batches are formed by token count (little padding); the padding is masked, so each row is the one alone."""
     encoder = OnnxEncoder(onnx_file, packaged_model_path(), SPEC.max_seq_length)
-    texts = [f"{word} " * (index % 23 + 1) + "retry backoff" for index, word in enumerate(["queue", "task", "worker"] * 25)]
+    texts = [
+        f"{word} " * (index % 23 + 1) + "retry backoff" for index, word in enumerate(["queue", "task", "worker"] * 25)
+    ]
     batched = encoder.embed(texts)
     assert batched.shape == (len(texts), 384)
     assert np.array_equal(batched, np.vstack([encoder.embed([text]) for text in texts]))

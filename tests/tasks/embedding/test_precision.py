@@ -13,7 +13,11 @@ from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder
 from ctxrag.tasks.embedding.embedder_spec import INT8_RECIPE
 from ctxrag.tasks.embedding.onnx_int8 import Int8Refused
 from ctxrag.tasks.embedding.precision import (
-    BF16_MIN_SPEEDUP, INT8_MIN_SPEEDUP, PRECISION_ENV, choose_precision, precision_for_index,
+    BF16_MIN_SPEEDUP,
+    INT8_MIN_SPEEDUP,
+    PRECISION_ENV,
+    choose_precision,
+    precision_for_index,
 )
 
 REAL_CUDA_CHECK = precision.cuda_available  # taken before any fixture replaces it
@@ -30,7 +34,9 @@ def cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setattr(precision, "cuda_available", lambda: False)
     timed: list[object] = []
 
-    def answer(native: bool, speedup: float | None = 2.0, forget: bool = True, int8: float | Exception = 1.0) -> list[object]:
+    def answer(
+        native: bool, speedup: float | None = 2.0, forget: bool = True, int8: float | Exception = 1.0
+    ) -> list[object]:
         if forget:
             (tmp_path / "cache" / precision.DECISIONS_FILE).unlink(missing_ok=True)
 
@@ -136,7 +142,9 @@ def test_the_timing_runs_here_and_is_measured_once_per_process() -> None:
     assert precision.measured_bf16_speedup.cache_info().hits >= 1
 
 
-def test_the_auto_decision_is_made_once_per_machine_and_kept_in_the_cache_folder(cpu, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_auto_decision_is_made_once_per_machine_and_kept_in_the_cache_folder(
+    cpu, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Every process (and Dask worker) of a machine embeds in the same precision: the timing runs once, not per process."""
     timed = cpu(True, 2.4)
     assert choose_precision()[0] == "bf16" and timed == [True, "bf16"]
@@ -146,7 +154,9 @@ def test_the_auto_decision_is_made_once_per_machine_and_kept_in_the_cache_folder
     assert "2.40x as fast" in reason and "decided once for this machine" in reason
     assert (tmp_path / "cache" / precision.DECISIONS_FILE).is_file()
     signature = precision.machine_signature()
-    monkeypatch.setattr(precision, "machine_signature", lambda: {**signature, "torch": "99.0"})  # another torch: decided again
+    monkeypatch.setattr(
+        precision, "machine_signature", lambda: {**signature, "torch": "99.0"}
+    )  # another torch: decided again
     assert choose_precision()[0] == "fp32" and timed == [True, "fp32"]
     monkeypatch.setenv(PRECISION_ENV, "bf16")  # the variable still overrides the kept decision
     assert choose_precision() == ("bf16", f"{PRECISION_ENV}=bf16")
@@ -161,7 +171,9 @@ def test_a_failed_timing_is_not_kept(cpu) -> None:
 
 def test_the_signature_names_the_cpu_and_the_libraries_that_run_the_model() -> None:
     signature = precision.machine_signature()
-    assert {"cpu", "machine", "flags", "torch", "transformers", "sentence-transformers", "onnxruntime"} <= set(signature)
+    assert {"cpu", "machine", "flags", "torch", "transformers", "sentence-transformers", "onnxruntime"} <= set(
+        signature
+    )
     assert signature["cpu"] and signature["torch"] != "absent"
 
 
@@ -239,7 +251,10 @@ def test_where_torch_sees_a_gpu_auto_is_fp32_on_cuda_and_nothing_is_timed(cpu, m
 def test_an_int8_vector_has_its_own_key_for_documents_and_queries() -> None:
     fp32, bf16, int8 = EmbedderSpec(precision="fp32"), EmbedderSpec(precision="bf16"), EmbedderSpec(precision="int8")
     for input_type in ("document", "query"):
-        assert int8.cache_key("text", input_type) not in {fp32.cache_key("text", input_type), bf16.cache_key("text", input_type)}
+        assert int8.cache_key("text", input_type) not in {
+            fp32.cache_key("text", input_type),
+            bf16.cache_key("text", input_type),
+        }
     assert int8.cache_key("text", "document") != int8.cache_key("text", "query")
     assert EmbedderSpec.from_dict(int8.to_dict()) == int8 and int8.to_dict()["precision"] == "int8"
     assert INT8_RECIPE.startswith("int8")

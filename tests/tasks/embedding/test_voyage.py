@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ctxrag.storage.ledger import LedgerRow, summarize
-from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.common.retry import RetryPolicy
+from ctxrag.tasks.embedding.embed import EmbedderSpec
 from ctxrag.tasks.embedding.voyage import MAX_TEXTS_PER_REQUEST, VoyageCallError, VoyageEmbedder, batches
 from tests.equipment.voyage_simulator import VoyageSimulator, simulated_tokens
 
@@ -20,8 +20,14 @@ def simulator(voyage_simulator: VoyageSimulator) -> VoyageSimulator:
     return voyage_simulator
 
 
-def embedder(model: str = "voyage-2", rows: list | None = None, attempts: int = 4, dimension: int | None = None) -> VoyageEmbedder:
-    return VoyageEmbedder(EmbedderSpec("voyage", model, 0, dimension), RetryPolicy(attempts=attempts), ledger=(rows.extend if rows is not None else None))
+def embedder(
+    model: str = "voyage-2", rows: list | None = None, attempts: int = 4, dimension: int | None = None
+) -> VoyageEmbedder:
+    return VoyageEmbedder(
+        EmbedderSpec("voyage", model, 0, dimension),
+        RetryPolicy(attempts=attempts),
+        ledger=(rows.extend if rows is not None else None),
+    )
 
 
 @pytest.mark.slow  # 2,500 texts through the simulator
@@ -82,8 +88,9 @@ def test_cache_keys_differ_by_dimension_and_input_type() -> None:
 
 
 @pytest.mark.parametrize("setting, allowed", [(None, 4), ("2", 2)])
-def test_voyage_requests_in_flight_are_bounded_by_the_runs_limit(simulator: VoyageSimulator, monkeypatch: pytest.MonkeyPatch,
-                                                               setting: str | None, allowed: int) -> None:
+def test_voyage_requests_in_flight_are_bounded_by_the_runs_limit(
+    simulator: VoyageSimulator, monkeypatch: pytest.MonkeyPatch, setting: str | None, allowed: int
+) -> None:
     """Six task threads embedding at once: at most CTXRAG_VOYAGE_CONCURRENCY (default 4) requests are open, and the
     time each waited for a slot is in its ledger row."""
     import threading
@@ -94,7 +101,9 @@ def test_voyage_requests_in_flight_are_bounded_by_the_runs_limit(simulator: Voya
         monkeypatch.setenv("CTXRAG_VOYAGE_CONCURRENCY", setting)
     simulator.latency_seconds = 0.3
     rows: list[LedgerRow] = []
-    threads = [threading.Thread(target=embedder("voyage-2", rows).embed, args=([f"thread {i} text"],)) for i in range(6)]
+    threads = [
+        threading.Thread(target=embedder("voyage-2", rows).embed, args=([f"thread {i} text"],)) for i in range(6)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -83,4 +83,4 @@ def test_a_context_with_blank_lines_still_splits_back_at_the_first_one() -> None
 def test_pooling_averages_each_texts_windows_to_unit_length() -> None:
     vectors = np.array([[1.0, 0.0], [0.0, 1.0], [3.0, 4.0]], dtype=np.float32)
     pooled = pooled_rows(vectors, [0, 0, 1], 2)
-    assert np.allclose(pooled, [[2 ** -0.5, 2 ** -0.5], [0.6, 0.8]])
+    assert np.allclose(pooled, [[2**-0.5, 2**-0.5], [0.6, 0.8]])

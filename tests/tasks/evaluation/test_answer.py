@@ -11,7 +11,10 @@ from tests.equipment.anthropic_simulator import AnthropicSimulator
 @pytest.mark.parametrize(
     ("text", "verdict"),
     [
-        ("<evaluation><content><explanation>ok</explanation><is_correct>true</is_correct></content></evaluation>", True),
+        (
+            "<evaluation><content><explanation>ok</explanation><is_correct>true</is_correct></content></evaluation>",
+            True,
+        ),
         ("<is_correct> FALSE </is_correct>", False),
         ("I think it is correct.", None),
         ("<is_correct>maybe</is_correct>", None),

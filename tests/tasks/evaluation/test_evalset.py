@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet, golden_ref, load_evalset
 from ctxrag.tasks.common.models import CorpusError
+from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet, golden_ref, load_evalset
 from tests.helpers import SAMPLE_QUESTIONS
 
 
@@ -25,11 +25,18 @@ def jsonl(*records: object) -> str:
     return "".join(json.dumps(record) + "\n" for record in records)
 
 
-JSONL_RECORD = {"query": "How do retries work?", "answer": "Backoff.", "golden_chunk_uuids": [["tinyq/retry.py", 1], ["docs/guide.md", 3]]}
+JSONL_RECORD = {
+    "query": "How do retries work?",
+    "answer": "Backoff.",
+    "golden_chunk_uuids": [["tinyq/retry.py", 1], ["docs/guide.md", 3]],
+}
 DOCS_RECORD = {
     "id": "q1",
     "question": "How do I use tools?",
-    "correct_chunks": ["https://docs.example.com/en/docs/tool-use#chunk_0", "https://docs.example.com/en/docs/tool-use#chunk_1"],
+    "correct_chunks": [
+        "https://docs.example.com/en/docs/tool-use#chunk_0",
+        "https://docs.example.com/en/docs/tool-use#chunk_1",
+    ],
     "correct_answer": "Define them.",
 }
 
@@ -207,7 +214,10 @@ def test_a_docs_question_without_correct_chunks_is_skipped_with_a_warning_naming
 def test_a_long_question_is_shortened_in_the_warning(tmp_path: Path) -> None:
     empty = {"question": "why " * 50, "correct_chunks": []}
     [warning] = load_evalset(write(tmp_path, "eval.json", json.dumps([DOCS_RECORD, empty]))).warnings
-    assert warning.startswith("eval.json: record 1 (id '1', question 'why why") and "...'): 'correct_chunks' is empty" in warning
+    assert (
+        warning.startswith("eval.json: record 1 (id '1', question 'why why")
+        and "...'): 'correct_chunks' is empty" in warning
+    )
 
 
 def test_docs_set_whose_every_question_lacks_correct_chunks_fails(tmp_path: Path) -> None:
@@ -260,7 +270,7 @@ def test_empty_docs_list(tmp_path: Path) -> None:
 
 
 def test_non_utf8_file(tmp_path: Path) -> None:
-    path = write(tmp_path, "latin.jsonl", '{"query": "caf'.encode() + b"\xe9" + b'"}\n')
+    path = write(tmp_path, "latin.jsonl", b'{"query": "caf' + b"\xe9" + b'"}\n')
     with pytest.raises(CorpusError) as raised:
         load_evalset(path)
     assert str(raised.value) == f"{path}: not valid UTF-8 (byte offset 14): invalid continuation byte"

@@ -13,10 +13,15 @@ from ctxrag.storage.bm25 import Bm25Index
 from ctxrag.storage.index_store import StoredIndex
 from ctxrag.storage.vectors import VectorIndex
 from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet
-from ctxrag.tasks.evaluation.evaluate import Evaluation, NoGoldenChunksInIndex, chunk_refs, evaluate, require_golden_chunks
+from ctxrag.tasks.evaluation.evaluate import (
+    Evaluation,
+    NoGoldenChunksInIndex,
+    chunk_refs,
+    evaluate,
+    require_golden_chunks,
+)
 from ctxrag.tasks.retrieval.search import Searcher, Strategy
 from tests.equipment.fixed_searcher import FakeSearcher
-
 
 # rows: 0 a#0, 1 a#1, 2 b#0, 3 b#1, 4 c#0, 5 c#1
 JSONL_CHUNKS = pa.table(
@@ -65,14 +70,20 @@ def test_jsonl_pass_at_k_by_hand() -> None:
     #   "second" c#1 at 2 -> 0.63093 / 1.63093 = 0.38685; mean 0.65329.  bm25 "second" c#1 at 1 -> 0.61315; mean 0.30657
     assert result.metrics == {
         "vector": {
-            "pass@1": pytest.approx(0.25), "pass@3": pytest.approx(0.75),
-            "hit@1": pytest.approx(0.5), "hit@3": pytest.approx(1.0),
-            "ndcg@1": pytest.approx(0.5), "ndcg@3": pytest.approx((1.5 + 1 / math.log2(3)) / IDEAL_2 / 2),
+            "pass@1": pytest.approx(0.25),
+            "pass@3": pytest.approx(0.75),
+            "hit@1": pytest.approx(0.5),
+            "hit@3": pytest.approx(1.0),
+            "ndcg@1": pytest.approx(0.5),
+            "ndcg@3": pytest.approx((1.5 + 1 / math.log2(3)) / IDEAL_2 / 2),
         },
         "bm25": {
-            "pass@1": pytest.approx(0.25), "pass@3": pytest.approx(0.25),
-            "hit@1": pytest.approx(0.5), "hit@3": pytest.approx(0.5),
-            "ndcg@1": pytest.approx(0.5), "ndcg@3": pytest.approx(1 / IDEAL_2 / 2),
+            "pass@1": pytest.approx(0.25),
+            "pass@3": pytest.approx(0.25),
+            "hit@1": pytest.approx(0.5),
+            "hit@3": pytest.approx(0.5),
+            "ndcg@1": pytest.approx(0.5),
+            "ndcg@3": pytest.approx(1 / IDEAL_2 / 2),
         },
     }
     assert result.metrics["vector"]["ndcg@3"] == pytest.approx(0.65329, abs=1e-5)
@@ -88,25 +99,79 @@ def test_jsonl_per_query_rows() -> None:
     searcher = FakeSearcher(JSONL_CHUNKS, JSONL_RANKINGS)
     result = evaluate(searcher, JSONL_SET, [Strategy.VECTOR, Strategy.BM25], [1, 3])  # type: ignore[arg-type]
     assert result.per_query.column_names == [
-        "strategy", "query_id", "query", "golden", "pass@1", "pass@3", "hit@1", "hit@3", "ndcg@1", "ndcg@3", "retrieved"
+        "strategy",
+        "query_id",
+        "query",
+        "golden",
+        "pass@1",
+        "pass@3",
+        "hit@1",
+        "hit@3",
+        "ndcg@1",
+        "ndcg@3",
+        "retrieved",
     ]
     first, second = ["a#1", "b#0"], ["c#1", "zz#9"]
     assert result.per_query.to_pylist() == [
-        {"strategy": "vector", "query_id": "1", "query": "first", "golden": first, "pass@1": 0.5, "pass@3": 1.0,
-         "hit@1": 1.0, "hit@3": 1.0, "ndcg@1": 1.0, "ndcg@3": pytest.approx(1.5 / IDEAL_2),
-         "retrieved": ["a#1", "b#1", "b#0"]},
-        {"strategy": "vector", "query_id": "2", "query": "second", "golden": second, "pass@1": 0.0, "pass@3": 0.5,
-         "hit@1": 0.0, "hit@3": 1.0, "ndcg@1": 0.0, "ndcg@3": pytest.approx((1 / math.log2(3)) / IDEAL_2),
-         "retrieved": ["a#0", "c#1"]},
-        {"strategy": "bm25", "query_id": "1", "query": "first", "golden": first, "pass@1": 0.0, "pass@3": 0.0,
-         "hit@1": 0.0, "hit@3": 0.0, "ndcg@1": 0.0, "ndcg@3": 0.0, "retrieved": []},
-        {"strategy": "bm25", "query_id": "2", "query": "second", "golden": second, "pass@1": 0.5, "pass@3": 0.5,
-         "hit@1": 1.0, "hit@3": 1.0, "ndcg@1": 1.0, "ndcg@3": pytest.approx(1 / IDEAL_2), "retrieved": ["c#1"]},
+        {
+            "strategy": "vector",
+            "query_id": "1",
+            "query": "first",
+            "golden": first,
+            "pass@1": 0.5,
+            "pass@3": 1.0,
+            "hit@1": 1.0,
+            "hit@3": 1.0,
+            "ndcg@1": 1.0,
+            "ndcg@3": pytest.approx(1.5 / IDEAL_2),
+            "retrieved": ["a#1", "b#1", "b#0"],
+        },
+        {
+            "strategy": "vector",
+            "query_id": "2",
+            "query": "second",
+            "golden": second,
+            "pass@1": 0.0,
+            "pass@3": 0.5,
+            "hit@1": 0.0,
+            "hit@3": 1.0,
+            "ndcg@1": 0.0,
+            "ndcg@3": pytest.approx((1 / math.log2(3)) / IDEAL_2),
+            "retrieved": ["a#0", "c#1"],
+        },
+        {
+            "strategy": "bm25",
+            "query_id": "1",
+            "query": "first",
+            "golden": first,
+            "pass@1": 0.0,
+            "pass@3": 0.0,
+            "hit@1": 0.0,
+            "hit@3": 0.0,
+            "ndcg@1": 0.0,
+            "ndcg@3": 0.0,
+            "retrieved": [],
+        },
+        {
+            "strategy": "bm25",
+            "query_id": "2",
+            "query": "second",
+            "golden": second,
+            "pass@1": 0.5,
+            "pass@3": 0.5,
+            "hit@1": 1.0,
+            "hit@3": 1.0,
+            "ndcg@1": 1.0,
+            "ndcg@3": pytest.approx(1 / IDEAL_2),
+            "retrieved": ["c#1"],
+        },
     ]
 
 
 # rows 0..4: chunk links l0..l4
-DOCS_CHUNKS = pa.table({"chunk_id": ["l0", "l1", "l2", "l3", "l4"], "doc_id": ["p"] * 5, "chunk_index": [0, 1, 2, 3, 4]})
+DOCS_CHUNKS = pa.table(
+    {"chunk_id": ["l0", "l1", "l2", "l3", "l4"], "doc_id": ["p"] * 5, "chunk_index": [0, 1, 2, 3, 4]}
+)
 DOCS_SET = EvalSet(
     "e.json",
     EvalFormat.DOCS,
@@ -130,8 +195,18 @@ def test_docs_metrics_by_hand_with_f1_from_the_means() -> None:
     #   k = 2: q1 l0 at rank 1, ideal over min(2, 1) = 1 rank -> 1
     #          q2 l2 at rank 2: 1/log2(3) = 0.63093, ideal over min(2, 3) = 2 ranks = 1.63093 -> 0.38685;  mean 0.69343
     assert list(metrics) == [
-        "precision@1", "recall@1", "f1@1", "mrr@1", "precision@2", "recall@2", "f1@2", "mrr@2",
-        "hit@1", "hit@2", "ndcg@1", "ndcg@2",
+        "precision@1",
+        "recall@1",
+        "f1@1",
+        "mrr@1",
+        "precision@2",
+        "recall@2",
+        "f1@2",
+        "mrr@2",
+        "hit@1",
+        "hit@2",
+        "ndcg@1",
+        "ndcg@2",
     ]
     assert metrics == {
         "precision@1": pytest.approx(0.5),
@@ -156,7 +231,16 @@ def test_docs_per_query_rows() -> None:
     searcher = FakeSearcher(DOCS_CHUNKS, DOCS_RANKINGS)
     result = evaluate(searcher, DOCS_SET, [Strategy.HYBRID], [2])  # type: ignore[arg-type]
     assert result.per_query.column_names == [
-        "strategy", "query_id", "query", "golden", "precision@2", "recall@2", "mrr@2", "hit@2", "ndcg@2", "retrieved"
+        "strategy",
+        "query_id",
+        "query",
+        "golden",
+        "precision@2",
+        "recall@2",
+        "mrr@2",
+        "hit@2",
+        "ndcg@2",
+        "retrieved",
     ]
     rows = result.per_query.to_pylist()
     assert [row["golden"] for row in rows] == [["l0"], ["l2", "l3", "l4"]]
@@ -189,7 +273,11 @@ def test_an_index_holding_none_of_the_golden_chunks_is_an_error_naming_it_and_th
     other_corpus = EvalSet(
         "data/evaluation_set.jsonl",
         EvalFormat.PASS_AT_K,
-        [EvalQuery("1", "q", ("5e4c#0", "5e4c#1")), EvalQuery("2", "r", ("5e4c#1", "77aa#3")), EvalQuery("3", "s", ("a#9",))],
+        [
+            EvalQuery("1", "q", ("5e4c#0", "5e4c#1")),
+            EvalQuery("2", "r", ("5e4c#1", "77aa#3")),
+            EvalQuery("3", "s", ("a#9",)),
+        ],
     )
     with pytest.raises(NoGoldenChunksInIndex) as raised:
         require_golden_chunks(FakeSearcher(JSONL_CHUNKS, {}), other_corpus, "docs")  # type: ignore[arg-type]
@@ -208,7 +296,10 @@ def test_a_partial_overlap_is_scored_not_refused() -> None:
 def test_progress_is_reported_per_strategy_and_query() -> None:
     seen: list[tuple[int, int]] = []
     evaluate(
-        FakeSearcher(JSONL_CHUNKS, JSONL_RANKINGS), JSONL_SET, [Strategy.VECTOR, Strategy.BM25], [1],  # type: ignore[arg-type]
+        FakeSearcher(JSONL_CHUNKS, JSONL_RANKINGS),
+        JSONL_SET,
+        [Strategy.VECTOR, Strategy.BM25],
+        [1],  # type: ignore[arg-type]
         progress=lambda done, total: seen.append((done, total)),
     )
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
@@ -225,7 +316,10 @@ def test_no_strategies() -> None:
     ("fmt", "expected"),
     [
         (EvalFormat.PASS_AT_K, {"pass@3": 0.0, "hit@3": 0.0, "ndcg@3": 0.0}),
-        (EvalFormat.DOCS, {"precision@3": 0.0, "recall@3": 0.0, "f1@3": 0.0, "mrr@3": 0.0, "hit@3": 0.0, "ndcg@3": 0.0}),
+        (
+            EvalFormat.DOCS,
+            {"precision@3": 0.0, "recall@3": 0.0, "f1@3": 0.0, "mrr@3": 0.0, "hit@3": 0.0, "ndcg@3": 0.0},
+        ),
     ],
     ids=["jsonl", "docs"],
 )
@@ -256,7 +350,9 @@ def real_searcher() -> Searcher:
         {"chunk_id": [f"c{i}" for i in range(4)], "doc_id": ["d"] * 4, "chunk_index": pa.array(range(4), pa.int64())}
     )
     searcher = FixedSearcher.__new__(FixedSearcher)
-    searcher.index = StoredIndex({"config": {}}, chunks, FixedVectorRanker(Bm25Index.build(TEXTS), VectorIndex(np.eye(4))))
+    searcher.index = StoredIndex(
+        {"config": {}}, chunks, FixedVectorRanker(Bm25Index.build(TEXTS), VectorIndex(np.eye(4)))
+    )
     searcher.embedder = None
     searcher.candidates = 150
     searcher.server_rrf = False
@@ -275,13 +371,20 @@ def real_searcher() -> Searcher:
         (Strategy.HYBRID_WEIGHTED, ["d#1", "d#2", "d#3"], 0.0, 1.0, 1 / math.log2(3)),  # rank 2: 0.63093
     ],
 )
-def test_every_strategy_on_a_real_searcher(strategy: Strategy, top3: list[str], pass1: float, pass3: float, ndcg3: float) -> None:
+def test_every_strategy_on_a_real_searcher(
+    strategy: Strategy, top3: list[str], pass1: float, pass3: float, ndcg3: float
+) -> None:
     evalset = EvalSet("q.jsonl", EvalFormat.PASS_AT_K, [EvalQuery("1", "lemon", ("d#2",))])
     result = evaluate(real_searcher(), evalset, [strategy], [1, 3])
     assert result.per_query["retrieved"].to_pylist() == [top3]
     # one golden chunk: hit@k equals pass@k, and ndcg@1 too
     assert result.metrics == {
         strategy.value: {
-            "pass@1": pass1, "pass@3": pass3, "hit@1": pass1, "hit@3": pass3, "ndcg@1": pass1, "ndcg@3": pytest.approx(ndcg3),
+            "pass@1": pass1,
+            "pass@3": pass3,
+            "hit@1": pass1,
+            "hit@3": pass3,
+            "ndcg@1": pass1,
+            "ndcg@3": pytest.approx(ndcg3),
         }
     }

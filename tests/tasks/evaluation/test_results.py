@@ -15,16 +15,20 @@ from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet
 from ctxrag.tasks.evaluation.evaluate import evaluate
 from ctxrag.tasks.evaluation.report import write_run
 from ctxrag.tasks.evaluation.results import compare, disagreements, load_run
+from ctxrag.tasks.evaluation.significance import paired_bootstrap
 from ctxrag.tasks.retrieval.search import Strategy
 from tests.equipment.fixed_searcher import FakeSearcher
-from ctxrag.tasks.evaluation.significance import paired_bootstrap
 
 IDEAL_2 = 1 + 1 / math.log2(3)
 
 
 # rows 0..5: a#0 a#1 b#0 b#1 c#0 c#1
 CHUNKS = pa.table(
-    {"chunk_id": [f"id{i}" for i in range(6)], "doc_id": list("aabbcc"), "chunk_index": pa.array([0, 1] * 3, pa.int64())}
+    {
+        "chunk_id": [f"id{i}" for i in range(6)],
+        "doc_id": list("aabbcc"),
+        "chunk_index": pa.array([0, 1] * 3, pa.int64()),
+    }
 )
 QUERIES = [
     EvalQuery("1", "first", ("a#1", "b#0")),
@@ -43,7 +47,13 @@ RANKINGS = {
 
 def save(run_dir: Path, evalset: EvalSet, ks: list[int]) -> dict[str, dict[str, float]]:
     result = evaluate(FakeSearcher(CHUNKS, RANKINGS), evalset, [Strategy.VECTOR, Strategy.BM25], ks)  # type: ignore[arg-type]
-    config = {"index": "t", "evalset": evalset.path, "format": evalset.format.value, "ks": ks, "strategies": ["vector", "bm25"]}
+    config = {
+        "index": "t",
+        "evalset": evalset.path,
+        "format": evalset.format.value,
+        "ks": ks,
+        "strategies": ["vector", "bm25"],
+    }
     write_run(run_dir, config, result.metrics, result.per_query)
     return result.metrics
 
@@ -58,14 +68,29 @@ def test_load_run_columns_and_rows(run_dir: Path) -> None:
     frame = load_run(run_dir)
     assert isinstance(frame, pd.DataFrame)
     assert list(frame.columns) == [
-        "query_id", "query", "golden", "strategy", "retrieved", "golden_ranks",
-        "pass@1", "pass@3", "hit@1", "hit@3", "ndcg@1", "ndcg@3",
+        "query_id",
+        "query",
+        "golden",
+        "strategy",
+        "retrieved",
+        "golden_ranks",
+        "pass@1",
+        "pass@3",
+        "hit@1",
+        "hit@3",
+        "ndcg@1",
+        "ndcg@3",
     ]
     assert list(frame["strategy"]) == ["vector"] * 3 + ["bm25"] * 3
     assert list(frame["query_id"]) == ["1", "2", "3"] * 2
     assert frame["golden"].tolist() == [["a#1", "b#0"], ["c#1", "zz#9"], ["a#0"]] * 2
     assert frame["retrieved"].tolist() == [
-        ["a#1", "b#1", "b#0"], ["a#0", "c#1"], ["a#0"], [], ["c#1"], ["c#0", "b#1", "b#0"],
+        ["a#1", "b#1", "b#0"],
+        ["a#0", "c#1"],
+        ["a#0"],
+        [],
+        ["c#1"],
+        ["c#0", "b#1", "b#0"],
     ]
     assert frame["golden_ranks"].tolist() == [[1, 3], [2], [1], [], [1], []]
     assert frame.attrs["config"]["ks"] == [1, 3]
@@ -73,7 +98,13 @@ def test_load_run_columns_and_rows(run_dir: Path) -> None:
 
 def test_load_run_per_query_metrics_by_hand(run_dir: Path) -> None:
     frame = load_run(run_dir).set_index(["strategy", "query_id"])
-    assert frame.loc[("vector", "1"), ["pass@1", "pass@3", "hit@1", "hit@3", "ndcg@1"]].tolist() == [0.5, 1.0, 1.0, 1.0, 1.0]
+    assert frame.loc[("vector", "1"), ["pass@1", "pass@3", "hit@1", "hit@3", "ndcg@1"]].tolist() == [
+        0.5,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    ]
     assert frame.loc[("vector", "1"), "ndcg@3"] == pytest.approx(1.5 / IDEAL_2)  # ranks 1 and 3
     assert frame.loc[("vector", "2"), "ndcg@3"] == pytest.approx(1 / math.log2(3) / IDEAL_2)  # rank 2 of 2 golden
     assert frame.loc[("bm25", "2"), ["pass@3", "hit@3", "ndcg@1"]].tolist() == [0.5, 1.0, 1.0]
@@ -100,8 +131,19 @@ def test_load_run_docs_format(tmp_path: Path) -> None:
 
 def test_a_run_saved_before_golden_and_new_metrics_were_stored(tmp_path: Path) -> None:
     evalset = tmp_path / "q.jsonl"
-    evalset.write_text("".join(json.dumps({"id": q.query_id, "query": q.query, "golden_chunk_uuids": [
-        [ref.split("#")[0], int(ref.split("#")[1])] for ref in q.golden]}) + "\n" for q in QUERIES))
+    evalset.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": q.query_id,
+                    "query": q.query,
+                    "golden_chunk_uuids": [[ref.split("#")[0], int(ref.split("#")[1])] for ref in q.golden],
+                }
+            )
+            + "\n"
+            for q in QUERIES
+        )
+    )
     run_dir = tmp_path / "old"
     run_dir.mkdir()
     (run_dir / "config.json").write_text(json.dumps({"evalset": str(evalset), "format": "jsonl", "ks": [3]}))
@@ -151,7 +193,11 @@ def test_disagreements_split_the_queries_by_which_strategy_finds_them() -> None:
     # hit@5 per query (q1..q5): bm25 1 1 0 0 1, vector 0 1 1 0 0, fused 1 1 0 1 0
     values = {"bm25": [1, 1, 0, 0, 1], "vector": [0, 1, 1, 0, 0], "fused": [1, 1, 0, 1, 0]}
     frame = pd.DataFrame(
-        [{"query_id": f"q{i}", "strategy": name, "hit@5": float(value)} for name, row in values.items() for i, value in enumerate(row)]
+        [
+            {"query_id": f"q{i}", "strategy": name, "hit@5": float(value)}
+            for name, row in values.items()
+            for i, value in enumerate(row)
+        ]
     )
     table = disagreements(frame, "bm25", "vector", "hit@5", ["fused"])
     assert list(table.index) == ["only bm25", "only vector", "both", "neither"]

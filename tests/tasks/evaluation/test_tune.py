@@ -8,7 +8,15 @@ import pytest
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.evaluation.evalset import EvalFormat, EvalQuery, EvalSet
 from ctxrag.tasks.evaluation.evaluate import chunk_refs
-from ctxrag.tasks.evaluation.tune import CANDIDATES, MINIMUM_QUESTIONS, decide, document_groups, fold_assignment, score_candidates, tune
+from ctxrag.tasks.evaluation.tune import (
+    CANDIDATES,
+    MINIMUM_QUESTIONS,
+    decide,
+    document_groups,
+    fold_assignment,
+    score_candidates,
+    tune,
+)
 from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY, StrategyConfig
 from tests.equipment.fixed_searcher import make_searcher
 
@@ -40,12 +48,18 @@ def test_tune_chooses_what_the_questions_reward_and_says_so() -> None:
     assert scores["bm25"] == 1.0 and scores["vector"] == pytest.approx(1 / 40)  # only the last row's question
     assert scores[DEFAULT_STRATEGY] < 1.0  # the vector side's weight 0.5 pulls other rows ahead
     assert tuning.choice is not None and scores[tuning.choice.label] == 1.0
-    assert tuning.choice == next(config for config in CANDIDATES if scores[config.label] == 1.0)  # the first of the best
+    assert tuning.choice == next(
+        config for config in CANDIDATES if scores[config.label] == 1.0
+    )  # the first of the best
     assert (tuning.questions, tuning.documents, tuning.folds, tuning.cv) == (40, 8, 5, 1.0)
     assert tuning.default == scores[DEFAULT_STRATEGY] and tuning.cv > tuning.default
     assert tuning.choice.label in tuning.reason and "held out scores 1.0000 across 5 folds" in tuning.reason
     record = tuning.record("keywords.json", "v1")
-    assert record["strategy"] == tuning.choice.to_dict() and record["label"] == tuning.choice.label and record["version"] == "v1"
+    assert (
+        record["strategy"] == tuning.choice.to_dict()
+        and record["label"] == tuning.choice.label
+        and record["version"] == "v1"
+    )
 
 
 def test_tune_keeps_the_default_when_nothing_beats_it() -> None:
@@ -59,7 +73,10 @@ def test_tune_keeps_the_default_with_too_few_questions() -> None:
     searcher, questions = keyword_corpus(MINIMUM_QUESTIONS - 1, 8)
     tuning = tune(searcher, questions, "mrr@1")
     assert tuning.choice is None and tuning.cv is None and tuning.folds == 0
-    assert tuning.reason == f"{MINIMUM_QUESTIONS - 1} questions are too few to choose on ({MINIMUM_QUESTIONS} or more needed): the default stays"
+    assert (
+        tuning.reason
+        == f"{MINIMUM_QUESTIONS - 1} questions are too few to choose on ({MINIMUM_QUESTIONS} or more needed): the default stays"
+    )
     assert tuning.scores["bm25"] == 1.0  # the figures are still reported
 
 
@@ -74,7 +91,11 @@ def test_a_candidate_that_wins_on_one_documents_questions_only_is_not_kept() -> 
     assert tuning.choice is None and tuning.reason.startswith("tuning did not beat the default on held-out questions")
     values[1] = 0.3  # a candidate better on every document is kept, and every fold picks it
     tuning = decide(values, groups, "mrr@10")
-    assert tuning.choice == CANDIDATES[1] and tuning.cv == pytest.approx(0.3) and set(tuning.fold_picks) == {CANDIDATES[1].label}
+    assert (
+        tuning.choice == CANDIDATES[1]
+        and tuning.cv == pytest.approx(0.3)
+        and set(tuning.fold_picks) == {CANDIDATES[1].label}
+    )
 
 
 def test_folds_keep_a_documents_questions_together_and_are_fixed() -> None:
@@ -98,5 +119,7 @@ def test_score_candidates_is_each_candidates_metric_per_question() -> None:
 @pytest.mark.parametrize("metric", ["pass@10", "mrr", "mrr@0", "recall@x", "f1@3"])
 def test_a_metric_the_set_does_not_have_is_refused_with_the_choices(metric: str) -> None:
     searcher, questions = keyword_corpus(6, 2)  # a docs set: precision, recall, mrr, hit, ndcg
-    with pytest.raises(InvalidInput, match=r"cannot tune on metric .* choose one of: precision@K, recall@K, mrr@K, hit@K, ndcg@K"):
+    with pytest.raises(
+        InvalidInput, match=r"cannot tune on metric .* choose one of: precision@K, recall@K, mrr@K, hit@K, ndcg@K"
+    ):
         tune(searcher, questions, metric)

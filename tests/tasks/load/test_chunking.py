@@ -156,7 +156,7 @@ def test_huge_function_is_split_into_line_windows() -> None:
 
 def test_oversized_class_splits_at_its_methods() -> None:
     methods = "".join(f"    def method_{n}(self):\n        return {n}\n\n" for n in range(40))
-    text = f"class Big:\n    \"\"\"Doc.\"\"\"\n\n{methods}"
+    text = f'class Big:\n    """Doc."""\n\n{methods}'
     pieces = split_code(text, budget=200)
     assert joined(pieces) == text
     for piece in pieces[1:]:

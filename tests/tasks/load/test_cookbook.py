@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ctxrag.tasks.load import load_cookbook, load_source
 from ctxrag.tasks.common.models import CorpusError
+from ctxrag.tasks.load import load_cookbook, load_source
 from tests.helpers import SHARED_DATA
 
 CODEBASE = SHARED_DATA / "codebase" / "codebase_chunks.json"  # ../shared/data beside the repository
@@ -158,7 +158,9 @@ def test_document_without_chunks_is_warned(tmp_path: Path) -> None:
 
 def test_real_codebase_file() -> None:
     if not CODEBASE.exists():
-        pytest.skip(f"{CODEBASE} is not present (the cookbook's codebase corpus, expected under SHARED_DATA = {SHARED_DATA})")
+        pytest.skip(
+            f"{CODEBASE} is not present (the cookbook's codebase corpus, expected under SHARED_DATA = {SHARED_DATA})"
+        )
     corpus = load_source(CODEBASE)
     assert len(corpus.documents) == 90
     assert len(corpus.chunks) == 737
@@ -231,4 +233,3 @@ def test_other_files_are_refused(tmp_path: Path) -> None:
     path.write_text("hello", encoding="utf-8")
     with pytest.raises(CorpusError, match="expected a directory or a .json file"):
         load_source(path)
-

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from ctxrag.tasks.common.models import Corpus, CorpusError
 from ctxrag.tasks.load import load_directory, load_source
 from ctxrag.tasks.load.chunking import split_text
 from ctxrag.tasks.load.directory import file_kind, iter_files
-from ctxrag.tasks.common.models import Corpus, CorpusError
 
 PY = '''"""Tools."""
 
@@ -147,8 +147,16 @@ def test_load_directory_on_a_file_is_an_error(tmp_path: Path) -> None:
 
 
 def test_code_without_a_syntax_tree_is_cut_by_the_regex_chunker_and_named(tmp_path: Path) -> None:
-    root = make(tmp_path, {"ok.go": "package ok\n\nfunc A() {}\n", "a.rb": "def a\nend\n", "broken.js": "function f( {\n}\n",
-                           "Makefile": "all:\n\tmake\n", "notes.md": MD})
+    root = make(
+        tmp_path,
+        {
+            "ok.go": "package ok\n\nfunc A() {}\n",
+            "a.rb": "def a\nend\n",
+            "broken.js": "function f( {\n}\n",
+            "Makefile": "all:\n\tmake\n",
+            "notes.md": MD,
+        },
+    )
     assert load_directory(root).chunked_by_regex == ["Makefile", "a.rb", "broken.js"]
 
 
@@ -170,8 +178,16 @@ def test_whitespace_only_pieces_are_dropped(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "kind"),
-    [("a.py", "code"), ("b.TS", "code"), ("Makefile", "code"), ("c.md", "markdown"), ("d.rst", "markdown"),
-     ("e.txt", "text"), ("f.cfg", "text"), ("LICENSE", "text")],
+    [
+        ("a.py", "code"),
+        ("b.TS", "code"),
+        ("Makefile", "code"),
+        ("c.md", "markdown"),
+        ("d.rst", "markdown"),
+        ("e.txt", "text"),
+        ("f.cfg", "text"),
+        ("LICENSE", "text"),
+    ],
 )
 def test_file_kind(name: str, kind: str) -> None:
     assert file_kind(Path(name)) == kind
@@ -206,7 +222,13 @@ def test_nested_gitignore_applies_under_its_own_folder(tmp_path: Path) -> None:
     )
     corpus = load_source(root)
     assert [d.doc_id for d in corpus.documents] == [
-        "a.py", "local/y.txt", "other/c.py", "sub/README.md", "sub/keep.py", "sub/top.txt", "sub/deep/keep.py",
+        "a.py",
+        "local/y.txt",
+        "other/c.py",
+        "sub/README.md",
+        "sub/keep.py",
+        "sub/top.txt",
+        "sub/deep/keep.py",
     ]
     assert corpus.warnings == []
 
@@ -233,10 +255,18 @@ def test_include_and_exclude(tmp_path: Path) -> None:
         },
     )
     assert relpaths(root, include=["src/", "*.md"]) == [
-        "README.md", "docs/guide.md", "src/a.py", "src/a_test.py", "src/notes.txt", "src/gen/b.py",
+        "README.md",
+        "docs/guide.md",
+        "src/a.py",
+        "src/a_test.py",
+        "src/notes.txt",
+        "src/gen/b.py",
     ]
     assert relpaths(root, exclude=["*_test.py", "tests", "/src/gen/", "*.txt"]) == [
-        "README.md", "setup.py", "docs/guide.md", "src/a.py",
+        "README.md",
+        "setup.py",
+        "docs/guide.md",
+        "src/a.py",
     ]
     corpus = load_source(root, include=["*.py"], exclude=["src/*", "!src/a.py"])
     assert [d.doc_id for d in corpus.documents] == ["setup.py", "src/a.py", "tests/t.py"]

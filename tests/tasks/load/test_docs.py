@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ctxrag.tasks.load import load_docs, load_source
 from ctxrag.tasks.common.models import CorpusError
+from ctxrag.tasks.load import load_docs, load_source
 from tests.helpers import SHARED_DATA
 
 DATA = SHARED_DATA / "anthropic_docs"  # ../shared/data beside the repository

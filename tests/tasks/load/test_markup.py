@@ -57,7 +57,9 @@ def test_markdown_without_front_matter_is_unchanged_and_a_title_heading_is_not_d
     text = "# Guide\n\nSome text.\n"
     assert as_markdown(text, "md").text == text
     assert as_markdown("---\ntitle: Guide\n---\n# Guide\n\nSome text.\n", "md").text == "# Guide\n\nSome text.\n"
-    assert as_markdown("---\nnot: [closed\n---\nbody\n", "md").text == "---\nnot: [closed\n---\nbody\n"  # bad YAML: text
+    assert (
+        as_markdown("---\nnot: [closed\n---\nbody\n", "md").text == "---\nnot: [closed\n---\nbody\n"
+    )  # bad YAML: text
 
 
 def test_rst_section_titles_become_headings_in_the_order_their_styles_appear() -> None:
@@ -90,13 +92,23 @@ Filters
 
 def test_asciidoc_and_notebooks_read_with_headings() -> None:
     assert as_markdown("= Title\n\n== Part\ntext\n", "adoc").text == "# Title\n\n## Part\ntext\n"
-    notebook = {"metadata": {"language_info": {"name": "python"}}, "cells": [
-        {"cell_type": "markdown", "source": ["# Loading data\n", "Read the CSV."]},
-        {"cell_type": "code", "source": "import pandas as pd\ndf = pd.read_csv('x.csv')", "outputs": [{"text": "OUTPUT"}]},
-        {"cell_type": "markdown", "source": "## Cleaning"},
-    ]}
+    notebook = {
+        "metadata": {"language_info": {"name": "python"}},
+        "cells": [
+            {"cell_type": "markdown", "source": ["# Loading data\n", "Read the CSV."]},
+            {
+                "cell_type": "code",
+                "source": "import pandas as pd\ndf = pd.read_csv('x.csv')",
+                "outputs": [{"text": "OUTPUT"}],
+            },
+            {"cell_type": "markdown", "source": "## Cleaning"},
+        ],
+    }
     text = as_markdown(json.dumps(notebook), "ipynb").text
-    assert text == "# Loading data\nRead the CSV.\n\n```python\nimport pandas as pd\ndf = pd.read_csv('x.csv')\n```\n\n## Cleaning\n"
+    assert (
+        text
+        == "# Loading data\nRead the CSV.\n\n```python\nimport pandas as pd\ndf = pd.read_csv('x.csv')\n```\n\n## Cleaning\n"
+    )
 
 
 def test_a_docs_page_context_names_its_page_title_section_and_description(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ctxrag.tasks.load import load_source
 from ctxrag.tasks.common.models import Chunk
+from ctxrag.tasks.load import load_source
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample"
 # Words too common in the sample to show that a chunk is about the answer.

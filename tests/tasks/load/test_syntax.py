@@ -14,19 +14,19 @@ from tests.tasks.load.test_chunking import assert_blank_pieces_only_when_unmerge
 
 SOURCES = {
     "shapes.py": '"""Shapes."""\n\nimport math\n\n\n# The unit circle.\nclass Circle:\n    """A circle."""\n\n'
-                 "    @property\n    def area(self):\n        return math.pi\n\n    def scaled(self, k):\n"
-                 "        return k * self.area\n\n\ndef unit():\n    return Circle()\n",
+    "    @property\n    def area(self):\n        return math.pi\n\n    def scaled(self, k):\n"
+    "        return k * self.area\n\n\ndef unit():\n    return Circle()\n",
     "format.js": "'use strict';\n/** Formatting. */\nconst isThing = (v) => v != null;\n\nexport const money = function (v) {\n"
-                 "  return v.toFixed(2);\n};\n\nexport default cond && function named(a) {\n  return a;\n};\n\n"
-                 "export class Fmt {\n  // Pads.\n  pad(s) {\n    return s.padStart(2);\n  }\n}\n",
+    "  return v.toFixed(2);\n};\n\nexport default cond && function named(a) {\n  return a;\n};\n\n"
+    "export class Fmt {\n  // Pads.\n  pad(s) {\n    return s.padStart(2);\n  }\n}\n",
     "view.tsx": "export interface Props { name: string }\n\nexport const View = ({ name }: Props) => (\n"
-                "  <div className=\"view\">{name}</div>\n);\n\nexport function helper(n: number): string {\n  return String(n);\n}\n",
+    '  <div className="view">{name}</div>\n);\n\nexport function helper(n: number): string {\n  return String(n);\n}\n',
     "server.go": "// Package server serves.\npackage server\n\n// Server serves.\ntype Server struct {\n\taddr string\n}\n\n"
-                 "// Start starts it.\nfunc (s *Server) Start() error {\n\treturn nil\n}\n",
+    "// Start starts it.\nfunc (s *Server) Start() error {\n\treturn nil\n}\n",
     "Registry.java": "package p;\n\n/** Registry. */\npublic class Registry {\n    /** Counts. */\n    @Override\n"
-                     "    public int size() {\n        return 0;\n    }\n\n    public void clear() {\n    }\n}\n",
+    "    public int size() {\n        return 0;\n    }\n\n    public void clear() {\n    }\n}\n",
     "lib.rs": "//! Bars.\nuse std::fmt;\n\n/// A bar.\n#[derive(Debug)]\npub struct Bar;\n\nimpl Foo for Bar {\n"
-              "    fn go(&self) -> i32 {\n        1\n    }\n}\n",
+    "    fn go(&self) -> i32 {\n        1\n    }\n}\n",
     "deploy.sh": "#!/bin/sh\n# Deploys.\nset -e\n\nbuild() {\n  make all\n}\n\n# Cleans.\nclean() {\n  rm -rf out\n}\n",
     "add.c": "/* Adds. */\n#include <stdio.h>\n\nstatic int\nadd(int a, int b)\n{\n    return a + b;\n}\n",
 }
@@ -52,15 +52,38 @@ def test_pieces_are_exact_and_under_budget(path: str, budget: int) -> None:
     assert_blank_pieces_only_when_unmergeable(pieces, budget)  # whitespace goes with a neighbour where it fits
 
 
-@pytest.mark.parametrize("path, budget, starts", [
-    ("shapes.py", 60, ["# The unit circle.\nclass Circle:", "    @property\n    def area", "    def scaled", "def unit"]),
-    ("format.js", 60, ["/** Formatting. */\nconst isThing", "export const money", "export default cond", "export class Fmt", "  // Pads.\n  pad(s)"]),
-    ("server.go", 60, ["// Server serves.\ntype Server", "// Start starts it.\nfunc (s *Server) Start"]),
-    ("Registry.java", 60, ["/** Registry. */\npublic class Registry", "    /** Counts. */\n    @Override", "    public void clear"]),
-    ("lib.rs", 50, ["/// A bar.\n#[derive(Debug)]\npub struct Bar", "impl Foo for Bar", "    fn go"]),
-    ("deploy.sh", 40, ["build()", "# Cleans.\nclean()"]),
-])
-def test_cuts_at_definitions_with_their_comments_decorators_and_attributes(path: str, budget: int, starts: list[str]) -> None:
+@pytest.mark.parametrize(
+    "path, budget, starts",
+    [
+        (
+            "shapes.py",
+            60,
+            ["# The unit circle.\nclass Circle:", "    @property\n    def area", "    def scaled", "def unit"],
+        ),
+        (
+            "format.js",
+            60,
+            [
+                "/** Formatting. */\nconst isThing",
+                "export const money",
+                "export default cond",
+                "export class Fmt",
+                "  // Pads.\n  pad(s)",
+            ],
+        ),
+        ("server.go", 60, ["// Server serves.\ntype Server", "// Start starts it.\nfunc (s *Server) Start"]),
+        (
+            "Registry.java",
+            60,
+            ["/** Registry. */\npublic class Registry", "    /** Counts. */\n    @Override", "    public void clear"],
+        ),
+        ("lib.rs", 50, ["/// A bar.\n#[derive(Debug)]\npub struct Bar", "impl Foo for Bar", "    fn go"]),
+        ("deploy.sh", 40, ["build()", "# Cleans.\nclean()"]),
+    ],
+)
+def test_cuts_at_definitions_with_their_comments_decorators_and_attributes(
+    path: str, budget: int, starts: list[str]
+) -> None:
     """Each definition starts a piece, or follows only small ones merged before it, with its comments in front."""
     text = SOURCES[path]
     found = [piece.content for piece in split_tree(text, tree(text, path), budget)]
@@ -75,9 +98,11 @@ def test_small_files_stay_whole() -> None:
 
 def test_an_oversized_class_splits_at_its_methods_and_a_huge_function_into_windows() -> None:
     methods = "".join(f"    def method_{n}(self):\n        return {n}\n\n" for n in range(40))
-    text = f"class Big:\n    \"\"\"Doc.\"\"\"\n\n{methods}"
+    text = f'class Big:\n    """Doc."""\n\n{methods}'
     pieces = split_tree(text, tree(text, "big.py"), 200)
-    assert joined(pieces) == text and all(piece.content.lstrip("\n").startswith("    def method_") for piece in pieces[1:])
+    assert joined(pieces) == text and all(
+        piece.content.lstrip("\n").startswith("    def method_") for piece in pieces[1:]
+    )
     body = "".join(f"  const v{n} = compute({n});\n" for n in range(300))
     text = f"function huge() {{\n{body}  return 0;\n}}\n\nfunction small() {{\n  return 1;\n}}\n"
     pieces = split_tree(text, tree(text, "huge.js"), 500)
@@ -92,8 +117,16 @@ def test_a_class_inside_a_namespace_splits_at_its_methods() -> None:
     assert joined(pieces) == text and all(piece.content.startswith("  int get_") for piece in pieces[1:])
 
 
-_PYTHON_BLOCKS = ["def f(x):\n    return x\n", "class K:\n    def m(self):\n        pass\n", "\n", "# comment\n",
-                  "@decorator\ndef g():\n    pass\n", "x = [\n    1,\n    2,\n]\n", "   \n", "y = 'z' * 90\n"]
+_PYTHON_BLOCKS = [
+    "def f(x):\n    return x\n",
+    "class K:\n    def m(self):\n        pass\n",
+    "\n",
+    "# comment\n",
+    "@decorator\ndef g():\n    pass\n",
+    "x = [\n    1,\n    2,\n]\n",
+    "   \n",
+    "y = 'z' * 90\n",
+]
 
 
 @pytest.mark.parametrize("seed", range(30))

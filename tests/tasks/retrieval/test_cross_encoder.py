@@ -15,7 +15,13 @@ from tests.equipment.tiny_models import bi_encoder_folder, cross_encoder_folder
 
 pytestmark = pytest.mark.slow  # builds models with torch
 
-DOCUMENTS = ["the cat sat", "retry with exponential backoff", "backoff and retry limits", "unrelated text", "open the file"]
+DOCUMENTS = [
+    "the cat sat",
+    "retry with exponential backoff",
+    "backoff and retry limits",
+    "unrelated text",
+    "open the file",
+]
 
 
 @pytest.fixture(scope="module")

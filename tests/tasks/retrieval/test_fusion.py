@@ -123,7 +123,12 @@ def test_document_fusion_exact_scores_and_order() -> None:
     assert [hit.score for hit in hits] == pytest.approx([3 / 4, 3 / 8, 1 / 3, 5 / 24], rel=1e-12)
     assert [hit.ranks for hit in hits] == [{"vector": 2, "bm25": 1}, {"vector": 1}, {"bm25": 2}, {"vector": 3}]
     # without the document term row 3 (1/3) is ahead of row 2 (1/4)
-    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, rrf_k=1)) == [0, 3, 2, 1]
+    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, rrf_k=1)) == [
+        0,
+        3,
+        2,
+        1,
+    ]
 
 
 def test_document_fusion_ranks_a_document_by_its_best_chunk() -> None:
@@ -148,20 +153,31 @@ def test_document_fusion_without_document_weights_is_rrf() -> None:
 def test_document_fusion_ties_best_single_rank_then_row() -> None:
     # rows 5 and 6: bm25 rank 1 / vector rank 1, weights equal, documents unranked -> same score 1/2, same best
     # rank 1 -> row order; row 4: vector rank 2 -> 1/3
-    hits = document_fusion({"vector": [6, 4], "bm25": [5]}, {4: "x", 5: "y", 6: "z"}, {"bm25": 1.0, "vector": 1.0}, {}, k=10, rrf_k=1)
+    hits = document_fusion(
+        {"vector": [6, 4], "bm25": [5]}, {4: "x", 5: "y", 6: "z"}, {"bm25": 1.0, "vector": 1.0}, {}, k=10, rrf_k=1
+    )
     assert rows_of(hits) == [5, 6, 4]
     assert document_fusion({}, {}, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=5) == []
-    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=2)) == [0, 3]
+    assert rows_of(document_fusion(RANKINGS, DOC_OF_ROW, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=2)) == [
+        0,
+        3,
+    ]
 
 
 def test_document_fusion_constants_are_the_cross_validated_ones() -> None:
-    assert (DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS) == (2, {"bm25": 1.0, "vector": 0.3}, {"vector": 0.25})
+    assert (DOC_FUSION_RRF_K, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS) == (
+        2,
+        {"bm25": 1.0, "vector": 0.3},
+        {"vector": 0.25},
+    )
     assert DOC_FUSION_DEFINITION_WEIGHT == 0.125
 
 
 def test_document_fusion_adds_the_definition_weight_to_defining_rows() -> None:
     plain = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, rrf_k=1)
-    lifted = document_fusion(RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, defining={1}, rrf_k=1, definition_weight=0.3)
+    lifted = document_fusion(
+        RANKINGS, DOC_OF_ROW, {"bm25": 1.0, "vector": 0.5}, {}, k=10, defining={1}, rrf_k=1, definition_weight=0.3
+    )
     # row 1: vector 0.5/(1+3) = 1/8, + 0.3 -> 17/40, past row 3 (bm25 1/3) and row 2 (vector 1/4)
     assert rows_of(plain) == [0, 3, 2, 1]
     assert rows_of(lifted) == [0, 1, 3, 2]
@@ -169,12 +185,14 @@ def test_document_fusion_adds_the_definition_weight_to_defining_rows() -> None:
     assert lifted[1].ranks == {"vector": 3}
 
 
-
-
 # --- standardized scores (hybrid-score) ------------------------------------------------------------------------------
 
 BM25_SCORED = [(0, 3.0), (3, 1.0)]  # z: row 0 = +1, row 3 = -1 (mean 2, sd 1); absent rows get -1
-VECTOR_SCORED = [(2, 0.9), (0, 0.5), (1, 0.1)]  # z: row 2 = +1.2247, row 0 = 0, row 1 = -1.2247; absent rows get -1.2247
+VECTOR_SCORED = [
+    (2, 0.9),
+    (0, 0.5),
+    (1, 0.1),
+]  # z: row 2 = +1.2247, row 0 = 0, row 1 = -1.2247; absent rows get -1.2247
 
 
 def test_score_fusion_exact_scores_and_order() -> None:
@@ -183,7 +201,9 @@ def test_score_fusion_exact_scores_and_order() -> None:
     # row 0: 0.4 x 1 + 0.6 x 0 = 0.4          row 2: 0.4 x -1 + 0.6 x z = 0.3348
     # rows 3 and 1: 0.4 x -1 + 0.6 x -z, equal: row 3 (best rank 2) before row 1 (best rank 3)
     assert rows_of(hits) == [0, 2, 3, 1]
-    assert [hit.score for hit in hits] == pytest.approx([0.4, -0.4 + 0.6 * z, -0.4 - 0.6 * z, -0.4 - 0.6 * z], rel=1e-12)
+    assert [hit.score for hit in hits] == pytest.approx(
+        [0.4, -0.4 + 0.6 * z, -0.4 - 0.6 * z, -0.4 - 0.6 * z], rel=1e-12
+    )
     assert [hit.ranks for hit in hits] == [{"vector": 2, "bm25": 1}, {"vector": 1}, {"bm25": 2}, {"vector": 3}]
 
 

@@ -16,14 +16,16 @@ from tests.helpers import SAMPLE_CORPUS
 
 def rows(chunks: list[tuple[str, int, str, str]], documents: dict[str, str]) -> pa.Table:
     """Index rows (doc_id, chunk_index, heading, content), shuffled as a backend may store them."""
-    return pa.table({
-        "chunk_id": [f"{doc}#{index}" for doc, index, _, _ in chunks],
-        "doc_id": [doc for doc, _, _, _ in chunks],
-        "chunk_index": [index for _, index, _, _ in chunks],
-        "doc_sha": [sha256_hex(doc, documents[doc]) for doc, _, _, _ in chunks],
-        "heading": [heading for _, _, heading, _ in chunks],
-        "content": [content for _, _, _, content in chunks],
-    })
+    return pa.table(
+        {
+            "chunk_id": [f"{doc}#{index}" for doc, index, _, _ in chunks],
+            "doc_id": [doc for doc, _, _, _ in chunks],
+            "chunk_index": [index for _, index, _, _ in chunks],
+            "doc_sha": [sha256_hex(doc, documents[doc]) for doc, _, _, _ in chunks],
+            "heading": [heading for _, _, heading, _ in chunks],
+            "content": [content for _, _, _, content in chunks],
+        }
+    )
 
 
 def test_a_span_leaves_out_the_blank_lines_a_chunk_carries() -> None:
@@ -43,19 +45,31 @@ def test_lines_count_the_chunks_before_in_document_order_whatever_the_row_order(
 
 
 def test_no_lines_when_the_chunks_joined_are_not_the_document() -> None:
-    table = rows([("doc-1", 0, "Intro", "first part"), ("doc-1", 1, "Intro > More", "second part")], {"doc-1": "first part\n\nsecond part"})
+    table = rows(
+        [("doc-1", 0, "Intro", "first part"), ("doc-1", 1, "Intro > More", "second part")],
+        {"doc-1": "first part\n\nsecond part"},
+    )
     located = Locator(ChunkTable(table)).location(1)
     assert located == Location(heading="Intro > More", lines=None)  # a heading: its definitions are not looked for
-    assert str(located) == "Intro > More" and located.to_dict() == {"heading": "Intro > More", "definitions": [], "lines": None}
+    assert str(located) == "Intro > More" and located.to_dict() == {
+        "heading": "Intro > More",
+        "definitions": [],
+        "lines": None,
+    }
 
 
 def test_an_index_without_the_columns_gives_what_it_can() -> None:
-    table = pa.table({"chunk_id": ["x#0"], "doc_id": ["x"], "chunk_index": [0], "content": ["class Widget:\n    pass\n"]})
+    table = pa.table(
+        {"chunk_id": ["x#0"], "doc_id": ["x"], "chunk_index": [0], "content": ["class Widget:\n    pass\n"]}
+    )
     assert Locator(ChunkTable(table)).location(0) == Location(definitions=("Widget",))
 
 
 def test_names_keep_their_case_and_the_text_names_the_first_two() -> None:
-    assert definitions_in("class RetryPolicy:\n    def delay_for(self):\n        pass\n    def _x(self): pass\n") == ("RetryPolicy", "delay_for")
+    assert definitions_in("class RetryPolicy:\n    def delay_for(self):\n        pass\n    def _x(self): pass\n") == (
+        "RetryPolicy",
+        "delay_for",
+    )
     assert str(Location(definitions=("a_b", "c_d", "e_f", "g_h"), lines=(3, 9))) == "lines 3-9, a_b, c_d +2"
     assert str(Location()) == ""
 
@@ -65,7 +79,10 @@ def test_every_sample_chunk_s_lines_hold_its_text(relative: str) -> None:
     corpus = load_directory(SAMPLE_CORPUS)
     chunks = [chunk for chunk in corpus.chunks if chunk.doc_id == relative]
     document = next(document for document in corpus.documents if document.doc_id == relative)
-    table = rows([(chunk.doc_id, chunk.chunk_index, chunk.heading, chunk.content) for chunk in chunks], {relative: document.content})
+    table = rows(
+        [(chunk.doc_id, chunk.chunk_index, chunk.heading, chunk.content) for chunk in chunks],
+        {relative: document.content},
+    )
     lines = Path(SAMPLE_CORPUS, relative).read_text().splitlines()
     locator = Locator(ChunkTable(table))
     for row, chunk in enumerate(chunks):
@@ -74,7 +91,9 @@ def test_every_sample_chunk_s_lines_hold_its_text(relative: str) -> None:
         assert "\n".join(lines[span[0] - 1 : span[1]]) == chunk.content.strip()
 
 
-def test_kept_locations_stay_under_their_bounds_and_a_small_index_is_located_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kept_locations_stay_under_their_bounds_and_a_small_index_is_located_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     documents = {f"m{at}.py": f"def f{at}():\n    return {at}\n" for at in range(12)}
     table = rows([(doc, 0, "", text) for doc, text in documents.items()], documents)
     expected = [Locator(ChunkTable(table)).location(row) for row in range(12)]

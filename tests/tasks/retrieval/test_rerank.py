@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from ctxrag.storage.ledger import LedgerRow
-from ctxrag.tasks.retrieval.rerank import ClaudeReranker, CohereReranker, RerankError, RerankSpec, parse_indices
 from ctxrag.tasks.common.retry import RetryPolicy
+from ctxrag.tasks.retrieval.rerank import ClaudeReranker, CohereReranker, RerankError, RerankSpec, parse_indices
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.equipment.cohere_simulator import CohereSimulator
 
@@ -52,8 +51,13 @@ def test_claude_reranker_applies_the_indices_claude_gives(claude_sim: AnthropicS
     assert "[0] the cat sat" in prompt and "<relevant_indices>" in prompt
 
 
-@pytest.mark.parametrize("answer", ["I cannot decide.", "<relevant_indices>9, x, 9</relevant_indices>", "<relevant_indices>3</relevant_indices>"])
-def test_claude_reranker_falls_back_to_the_original_order_and_counts_it(claude_sim: AnthropicSimulator, answer: str) -> None:
+@pytest.mark.parametrize(
+    "answer",
+    ["I cannot decide.", "<relevant_indices>9, x, 9</relevant_indices>", "<relevant_indices>3</relevant_indices>"],
+)
+def test_claude_reranker_falls_back_to_the_original_order_and_counts_it(
+    claude_sim: AnthropicSimulator, answer: str
+) -> None:
     claude_sim.reply_with(lambda prompt: answer)
     reranker = ClaudeReranker()
     order = reranker.rerank("q", DOCUMENTS, 2)
@@ -83,14 +87,19 @@ def test_missing_keys_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert RerankSpec("local", path="x").missing_key() is None
 
 
-def test_cohere_requests_in_flight_are_bounded_by_the_runs_limit(cohere_sim: CohereSimulator, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cohere_requests_in_flight_are_bounded_by_the_runs_limit(
+    cohere_sim: CohereSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Evaluation's query threads rerank at once: at most CTXRAG_COHERE_CONCURRENCY requests are open."""
     import threading
 
     monkeypatch.setenv("CTXRAG_COHERE_CONCURRENCY", "2")
     cohere_sim.latency_seconds = 0.3
     rows: list[LedgerRow] = []
-    threads = [threading.Thread(target=CohereReranker(ledger=rows.extend).rerank, args=("retry", DOCUMENTS, 2)) for _ in range(5)]
+    threads = [
+        threading.Thread(target=CohereReranker(ledger=rows.extend).rerank, args=("retry", DOCUMENTS, 2))
+        for _ in range(5)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -38,7 +38,14 @@ def test_strategy_from_str_round_trip(strategy: Strategy) -> None:
 
 
 def test_strategy_values() -> None:
-    assert [strategy.value for strategy in Strategy] == ["vector", "bm25", "hybrid", "hybrid-weighted", "hybrid-doc", "hybrid-score"]
+    assert [strategy.value for strategy in Strategy] == [
+        "vector",
+        "bm25",
+        "hybrid",
+        "hybrid-weighted",
+        "hybrid-doc",
+        "hybrid-score",
+    ]
     assert DEFAULT_STRATEGY == "hybrid-score"
 
 
@@ -46,14 +53,21 @@ def test_strategy_values() -> None:
 def test_strategy_from_str_error_lists_the_choices(value: str) -> None:
     with pytest.raises(ValueError) as raised:
         Strategy.from_str(value)
-    assert str(raised.value) == f"unknown strategy {value!r}; choose one of: vector, bm25, hybrid, hybrid-weighted, hybrid-doc, hybrid-score"
+    assert (
+        str(raised.value)
+        == f"unknown strategy {value!r}; choose one of: vector, bm25, hybrid, hybrid-weighted, hybrid-doc, hybrid-score"
+    )
 
 
 @pytest.mark.parametrize(
     ("written", "config", "label"),
     [
         ("hybrid-score", StrategyConfig(Strategy.HYBRID_SCORE), "hybrid-score"),
-        ("hybrid-score(vector_weight=0.3)", StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.3), "hybrid-score(vector_weight=0.3)"),
+        (
+            "hybrid-score(vector_weight=0.3)",
+            StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.3),
+            "hybrid-score(vector_weight=0.3)",
+        ),
         (" hybrid( rrf_k = 10 ) ", StrategyConfig(Strategy.HYBRID, rrf_k=10), "hybrid(rrf_k=10)"),
         ("hybrid(rrf_k=60)", StrategyConfig(Strategy.HYBRID), "hybrid"),  # the default value is not written
         ("bm25()", StrategyConfig(Strategy.BM25), "bm25"),
@@ -67,7 +81,10 @@ def test_strategy_config_reads_and_writes_its_parameters(written: str, config: S
 
 
 def test_strategy_config_dict_names_only_the_strategys_own_parameters() -> None:
-    assert StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.4).to_dict() == {"strategy": "hybrid-score", "vector_weight": 0.4}
+    assert StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.4).to_dict() == {
+        "strategy": "hybrid-score",
+        "vector_weight": 0.4,
+    }
     assert StrategyConfig(Strategy.HYBRID_DOC).to_dict() == {"strategy": "hybrid-doc"}
 
 
@@ -89,6 +106,7 @@ def test_strategy_config_errors_name_what_is_wrong(written: str, message: str) -
 
 
 # --- Searcher ----------------------------------------------------------------------------------------------------
+
 
 def test_fake_index_bm25_scores_by_hand() -> None:
     # N = 4, lengths 2, 2, 3, 1 -> avgdl = 2; "lemon" in rows 0, 2: idf = ln(1 + 2.5 / 2.5) = ln 2
@@ -139,9 +157,16 @@ def test_search_hybrid_weighted_is_the_cookbook_fusion() -> None:
 def test_search_hybrid_score_fuses_both_scored_rankings() -> None:
     searcher = make_searcher()
     hits = searcher.search("lemon", Strategy.HYBRID_SCORE, k=10)
-    expected = score_fusion(searcher.rank_bm25("lemon", 150), searcher.rank_vector("lemon", 150), 10, SCORE_FUSION_VECTOR_WEIGHT)
+    expected = score_fusion(
+        searcher.rank_bm25("lemon", 150), searcher.rank_vector("lemon", 150), 10, SCORE_FUSION_VECTOR_WEIGHT
+    )
     # vector z: rows 1 and 3 +0.98, row 2 -0.70, row 0 -1.26; BM25 z: row 2 +1, row 0 -1, rows 1 and 3 (absent) -1
-    assert hits == expected and rows_of(hits) == [2, 1, 3, 0]  # half and half: 0.150, -0.010, -0.010 (row 1's vector rank is better), -1.130
+    assert hits == expected and rows_of(hits) == [
+        2,
+        1,
+        3,
+        0,
+    ]  # half and half: 0.150, -0.010, -0.010 (row 1's vector rank is better), -1.130
     bm25_led = searcher.search("lemon", StrategyConfig(Strategy.HYBRID_SCORE, vector_weight=0.1), k=10)
     assert rows_of(bm25_led) == [2, 1, 3, 0]  # 0.830, -0.802, -0.802, -1.026
 
@@ -149,11 +174,17 @@ def test_search_hybrid_score_fuses_both_scored_rankings() -> None:
 def test_search_hybrid_reads_its_rrf_constant() -> None:
     searcher = make_searcher()
     assert searcher.search("lemon", StrategyConfig(Strategy.HYBRID, rrf_k=0), k=10) == [
-        RankedRow(2, 1 / 3 + 1 / 1, {"vector": 3, "bm25": 1}), RankedRow(1, 1.0, {"vector": 1}), RankedRow(0, 1 / 4 + 1 / 2, {"vector": 4, "bm25": 2}), RankedRow(3, 1 / 2, {"vector": 2}),
+        RankedRow(2, 1 / 3 + 1 / 1, {"vector": 3, "bm25": 1}),
+        RankedRow(1, 1.0, {"vector": 1}),
+        RankedRow(0, 1 / 4 + 1 / 2, {"vector": 4, "bm25": 2}),
+        RankedRow(3, 1 / 2, {"vector": 2}),
     ]
 
 
-@pytest.mark.parametrize("written", ["vector", "bm25", "hybrid", "hybrid(rrf_k=5)", "hybrid-weighted", "hybrid-doc", "hybrid-score(vector_weight=0.3)"])
+@pytest.mark.parametrize(
+    "written",
+    ["vector", "bm25", "hybrid", "hybrid(rrf_k=5)", "hybrid-weighted", "hybrid-doc", "hybrid-score(vector_weight=0.3)"],
+)
 def test_fuse_on_stored_rankings_is_search(written: str) -> None:
     searcher = make_searcher(WIDE_TEXTS, WIDE_VECTOR)
     config = StrategyConfig.from_str(written)
@@ -260,7 +291,9 @@ def counting_embedder(monkeypatch) -> list[list[str]]:  # type: ignore[no-untype
             calls.append(texts)
             return np.array([[0.0, 1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
 
-    monkeypatch.setattr(ctxrag.tasks.retrieval.search, "make_embedder", lambda spec, ledger, run_id, models_dir=None: CountingEmbedder())
+    monkeypatch.setattr(
+        ctxrag.tasks.retrieval.search, "make_embedder", lambda spec, ledger, run_id, models_dir=None: CountingEmbedder()
+    )
     return calls
 
 
@@ -291,6 +324,7 @@ def test_a_long_lived_searcher_keeps_the_latest_local_query_vectors_in_memory_on
 
 # --- document evidence (hybrid-doc) -------------------------------------------------------------------------------
 
+
 def test_search_hybrid_doc_uses_the_chunks_documents() -> None:
     # vector ranking 1, 3, 2, 0 (documents y, y, x, x -> y = 1, x = 2); bm25 ("lemon") 2, 0; rrf_k 2
     hits = make_searcher(doc_ids=["x", "y", "x", "y"]).search("lemon", Strategy.HYBRID_DOC, k=10)
@@ -313,7 +347,14 @@ def test_search_hybrid_doc_lifts_a_chunk_of_the_vector_rankings_top_document() -
     # row 5: 1/4 + 0.3/6 + 0.25/6 = 0.341667    row 0: 1/5 + 0.3/7 + 0.25/7 = 0.278571
     # row 3: 0.3/4 + 0.25/4 = 0.1375            row 2: 0.3/8 + 0.25/7 = 0.073214
     assert rows_of(hits) == [4, 1, 5, 0, 3, 2]
-    expected = [1 / 3 + 3 / 50 + 1 / 20, 1 / 6 + 1 / 10 + 1 / 12, 1 / 4 + 1 / 20 + 1 / 24, 1 / 5 + 3 / 70 + 1 / 28, 3 / 40 + 1 / 16, 3 / 80 + 1 / 28]
+    expected = [
+        1 / 3 + 3 / 50 + 1 / 20,
+        1 / 6 + 1 / 10 + 1 / 12,
+        1 / 4 + 1 / 20 + 1 / 24,
+        1 / 5 + 3 / 70 + 1 / 28,
+        3 / 40 + 1 / 16,
+        3 / 80 + 1 / 28,
+    ]
     assert [hit.score for hit in hits] == pytest.approx(expected, rel=1e-12)
     # without the document term row 5 (1/4 + 1/20) stays ahead of row 1 (1/6 + 1/10)
     rankings = {"vector": [1, 3, 4, 5, 0, 2], "bm25": [4, 5, 0, 1]}
@@ -323,7 +364,11 @@ def test_search_hybrid_doc_lifts_a_chunk_of_the_vector_rankings_top_document() -
 # --- definition evidence (hybrid-doc) -----------------------------------------------------------------------------
 
 
-DEFINING_TEXTS = ["def parse_header(line): return line.split(':')", "parse the header line of a request", "header = parse_header(raw)"]
+DEFINING_TEXTS = [
+    "def parse_header(line): return line.split(':')",
+    "parse the header line of a request",
+    "header = parse_header(raw)",
+]
 
 
 def test_search_hybrid_doc_adds_the_weight_to_the_chunk_that_defines_a_name_the_query_mentions() -> None:
@@ -333,7 +378,9 @@ def test_search_hybrid_doc_adds_the_weight_to_the_chunk_that_defines_a_name_the_
     assert sorted(bm25) == [0, 1, 2]  # "parse", "header" match row 1 too; only row 0 defines parse_header
     hits = {hit.row: hit.score for hit in searcher.search(query, Strategy.HYBRID_DOC, k=3)}
     documents = {row: f"d{row}" for row in range(3)}
-    without = document_fusion({"vector": [1, 2, 0], "bm25": bm25}, documents, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=3)
+    without = document_fusion(
+        {"vector": [1, 2, 0], "bm25": bm25}, documents, DOC_FUSION_WEIGHTS, DOC_FUSION_DOCUMENT_WEIGHTS, k=3
+    )
     expected = {hit.row: hit.score + (DOC_FUSION_DEFINITION_WEIGHT if hit.row == 0 else 0.0) for hit in without}
     assert hits == pytest.approx(expected, rel=1e-12)
     assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == {0}
@@ -342,7 +389,9 @@ def test_search_hybrid_doc_adds_the_weight_to_the_chunk_that_defines_a_name_the_
 def test_rows_defining_reads_the_defines_column_when_the_index_has_one() -> None:
     searcher = make_searcher(DEFINING_TEXTS)
     assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == {0}  # from the chunks' text
-    searcher.index.chunks = ChunkTable(searcher.index.chunks.read().append_column(DEFINES, pa.array([[], ["header"], []], pa.list_(pa.string()))))
+    searcher.index.chunks = ChunkTable(
+        searcher.index.chunks.read().append_column(DEFINES, pa.array([[], ["header"], []], pa.list_(pa.string())))
+    )
     assert searcher.rows_defining({"parse_header"}, [0, 1, 2]) == set()  # the column, not the text
     assert searcher.rows_defining({"header"}, [0, 1, 2]) == {1}
     assert searcher.rows_defining(set(), [0, 1, 2]) == set()
@@ -364,7 +413,9 @@ def test_strategy_of_is_the_named_one_else_the_tuned_one_else_the_default(tmp_pa
     assert strategy_of(store, "docs").label == "hybrid(rrf_k=10)"
     assert strategy_of(store, "docs", "bm25") == StrategyConfig(Strategy.BM25)
     tuning.write_text('{"strategy": {"strategy": "rrf"}}')
-    with pytest.raises(CorruptIndexError, match="index 'docs': its tuning.json names no strategy ctxrag knows .*run ctxrag tune again"):
+    with pytest.raises(
+        CorruptIndexError, match="index 'docs': its tuning.json names no strategy ctxrag knows .*run ctxrag tune again"
+    ):
         strategy_of(store, "docs")
 
 

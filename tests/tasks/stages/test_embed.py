@@ -9,8 +9,8 @@ import pytest
 
 from ctxrag.storage.artifacts import embeddings_cache
 from ctxrag.tasks.embedding.embed import EmbedderSpec, stored_vectors
-from ctxrag.tasks.stored import unstored_texts
 from ctxrag.tasks.stages import embed as stage
+from ctxrag.tasks.stored import unstored_texts
 
 
 class CountingEmbedder:
@@ -22,7 +22,9 @@ class CountingEmbedder:
         return np.array([[len(text), 1.0] for text in texts], dtype=np.float32)
 
 
-def test_only_unstored_texts_are_embedded_and_read_back_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_unstored_texts_are_embedded_and_read_back_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     embedder = CountingEmbedder()
     monkeypatch.setattr(stage, "make_embedder", lambda spec, ledger=None, run_id="": embedder)
     spec = EmbedderSpec()

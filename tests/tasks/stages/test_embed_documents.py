@@ -45,5 +45,8 @@ def test_a_run_killed_mid_way_repeats_only_the_request_in_flight(
     left = documents_to_embed(TEXTS, DOC_IDS, SPEC, tmp_path)
     assert [texts for texts, _ in left] == [TEXTS[6:9], TEXTS[9:12]]
     assert embed_documents_batch.fn(left, SPEC, tmp_path) == 6
-    assert contextualized_requests(voyage_simulator)[2:] == [[TEXTS[6:9]], [TEXTS[9:12]]]  # the killed request, then the last
+    assert contextualized_requests(voyage_simulator)[2:] == [
+        [TEXTS[6:9]],
+        [TEXTS[9:12]],
+    ]  # the killed request, then the last
     assert documents_to_embed(TEXTS, DOC_IDS, SPEC, tmp_path) == []

@@ -10,11 +10,11 @@ import pytest
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.index_store import IndexStore
+from ctxrag.tasks.common.models import indexed_text
 from ctxrag.tasks.context.spec import ContextualizerSpec
 from ctxrag.tasks.embedding.embed import EmbedderSpec
-from ctxrag.tasks.common.models import indexed_text
-from ctxrag.tasks.stages.load import compare_with_live
 from ctxrag.tasks.retrieval.search import DEFINES
+from ctxrag.tasks.stages.load import compare_with_live
 from ctxrag.tasks.stages.publish import build_plan, publish_index
 from tests.tasks.stages.test_contextualize import corpus
 
@@ -28,8 +28,13 @@ def test_the_plan_carries_each_chunks_indexed_text_and_a_stable_build_key() -> N
     assert plan.texts == [indexed_text(context, chunk.content) for context, chunk in zip(contexts, data.chunks)]
     assert plan.texts[1] == data.chunks[1].content  # no context: the chunk alone
     assert plan.rows["context_key"].to_pylist() == KEYS  # each row names its stored context, for gc
-    assert plan.build_key == build_plan(data, contexts, KEYS, EmbedderSpec(), ContextualizerSpec("structural")).build_key
-    assert plan.build_key != build_plan(data, ["other", ""], KEYS, EmbedderSpec(), ContextualizerSpec("structural")).build_key
+    assert (
+        plan.build_key == build_plan(data, contexts, KEYS, EmbedderSpec(), ContextualizerSpec("structural")).build_key
+    )
+    assert (
+        plan.build_key
+        != build_plan(data, ["other", ""], KEYS, EmbedderSpec(), ContextualizerSpec("structural")).build_key
+    )
     assert plan.config["bm25"] == {"k1": 1.2, "b": 0.75}
     with pytest.raises(InvalidInput, match="unknown backend 'solr'"):
         build_plan(data, contexts, KEYS, EmbedderSpec(), ContextualizerSpec("structural"), backend="solr")
@@ -62,5 +67,7 @@ def test_the_embedder_reads_its_own_text_and_bm25_the_whole_context() -> None:
     plan = build_plan(data, [context], ["k0"], local, ContextualizerSpec("structural"))
     assert plan.texts == [indexed_text(context, data.chunks[0].content)]
     assert plan.embedded_texts == [local.embedded_text(context, data.chunks[0].content)] != plan.texts
-    voyage = build_plan(data, [context], ["k0"], EmbedderSpec.choose("voyage", None, 512, None), ContextualizerSpec("structural"))
+    voyage = build_plan(
+        data, [context], ["k0"], EmbedderSpec.choose("voyage", None, 512, None), ContextualizerSpec("structural")
+    )
     assert voyage.embedded_texts == voyage.texts

@@ -19,14 +19,18 @@ from tests.tasks.context.claude.test_contextualizer import BIG, SMALL, make_docu
 CHUNK_TAG = re.compile(r'<chunk index="(\d+)">')
 
 
-def run(worker: ClaudeContextualizer, pending: list, home: Path) -> tuple[dict[str, str], list[LedgerRow], dict[str, int]]:
+def run(
+    worker: ClaudeContextualizer, pending: list, home: Path
+) -> tuple[dict[str, str], list[LedgerRow], dict[str, int]]:
     saved: dict[str, str] = {}
     rows: list[LedgerRow] = []
 
     def save(items: list[tuple[str, str, str]]) -> None:
         saved.update({key: text for key, _, text in items})
 
-    counts = run_batches(worker, pending, save, rows.extend, BatchState(home), poll_seconds=0.01, is_done=lambda key: key in saved)
+    counts = run_batches(
+        worker, pending, save, rows.extend, BatchState(home), poll_seconds=0.01, is_done=lambda key: key in saved
+    )
     return saved, rows, counts
 
 
@@ -34,7 +38,9 @@ def batch_items(simulator: AnthropicSimulator) -> list[list[dict]]:
     return [request.json["requests"] for request in simulator.requests if request.path == "/v1/messages/batches"]
 
 
-def test_per_document_batch_sends_the_per_document_prompt_at_half_price(simulator: AnthropicSimulator, tmp_path: Path) -> None:
+def test_per_document_batch_sends_the_per_document_prompt_at_half_price(
+    simulator: AnthropicSimulator, tmp_path: Path
+) -> None:
     big, big_chunks = make_document(BIG, 25, "big")
     small, small_chunks = make_document(SMALL, 3, "small")
     worker = ClaudeContextualizer(ClaudeSettings(mode="per-document-batch"), run_id="r")
@@ -45,7 +51,11 @@ def test_per_document_batch_sends_the_per_document_prompt_at_half_price(simulato
     assert [len(CHUNK_TAG.findall(item["params"]["messages"][0]["content"][1]["text"])) for item in items] == [20, 5, 3]
     assert all(item["params"]["tool_choice"] == {"type": "tool", "name": "record_contexts"} for item in items)
     assert all(item["params"]["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"} for item in items)
-    keys = {context_key(chunk, worker, document) for document, chunks in ((big, big_chunks), (small, small_chunks)) for chunk in chunks}
+    keys = {
+        context_key(chunk, worker, document)
+        for document, chunks in ((big, big_chunks), (small, small_chunks))
+        for chunk in chunks
+    }
     assert set(saved) == keys and counts == {"resumed_batches": 0, "submitted_batches": 1, "succeeded": 28, "failed": 0}
     assert [len(row.chunk_ids) for row in rows] == [20, 5, 3] and {row.mode for row in rows} == {"per-document-batch"}
     for row in rows:  # half the price of the same tokens sent call by call
@@ -54,7 +64,9 @@ def test_per_document_batch_sends_the_per_document_prompt_at_half_price(simulato
     assert worker.version.endswith("doc-contexts-v1")  # the per-document prompt's contexts: shared with per-document
 
 
-def test_per_document_batch_asks_for_a_left_out_chunk_alone_in_one_more_batch(simulator: AnthropicSimulator, tmp_path: Path) -> None:
+def test_per_document_batch_asks_for_a_left_out_chunk_alone_in_one_more_batch(
+    simulator: AnthropicSimulator, tmp_path: Path
+) -> None:
     document, chunks = make_document(BIG, 5)
     simulator.omit_contexts_for({3})
     worker = ClaudeContextualizer(ClaudeSettings(mode="per-document-batch"))
@@ -68,13 +80,17 @@ def test_per_document_batch_asks_for_a_left_out_chunk_alone_in_one_more_batch(si
     assert not list((tmp_path / "artifacts" / "batches").glob("*.json"))  # both batches closed
 
 
-def test_a_chunk_left_out_even_alone_counts_as_failed(simulator: AnthropicSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_chunk_left_out_even_alone_counts_as_failed(
+    simulator: AnthropicSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import ctxrag.tasks.context.claude.batches as batches
 
     document, chunks = make_document(BIG, 4)
     real = batches._tool_contexts
     monkeypatch.setattr(batches, "_tool_contexts", lambda message: {k: v for k, v in real(message).items() if k != 2})
-    saved, _, counts = run(ClaudeContextualizer(ClaudeSettings(mode="per-document-batch")), [(document, chunks)], tmp_path)
+    saved, _, counts = run(
+        ClaudeContextualizer(ClaudeSettings(mode="per-document-batch")), [(document, chunks)], tmp_path
+    )
     assert len(saved) == 3 and counts["failed"] == 1 and counts["submitted_batches"] == 2
 
 

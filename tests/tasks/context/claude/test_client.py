@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from ctxrag.tasks.context.claude.client import ClaudeCallError, ClaudeClient
-from ctxrag.tasks.common.retry import RetryPolicy
 from ctxrag.storage.secrets import MissingKey
+from ctxrag.tasks.common.retry import RetryPolicy
+from ctxrag.tasks.context.claude.client import ClaudeCallError, ClaudeClient
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.helpers import ANTHROPIC_TEST_KEY as TEST_KEY
 
@@ -69,7 +69,9 @@ def test_errors_never_carry_the_key(simulator: AnthropicSimulator, monkeypatch: 
     assert TEST_KEY not in str(raised.value) and "***" in str(raised.value)
 
 
-def test_a_request_whose_answer_does_not_come_is_retried_not_waited_on(simulator: AnthropicSimulator, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_request_whose_answer_does_not_come_is_retried_not_waited_on(
+    simulator: AnthropicSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 35: a worker's every call slot sat on requests never answered, for the SDK's 10 minutes."""
     import ctxrag.tasks.context.claude.client as client
 

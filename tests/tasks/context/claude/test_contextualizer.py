@@ -7,6 +7,8 @@ import re
 import pytest
 
 from ctxrag.storage.ledger import LedgerRow, summarize
+from ctxrag.tasks.common.models import Chunk, Document
+from ctxrag.tasks.common.ratelimit import RateLimiter
 from ctxrag.tasks.context.claude.client import ClaudeClient
 from ctxrag.tasks.context.claude.contextualizer import (
     ClaudeContextualizer,
@@ -15,8 +17,6 @@ from ctxrag.tasks.context.claude.contextualizer import (
     ContextualizationFailed,
     document_windows,
 )
-from ctxrag.tasks.common.models import Chunk, Document
-from ctxrag.tasks.common.ratelimit import RateLimiter
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 
 BIG = " ".join(f"word{i}" for i in range(5000))  # ~ 5,500 simulated tokens: above Haiku 4.5's 4,096 minimum
@@ -27,8 +27,7 @@ def make_document(text: str, pieces: int, doc_id: str = "doc") -> tuple[Document
     document = Document(doc_id, doc_id, text, "text", "test")
     step = len(text) // pieces
     chunks = [
-        Chunk(f"{doc_id}#{i}", doc_id, i, text[i * step : (i + 1) * step], document.doc_sha)
-        for i in range(pieces)
+        Chunk(f"{doc_id}#{i}", doc_id, i, text[i * step : (i + 1) * step], document.doc_sha) for i in range(pieces)
     ]
     return document, chunks
 
@@ -88,7 +87,9 @@ def rate_limited_tokens(simulator: AnthropicSimulator) -> int:
     return sum(r.usage["input_tokens"] + r.usage["cache_creation_input_tokens"] for r in message_requests(simulator))
 
 
-def test_rate_limit_estimates_count_the_cached_document_only_where_a_call_writes_it(simulator: AnthropicSimulator) -> None:
+def test_rate_limit_estimates_count_the_cached_document_only_where_a_call_writes_it(
+    simulator: AnthropicSimulator,
+) -> None:
     limiter = RecordingLimiter()
     worker = ClaudeContextualizer(ClaudeSettings(concurrency=4), client=ClaudeClient(limiter=limiter))
     out = Collector()
@@ -106,11 +107,15 @@ def test_rate_limit_estimates_count_the_cached_document_only_where_a_call_writes
     assert counted <= sum(limiter.estimates) <= 1.5 * counted
 
 
-def test_rate_limit_estimates_count_a_document_below_the_cache_minimum_on_every_call(simulator: AnthropicSimulator) -> None:
+def test_rate_limit_estimates_count_a_document_below_the_cache_minimum_on_every_call(
+    simulator: AnthropicSimulator,
+) -> None:
     limiter = RecordingLimiter()
     document, chunks = make_document(SMALL, 4, "small")
     out = Collector()
-    ClaudeContextualizer(ClaudeSettings(), client=ClaudeClient(limiter=limiter)).run(document, chunks, out.save, out.ledger)
+    ClaudeContextualizer(ClaudeSettings(), client=ClaudeClient(limiter=limiter)).run(
+        document, chunks, out.save, out.ledger
+    )
     assert all(r.usage["cache_read_input_tokens"] == 0 for r in message_requests(simulator))  # nothing cached
     document_tokens = len(SMALL) / 3
     assert len(limiter.estimates) == 4 and all(estimate > document_tokens for estimate in limiter.estimates)
@@ -121,7 +126,10 @@ def test_a_document_below_the_minimum_is_reported_not_cached(simulator: Anthropi
     document, chunks = make_document(SMALL, 3, "small")
     out = Collector()
     ClaudeContextualizer(ClaudeSettings(model="claude-haiku-4-5")).run(document, chunks, out.save, out.ledger)
-    assert all(r.usage["cache_creation_input_tokens"] == r.usage["cache_read_input_tokens"] == 0 for r in message_requests(simulator))
+    assert all(
+        r.usage["cache_creation_input_tokens"] == r.usage["cache_read_input_tokens"] == 0
+        for r in message_requests(simulator)
+    )
     assert summarize([row_dict(row) for row in out.rows])["documents_without_caching"] == ["small"]
 
 
@@ -133,7 +141,9 @@ def test_one_hour_ttl_is_requested_when_asked(simulator: AnthropicSimulator) -> 
     assert message_requests(simulator)[0].usage["cache_creation"]["ephemeral_1h_input_tokens"] > 0
 
 
-def test_per_document_mode_answers_many_chunks_per_call_and_retries_missing_ones_alone(simulator: AnthropicSimulator) -> None:
+def test_per_document_mode_answers_many_chunks_per_call_and_retries_missing_ones_alone(
+    simulator: AnthropicSimulator,
+) -> None:
     document, chunks = make_document(BIG, 5)
     simulator.omit_contexts_for({3})
     out = Collector()
@@ -153,7 +163,9 @@ def test_per_document_mode_answers_many_chunks_per_call_and_retries_missing_ones
 def test_per_document_mode_splits_large_documents_into_groups(simulator: AnthropicSimulator) -> None:
     document, chunks = make_document(BIG, 7)
     out = Collector()
-    ClaudeContextualizer(ClaudeSettings(mode="per-document", chunks_per_call=3)).run(document, chunks, out.save, out.ledger)
+    ClaudeContextualizer(ClaudeSettings(mode="per-document", chunks_per_call=3)).run(
+        document, chunks, out.save, out.ledger
+    )
     assert len(message_requests(simulator)) == 3 and len(out.contexts) == 7
 
 
