@@ -16,6 +16,7 @@ Folder-local fixtures are in that folder's conftest.py; non-fixture helpers (pat
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -28,6 +29,9 @@ if _CONTROLLER_HOME:  # an xdist worker: its home inside the controller's, so th
 else:
     _SESSION_HOME = Path(tempfile.mkdtemp(prefix="ctxrag-tests-"))
     os.environ["CTXRAG_TESTS_SESSION_HOME"] = str(_SESSION_HOME)  # read by the xdist workers this process starts
+    # The session home, every test's files in it, goes when the session's process ends: after the exit hooks of what
+    # was registered later (Prefect's test harness removes its own folder in one), as atexit runs them last first.
+    atexit.register(shutil.rmtree, _SESSION_HOME, ignore_errors=True)
 # Every temporary folder of the session (pytest's tmp_path, tempfile, subprocesses) is inside the session home, so a
 # Prefect server whose PREFECT_HOME lies in it was started by this session and by no other.
 (_SESSION_HOME / "tmp").mkdir()
@@ -89,13 +93,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The suite fails if a Prefect server this session started (its PREFECT_HOME in the session home) still runs;
     it is killed, and named. Under xdist the controller checks, once every worker has ended: a worker's own
-    exit status would not fail the run. Then the session home, every test's files in it, is removed."""
+    exit status would not fail the run."""
     if _CONTROLLER_HOME:
         return
     leftovers = leftover_servers(_SESSION_HOME)
     for pid in leftovers:
         kill_group(pid)
-    shutil.rmtree(_SESSION_HOME, ignore_errors=True)  # the temp folder holds nothing of the session after it
     if leftovers:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = "Prefect servers left running by the tests (now killed): " + ", ".join(
