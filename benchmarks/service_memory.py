@@ -103,8 +103,8 @@ def main() -> None:
     parser.add_argument("--out", help="the results' name: benchmarks/results/OUT.md and .json (default: print only)")
     args = parser.parse_args()
     os.environ["CTXRAG_HOME"] = str(args.home)
-    from ctxrag.services.requests import SearchRequest
     from ctxrag.services.warm import WarmIndexes
+    from ctxrag.tasks.common.search_request import SearchRequest
 
     questions = [json.loads(line)["query"] for line in args.questions.read_text().splitlines() if line.strip()]
     warm = WarmIndexes(args.home)
@@ -121,7 +121,7 @@ def main() -> None:
             print("  ".join(f"{key} {value}" for key, value in samples[-1].items()), flush=True)
         if number == args.searches:
             break
-        warm.search(SearchRequest(questions[number % len(questions)], args.name, k=10))
+        warm.search(SearchRequest(query=questions[number % len(questions)], index=args.name, k=10))
         if args.trim_every and (number + 1) % args.trim_every == 0:
             _LIBC.malloc_trim(0)
     warm._thread.shutdown()

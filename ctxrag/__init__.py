@@ -5,7 +5,7 @@ The Python API (``ctxrag.api``), the ``ctxrag`` command's work as functions::
     import ctxrag
 
     ctxrag.index("data/sample/corpus", name="sample")     # runs the index flow, as `ctxrag index`: an IndexReport
-    hits = ctxrag.search("retry backoff", name="sample")   # [Hit(rank, source, location, score, found_by, content, ...)]
+    hits = ctxrag.search("retry backoff", name="sample")   # a SearchAnswer: its hits, [Hit(rank, source, location, ...)]
     sample = ctxrag.open("sample")                         # an Index: loaded once, for many sample.search(...)
     result = ctxrag.evaluate("data/sample/questions.jsonl", name="sample")  # result.metrics, result.run_dir, ...
     ctxrag.tune("sample", "my-questions.jsonl")            # your questions choose the index's strategy
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
         Index,
         IndexReport,
         Location,
+        SearchAnswer,
+        SearchRequest,
         TuneResult,
         UserError,
         evaluate,
@@ -39,6 +41,8 @@ _API = (
     "Index",
     "IndexReport",
     "Location",
+    "SearchAnswer",
+    "SearchRequest",
     "TuneResult",
     "UserError",
     "evaluate",

@@ -9,14 +9,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ctxrag.cli_options import with_options
+from ctxrag.cli_options import with_options, with_request
 from ctxrag.errors import fail, user_errors
 from ctxrag.inspect_command import inspect
 from ctxrag.prefect_commands import register as register_prefect_commands
 from ctxrag.service_commands import register as register_service_commands
 from ctxrag.storage.environment import apply_offline_defaults, apply_private_umask, ctxrag_home
 from ctxrag.tasks.common.display import console, figure
-from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions
+from ctxrag.tasks.common.search_request import SearchRequest
+from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions
 
 app = typer.Typer(
     add_completion=False,
@@ -28,13 +29,8 @@ out = console()
 err = console(stderr=True)
 
 # The defaults of every option: ctxrag.tasks.options, read by the flows and the Python API too.
-INDEX, SEARCH, EVALUATE = IndexOptions(), SearchOptions(), EvaluateOptions()
+INDEX, SEARCH, EVALUATE = IndexOptions(), SearchRequest(query="-"), EvaluateOptions()
 NameOption = typer.Option(DEFAULT_NAME, "--name", help="Index name: lowercase letters, digits, '-' and '_'.")
-STRATEGY_HELP = (
-    "Default: the index's (what `ctxrag tune` chose, else hybrid-score: BM25 and vector scores, standardized and "
-    "added half and half). Or hybrid (RRF), hybrid-doc (BM25-led RRF with document and definition evidence), "
-    "hybrid-weighted, bm25, vector; parameters in brackets: hybrid-score(vector_weight=0.3), hybrid(rrf_k=10)."
-)
 
 
 def _warn(message: str) -> None:
@@ -126,58 +122,36 @@ def _start_resident_search(name: str) -> None:
 
 
 @app.command()
+@with_request(SearchRequest, checked=lambda: user_errors())
 def search(
-    query: str = typer.Argument(...),
-    name: str = NameOption,
-    strategy: str | None = typer.Option(SEARCH.strategy, help=STRATEGY_HELP),
-    k: int = typer.Option(SEARCH.k, "-k", "--k", min=1),
-    rerank: str = typer.Option(
-        SEARCH.rerank,
-        help="cohere (CO_API_KEY), claude (ANTHROPIC_API_KEY), local:MODEL (a cross-encoder's folder or Hugging Face id) or none (default: $CTXRAG_RERANK, else none).",
-    ),
-    rerank_model: str = typer.Option(
-        SEARCH.rerank_model, help="Reranker model (cohere: rerank-english-v3.0; claude: claude-haiku-4-5)."
-    ),
-    server_rrf: bool = typer.Option(
-        SEARCH.server_rrf, "--server-rrf", help="Elasticsearch backend: fuse hybrid with the cluster's rrf retriever."
-    ),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON: index, version, strategy and hits."),
+    request: SearchRequest = SEARCH,
 ) -> None:
     """Search an index (no Prefect run: answers in milliseconds; later searches of the home ask a resident search
     process, see $CTXRAG_SEARCH_IDLE_MINUTES)."""
     from ctxrag.services import resident_socket as resident
 
     home = ctxrag_home()
-    resident_at = None if server_rrf else resident.socket_path(home)
-    asked = {
-        "query": query,
-        "index": name,
-        "k": k,
-        "strategy": strategy,
-        "rerank": rerank,
-        "rerank_model": rerank_model,
-    }
-    answer = resident.ask(resident_at, asked)
+    resident_at = None if request.server_rrf else resident.socket_path(home)
+    answer = resident.ask(resident_at, request)
     if answer is None:
-        from ctxrag.api import search as search_index
+        from ctxrag.searching import answer as search_here
 
         with user_errors():
-            hits = search_index(
-                query, name, k, strategy, rerank=rerank, rerank_model=rerank_model, server_rrf=server_rrf
-            )
-        answer = {"hits": [hit.to_dict() for hit in hits], "places": [str(hit.location) for hit in hits]}
-        resident.start(resident_at, home, name, after=os.getpid())
+            answer = search_here(request)
+        resident.start(resident_at, home, request.index, after=os.getpid())
     if as_json:
-        print(json.dumps(answer["hits"]))
+        print(json.dumps(answer.to_dict()))
         return
-    for hit, place in zip(answer["hits"], answer["places"]):
+    for hit in answer:
+        place = str(hit.location)
         where = f"  {escape(place)}" if place else ""
         out.print(
-            f"[bold]{hit['rank']}. {escape(hit['chunk_id'])}[/]{where}  score {figure(hit['score'], 'score')}  "
-            f"found by {', '.join(hit['found_by'])}",
+            f"[bold]{hit.rank}. {escape(hit.chunk_id)}[/]{where}  score {figure(hit.score, 'score')}  "
+            f"found by {', '.join(hit.found_by)}",
             highlight=False,
         )
-        snippet = " ".join(hit["content"].split())[:240]
+        snippet = " ".join(hit.content.split())[:240]
         out.print(f"   {snippet}", highlight=False, markup=False)
 
 

@@ -35,7 +35,7 @@ def chunk_rows(name: str, path: str) -> list[dict[str, Any]]:
     )
     if not rows:
         raise InvalidInput(
-            f"{path}: no chunks of it in index {name!r} (documents are named as in `ctxrag search --json`'s doc_id)"
+            f"{path}: no chunks of it in index {name!r} (documents are named as a search hit's `source`)"
         )
     locator = Locator(table)
     columns = ("doc_id", "chunk_index", "heading", "content", "context")

@@ -47,11 +47,3 @@ class EvaluateKeywords(TypedDict, total=False):
     judge_model: str
     subject: str
     server_rrf: bool
-
-
-class SearchKeywords(TypedDict, total=False):
-    """``ctxrag.search``'s options beside the query, index, ``k`` and ``strategy``."""
-
-    rerank: str
-    rerank_model: str
-    server_rrf: bool

@@ -11,14 +11,18 @@ search stays exact (``ctxrag.storage.vectors.VectorIndex``). The choice and its 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ctxrag.storage.vectors import VectorIndex, forget_pages, normalize_rows, save_unit_rows, top_rows
 
+if TYPE_CHECKING:
+    from ctxrag.storage.backends.base import RowSet
+
 ANN_MIN_ROWS = 200_000  # exact search below (unchanged to the last digit); approximate from here on
 ANN_CANDIDATES = 4096  # rows scored exactly for each query (at least 8x the asked depth)
+EXACT_ALLOWED_ROWS = 65_536  # a source filter keeping at most this many rows scores them all exactly (~100 MB read)
 TRAINING_ROWS = 65_536  # the quantizer's k-means sample
 FILE = "ann.faiss"
 
@@ -68,13 +72,29 @@ class AnnVectorIndex:
     def label(self) -> str:
         return f"faiss PQ{self.index.M}x4fs, {ANN_CANDIDATES} candidates"
 
-    def rank(self, query_vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
+    def rank(self, query_vector: np.ndarray, depth: int, allowed: RowSet | None = None) -> list[tuple[int, float]]:
+        """The ``depth`` nearest rows by exact cosine among the fast scan's candidates; only ``allowed`` rows when
+        given: candidates drawn deeper while too few are allowed, and a filter of at most ``EXACT_ALLOWED_ROWS`` rows
+        scored exactly, every allowed row."""
+        if allowed is not None:
+            depth = min(depth, allowed.size)
         if depth <= 0 or not self.size:
             return []
         query = normalize_rows(np.asarray(query_vector).reshape(1, -1))
-        found = self.index.search(query, min(self.size, max(ANN_CANDIDATES, 8 * depth)))[1][0]
-        rows = np.sort(found[found >= 0])
-        scores = np.einsum("ij,j->i", self.matrix[rows], query[0])  # one thread, no BLAS thread pool to wake
+        if allowed is not None and allowed.size <= EXACT_ALLOWED_ROWS:
+            return self._scored(np.flatnonzero(allowed.mask), query[0], depth)
+        candidates = max(ANN_CANDIDATES, 8 * depth)
+        while True:
+            found = self.index.search(query, min(self.size, candidates))[1][0]
+            rows = np.sort(found[found >= 0])
+            if allowed is not None:
+                rows = rows[allowed.mask[rows]]
+            if allowed is None or len(rows) >= depth or candidates >= self.size:
+                return self._scored(rows, query[0], depth)
+            candidates *= 8
+
+    def _scored(self, rows: np.ndarray, query: np.ndarray, depth: int) -> list[tuple[int, float]]:
+        scores = np.einsum("ij,j->i", self.matrix[rows], query)  # one thread, no BLAS thread pool to wake
         return [(int(rows[at]), float(scores[at])) for at in top_rows(scores, depth)]
 
     @classmethod

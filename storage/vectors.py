@@ -6,10 +6,14 @@ import mmap
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ctxrag.storage.environment import private_dirs
+
+if TYPE_CHECKING:
+    from ctxrag.storage.backends.base import RowSet
 
 BLOCK_ROWS = 16_384  # rows normalized and written at a time: 24 MiB of 384-dimension rows
 SCRATCH_MIN_BYTES = 256 << 20  # a matrix this large is kept in a scratch file: 1M 384-dimension rows are 1.5 GB
@@ -91,9 +95,13 @@ class VectorIndex:
             return np.zeros(0, dtype=np.float32)
         return self.matrix @ normalize_rows(np.asarray(query_vector).reshape(1, -1))[0]
 
-    def rank(self, query_vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
-        """The ``depth`` most similar rows with their cosines, best first (ties by row)."""
+    def rank(self, query_vector: np.ndarray, depth: int, allowed: RowSet | None = None) -> list[tuple[int, float]]:
+        """The ``depth`` most similar rows with their cosines, best first (ties by row); only ``allowed`` rows when
+        given (the others score below every cosine)."""
         scores = self.scores(query_vector)
+        if allowed is not None:
+            scores = np.where(allowed.mask, scores, -np.inf)
+            depth = min(depth, allowed.size)
         return [(row, float(scores[row])) for row in top_rows(scores, depth)]
 
     def save(self, directory: Path) -> None:

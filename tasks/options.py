@@ -20,6 +20,7 @@ from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.names import DEFAULT_NAME  # noqa: F401  (the commands' and the API's)
 from ctxrag.tasks.common.models import DEFAULT_MAX_FILE_BYTES
 from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.common.search_request import SearchRequest
 from ctxrag.tasks.context.claude.settings import ClaudeSettings
 from ctxrag.tasks.embedding.embedder_spec import (
     DEFAULT_MAX_SEQ_LENGTH,
@@ -169,18 +170,7 @@ class IndexOptions:
         return self.claude if self.contextualizer.startswith("claude") else None
 
 
-@dataclass(frozen=True, kw_only=True)
-class SearchOptions:
-    """``ctxrag search``'s options."""
-
-    k: int = 10
-    strategy: str | None = None  # None: the index's strategy (what ctxrag tune chose, or the default)
-    rerank: str = ""  # cohere, claude, local:MODEL, none; "": the configured one (CTXRAG_RERANK), else none
-    rerank_model: str = ""  # the provider's default when empty
-    server_rrf: bool = False  # Elasticsearch backend: hybrid fused by the cluster
-
-
-_SEARCH = SearchOptions()
+_SEARCH = SearchRequest(query="-")  # a search's defaults (the search contract: ctxrag.tasks.common.search_request)
 
 
 @dataclass(frozen=True, kw_only=True)

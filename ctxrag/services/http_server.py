@@ -7,69 +7,47 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ctxrag.services.requests import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, SearchRequest, ServiceError
+from ctxrag.services.requests import STATUS, ServiceError, parsed
 from ctxrag.services.warm import WarmIndexes
+from ctxrag.tasks.common.hits import ANSWER_SCHEMA
+from ctxrag.tasks.common.search_request import SearchRequest, request_schema
 
 MAX_BODY_BYTES = 64 * 1024  # a request larger than this is refused before it is read (413)
 log = logging.getLogger("ctxrag.services")
 
 
-class SearchBody(BaseModel):
-    query: str = Field(description=f"A question or keywords, 1 to {MAX_QUERY_CHARS:,} characters.")
-    index: str | None = Field(None, description="The index to search; default: the service's --name.")
-    k: int = Field(DEFAULT_K, description=f"How many hits, 1 to {MAX_K}.")
-    strategy: str | None = Field(
-        None, description="hybrid-score, hybrid, hybrid-doc, hybrid-weighted, bm25, vector; default: the index's."
-    )
-    path: str | None = Field(
-        None, description="Only sources matching this gitignore-style pattern: src/, *.py, docs/**/*.md."
-    )
-    language: str | None = Field(None, description="Only sources in this language: python, typescript, markdown, ...")
-
-
-class HitBody(BaseModel):
-    rank: int
-    source: str
-    location: str
-    lines: list[int] | None
-    heading: str
-    definitions: list[str]
-    language: str | None
-    score: float
-    found_by: list[str]
-    chunk_id: str
-    text: str
-    context: str
-
-
-class SearchResult(BaseModel):
-    index: str
-    version: str
-    strategy: str
-    hits: list[HitBody]
-
-
-class ErrorDetail(BaseModel):
-    kind: str = Field(description="invalid_request, unknown_index, unauthorized, too_large, unavailable or internal")
-    message: str
-
-
-class ErrorBody(BaseModel):
-    error: ErrorDetail
-
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody} for status in (400, 401, 404, 413, 422, 500, 503)
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {"kind": {"type": "string", "enum": sorted(STATUS)}, "message": {"type": "string"}},
+            "required": ["kind", "message"],
+        }
+    },
+    "required": ["error"],
 }
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": "An error: its kind and a message.",
+        "content": {"application/json": {"schema": ERROR_SCHEMA}},
+    }
+    for status in sorted(set(STATUS.values()))
+}
+SEARCH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The answer: the index, its version, the strategy, the hits.",
+          "content": {"application/json": {"schema": ANSWER_SCHEMA}}},
+    **ERRORS,
+}  # fmt: skip
 
 
 def error_response(status: int, kind: str, message: str) -> JSONResponse:
@@ -77,7 +55,9 @@ def error_response(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"kind": kind, "message": message}}, status_code=status, headers=headers)
 
 
-def build_app(warm: WarmIndexes, default_index: str, token: str | None) -> FastAPI:
+def build_app(
+    warm: WarmIndexes, default_index: str, token: str | None, contract: type[SearchRequest] = SearchRequest
+) -> FastAPI:
     """The HTTP app: ``POST /search``, ``GET /indexes``, ``GET /health``; ``token`` (if any) required on every path."""
     from ctxrag import __version__
 
@@ -92,14 +72,15 @@ def build_app(warm: WarmIndexes, default_index: str, token: str | None) -> FastA
             return error_response(413, "too_large", f"the request body is over {MAX_BODY_BYTES:,} bytes")
         return await call_next(request)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in item['loc'][1:]) or 'body'}: {item['msg']}" for item in error.errors()
-        )
-        return error_response(
-            422, "invalid_request", problems or "the request body is not the JSON object /search takes"
-        )
+    @app.exception_handler(StarletteHTTPException)
+    async def refused_by_routing(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 404:
+            return error_response(
+                404, "not_found", f"no {request.url.path} here; the paths are /search, /indexes, /health and /docs"
+            )
+        if error.status_code == 405:
+            return error_response(405, "method_not_allowed", f"{request.method} is not how {request.url.path} is asked")
+        return error_response(error.status_code, "invalid_request", str(error.detail))
 
     @app.exception_handler(ServiceError)
     async def refused(request: Request, error: ServiceError) -> JSONResponse:
@@ -112,15 +93,30 @@ def build_app(warm: WarmIndexes, default_index: str, token: str | None) -> FastA
             500, "internal", "the request failed inside ctxrag (a bug); the service's log has the traceback"
         )
 
-    @app.post("/search", response_model=SearchResult, responses=ERRORS)
-    async def search(body: SearchBody) -> dict[str, Any]:
-        """The best hits for a query: source, location, language, score and text of each."""
+    @app.post(
+        "/search",
+        response_model=None,  # the answer's schema is the contract's (SEARCH_RESPONSES), not one made from a signature
+        responses=SEARCH_RESPONSES,
+        openapi_extra={
+            "requestBody": {"required": True, "content": {"application/json": {"schema": request_schema(contract)}}}
+        },
+    )
+    async def search(request: Request) -> dict[str, Any]:
+        """The best hits for a query: source, location, language, score and text of each. The body is one JSON object
+        (whatever its content type says); an unknown field is refused and named."""
+        body = await _body(request)
+        try:
+            given = json.loads(body) if body.strip() else None
+        except ValueError as error:
+            raise ServiceError("invalid_request", f"the request body is not JSON ({error})") from None
+        if given is None:
+            raise ServiceError(
+                "invalid_request", 'the request body must be a JSON object, e.g. {"query": "how are retries delayed?"}'
+            )
         # Awaited on the event loop: searches run on the one search thread, and no worker thread waits for them
         # (anyio's pool started and ended threads as the load varied; the service's memory grew for ~90 s with it).
-        request = SearchRequest(
-            body.query, body.index or default_index, body.k, body.strategy, body.path, body.language
-        )
-        return await asyncio.wrap_future(warm.submit(request))
+        answer = await asyncio.wrap_future(warm.submit(parsed(given, {"index": default_index}, contract)))
+        return answer.to_dict()
 
     @app.get("/indexes", responses=ERRORS)
     def indexes() -> dict[str, Any]:
@@ -132,6 +128,17 @@ def build_app(warm: WarmIndexes, default_index: str, token: str | None) -> FastA
         return {"status": "ok"}
 
     return app
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, read up to ``MAX_BODY_BYTES`` (a chunked body has no length to check beforehand)."""
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > MAX_BODY_BYTES:
+            raise ServiceError("too_large", f"the request body is over {MAX_BODY_BYTES:,} bytes")
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _authorized(header: str, token: str) -> bool:

@@ -1,67 +1,89 @@
 """``ctxrag mcp``: a Model Context Protocol server over stdio (the ``mcp`` SDK's ``MCPServer``) with two tools,
-``search`` and ``list_indexes``, over ``WarmIndexes``. A bad request is a tool error result (``is_error``) whose text
-says what was wrong; the server goes on answering."""
+``search`` and ``list_indexes``, over ``WarmIndexes``.
+
+``search``'s input schema is the search contract's (``request_schema``: every field with its bounds, no other field)
+and its output schema the answer's (``ANSWER_SCHEMA``); its arguments are checked by the contract itself, so an
+unknown field names the one meant and a wrong type is one plain sentence. A bad request is a tool error result
+(``is_error``) whose text says what was wrong; the server goes on answering.
+"""
 
 from __future__ import annotations
 
+import json
 import threading
-from typing import Annotated, Any
+from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
 
-from ctxrag.services.requests import DEFAULT_K, MAX_K, MAX_QUERY_CHARS, SearchRequest, ServiceError
+from ctxrag.services.requests import ServiceError, parsed
 from ctxrag.services.warm import WarmIndexes
+from ctxrag.tasks.common.hits import ANSWER_SCHEMA
+from ctxrag.tasks.common.search_request import SearchRequest, request_schema
 
 INSTRUCTIONS = (
     "ctxrag searches local indexes of code and documents (built with `ctxrag index`). Call list_indexes to see them, "
     "then search with a question or keywords; each hit gives its source file, location (lines, heading, definitions), "
     "language, score and text."
 )
+SEARCH_DESCRIPTION = (
+    "Search an index of code and documents; the best hits first, each with its source, location, language, score "
+    "and content. Filter by path (a gitignore-style pattern) or language."
+)
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+class SearchServer(MCPServer):
+    """An MCP server whose ``search`` tool is the search contract's: listed with its schemas, and called with the
+    caller's arguments as they came (the contract checks them; the SDK's own model of a signature would drop an
+    unknown field)."""
+
+    def __init__(self, warm: WarmIndexes, default_index: str, contract: type[SearchRequest] = SearchRequest) -> None:
+        from ctxrag import __version__
+
+        super().__init__(name="ctxrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+        self.warm = warm
+        self.default_index = default_index
+        self.contract = contract
+
+    async def list_tools(self) -> list[MCPTool]:
+        search = MCPTool(
+            name="search",
+            description=SEARCH_DESCRIPTION,
+            input_schema=_with_default_index(request_schema(self.contract), self.default_index),
+            output_schema=ANSWER_SCHEMA,
+            annotations=READ_ONLY,
+        )
+        return [search, *await super().list_tools()]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if name != "search":
+            return await super().call_tool(name, arguments, context)
+        try:
+            request = parsed(arguments, {"index": self.default_index}, self.contract)
+            answer = (await anyio.to_thread.run_sync(self.warm.search, request)).to_dict()
+        except ServiceError as error:
+            raise ToolError(f"{error.kind}: {error.message}") from None
+        return CallToolResult(content=[TextContent(type="text", text=json.dumps(answer))], structured_content=answer)
+
+
+def _with_default_index(schema: dict[str, Any], default_index: str) -> dict[str, Any]:
+    """The request schema with this server's own default index."""
+    index = {**schema["properties"]["index"], "default": default_index}
+    return {**schema, "properties": {**schema["properties"], "index": index}}
 
 
 def build_server(warm: WarmIndexes, default_index: str) -> MCPServer:
-    """The MCP server: ``search`` (query, index, k, strategy, path, language) and ``list_indexes``."""
-    from ctxrag import __version__
+    """The MCP server: ``search`` (the search contract's fields) and ``list_indexes``."""
+    server = SearchServer(warm, default_index)
 
-    server: MCPServer = MCPServer(name="ctxrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
-    read_only = ToolAnnotations(
-        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-    )
-
-    @server.tool(name="search", annotations=read_only)
-    def search(
-        query: Annotated[
-            str,
-            Field(description=f"What to look for: a question or keywords (at most {MAX_QUERY_CHARS:,} characters)."),
-        ],
-        index: Annotated[str, Field(description="The index to search (list_indexes names them).")] = default_index,
-        k: Annotated[int, Field(description=f"How many hits, 1 to {MAX_K}.")] = DEFAULT_K,
-        strategy: Annotated[
-            str | None,
-            Field(
-                description="hybrid-score, hybrid, hybrid-doc, hybrid-weighted, bm25 or vector; default: the index's."
-            ),
-        ] = None,
-        path: Annotated[
-            str | None,
-            Field(description="Only sources matching this gitignore-style pattern, e.g. src/, *.py, docs/**/*.md."),
-        ] = None,
-        language: Annotated[
-            str | None, Field(description="Only sources in this language, e.g. python, typescript, markdown.")
-        ] = None,
-    ) -> dict[str, Any]:
-        """Search an index of code and documents; the best hits first, each with source, location, language, score and text."""
-        try:
-            return warm.search(
-                SearchRequest(query=query, index=index, k=k, strategy=strategy, path=path, language=language)
-            )
-        except ServiceError as error:
-            raise ToolError(f"{error.kind}: {error.message}") from None
-
-    @server.tool(name="list_indexes", annotations=read_only)
+    @server.tool(name="list_indexes", annotations=READ_ONLY)
     def list_indexes() -> dict[str, Any]:
         """The indexes there are to search: name, documents, chunks, contextualizer, strategy, version, created, source."""
         try:

@@ -6,9 +6,9 @@ starts it).
 
 It takes the socket's lock first (a second one started for the same socket exits at once), waits until PARENT_PID
 (the command that started it) has ended, so as not to slow it down, then opens and warms INDEX, and only then
-listens (so a caller never waits on a cold start: until then it searches itself). A request is one JSON line:
-``query``, ``index``, ``k``, ``strategy``, ``rerank``, ``rerank_model`` (``ctxrag search``'s options); the answer one
-JSON line: ``{"hits": [Hit.to_dict()...], "places": [str(location)...]}``, or ``{"error": message}``. Searches go
+listens (so a caller never waits on a cold start: until then it searches itself). A request is one JSON line, the
+search contract's fields (``SearchRequest.to_dict``); the answer one JSON line, ``SearchAnswer.to_dict()``, or an
+error object ``{"error": {"kind", "message"}}``. Searches go
 through ``WarmIndexes`` (one search thread; a newly promoted version is reopened). Its log is the socket's ``.log``.
 """
 
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxrag.services.resident_socket import lock_path, log_path
+from ctxrag.tasks.common.search_request import SearchRequest
 
 if TYPE_CHECKING:
     from ctxrag.services.warm import WarmIndexes
@@ -97,34 +98,22 @@ def same_user(connection: socket.socket) -> bool:
     return bool(uid == os.getuid())
 
 
-def search_answer(warm: WarmIndexes, line: bytes) -> dict[str, Any]:
-    """Run one request line's search: its hits (as ``ctxrag search --json`` prints them) and their places, or an
-    error (the caller then searches in its own process, which gives the error as ``ctxrag search`` always has)."""
+def search_answer(warm: WarmIndexes, line: bytes, contract: type[SearchRequest] = SearchRequest) -> dict[str, Any]:
+    """Run one request line's search: the answer (``SearchAnswer.to_dict``), or an error object (the caller then
+    searches in its own process, which gives the error as ``ctxrag search`` always has)."""
+    from ctxrag.services.requests import ServiceError, parsed
+
     try:
-        request = json.loads(line)
-        query, name, k = request["query"], request["index"], request["k"]
-        strategy, rerank, rerank_model = (
-            request.get("strategy"),
-            request.get("rerank", ""),
-            request.get("rerank_model", ""),
-        )
-        if not (
-            isinstance(query, str)
-            and isinstance(name, str)
-            and isinstance(k, int)
-            and isinstance(rerank, str)
-            and isinstance(rerank_model, str)
-            and (strategy is None or isinstance(strategy, str))
-        ):
-            raise TypeError("a field has the wrong type")
-    except (ValueError, KeyError, TypeError) as error:
-        return {"error": f"not a search request: {error}"}
+        request = parsed(json.loads(line), contract=contract)
+    except ValueError as error:
+        return ServiceError("invalid_request", f"not a search request: {error}").to_dict()
+    except ServiceError as error:
+        return error.to_dict()
     try:
-        hits = warm.run(name, lambda index: index.search(query, k, strategy, rerank, rerank_model))
+        return warm.run(request.index, lambda index: index.answer(request)).to_dict()
     except Exception as error:  # a user error or a bug: the caller searches itself and shows it
-        log.info("search of %r not answered: %s: %s", name, type(error).__name__, error)
-        return {"error": f"{type(error).__name__}: {error}"}
-    return {"hits": [hit.to_dict() for hit in hits], "places": [str(hit.location) for hit in hits]}
+        log.info("search of %r not answered: %s: %s", request.index, type(error).__name__, error)
+        return ServiceError("unavailable", f"{type(error).__name__}: {error}").to_dict()
 
 
 def serve(path: Path, home: Path, name: str, idle_minutes: float, parent: int | None = None) -> int:

@@ -27,7 +27,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from ctxrag.tasks.common.hits import SearchAnswer
+
+if TYPE_CHECKING:
+    from ctxrag.tasks.common.search_request import SearchRequest
 
 IDLE_ENV = "CTXRAG_SEARCH_IDLE_MINUTES"
 DEFAULT_IDLE_MINUTES = 10.0
@@ -136,22 +141,21 @@ def socket_path(home: Path) -> Path | None:
     return path if len(os.fsencode(path)) <= MAX_SOCKET_PATH else None
 
 
-def ask(path: Path | None, request: dict[str, Any], timeout: float = ANSWER_TIMEOUT_S) -> dict[str, Any] | None:
-    """The resident search's answer to ``request`` (``{"hits": [...], "places": [...]}``), or None when none answers
-    it (none listening, a refusal or an error: the caller searches itself)."""
+def ask(path: Path | None, request: SearchRequest, timeout: float = ANSWER_TIMEOUT_S) -> SearchAnswer | None:
+    """The resident search's answer to ``request``, or None when none answers it (none listening, a refusal or an
+    error: the caller searches itself)."""
     if path is None:
         return None
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.settimeout(timeout)
             client.connect(os.fspath(path))
-            client.sendall(json.dumps(request).encode() + b"\n")
+            client.sendall(json.dumps(request.to_dict()).encode() + b"\n")
             with client.makefile("rb") as answers:
                 line = answers.readline()
-        answer = json.loads(line) if line else None
-    except (OSError, ValueError):
+        return SearchAnswer.from_dict(json.loads(line)) if line else None
+    except (OSError, ValueError, KeyError, TypeError):  # no answer, or not an answer (an error object)
         return None
-    return answer if isinstance(answer, dict) and "hits" in answer else None
 
 
 def running(path: Path) -> bool:

@@ -16,15 +16,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxrag.services.requests import HitFilter, SearchRequest, ServiceError
+from ctxrag.services.requests import ServiceError
 from ctxrag.storage.errors import UserError
+from ctxrag.tasks.common.hits import SearchAnswer
+from ctxrag.tasks.common.search_request import SearchRequest
 
 if TYPE_CHECKING:
-    from ctxrag.api import Index
-    from ctxrag.hits import Hit
+    from ctxrag.searching import Index
 
 log = logging.getLogger("ctxrag.services")
-FILTER_DEPTHS = (4, 16, 64)  # a filtered search draws k times these many candidates, deeper until k are kept
 Key = tuple[str, int | None]  # (live version, tuning.json's mtime in ns)
 T = TypeVar("T")
 
@@ -43,20 +43,18 @@ class WarmIndexes:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxrag-search")
         self.reopened = 0  # how many times a newer version replaced an open one (tests, logs)
 
-    def search(self, request: SearchRequest) -> dict[str, Any]:
-        """``request``'s hits as JSON-ready dicts, with the index's name, version and the strategy used; any
-        problem is a ``ServiceError``."""
+    def search(self, request: SearchRequest) -> SearchAnswer:
+        """The answer to ``request``; any problem is a ``ServiceError``."""
         return self.submit(request).result()
 
-    def submit(self, request: SearchRequest) -> Future[dict[str, Any]]:
+    def submit(self, request: SearchRequest) -> Future[SearchAnswer]:
         """``search`` handed to the search thread: its answer's future (an async door awaits it, so no thread of
-        its own waits); a bad request is a ``ServiceError`` at once."""
-        keep = request.check()
-        return self._thread.submit(self._answer, request, keep)
+        its own waits)."""
+        return self._thread.submit(self._answer, request)
 
-    def _answer(self, request: SearchRequest, keep: HitFilter | None) -> dict[str, Any]:
+    def _answer(self, request: SearchRequest) -> SearchAnswer:
         try:
-            return self._run(request.index, lambda index: _answer(index, request, keep))
+            return self._run(request.index, lambda index: index.answer(request))
         except UserError as error:
             raise ServiceError.of(error) from None
         except ServiceError:
@@ -82,7 +80,7 @@ class WarmIndexes:
         """Open index ``name`` and run one search, so the first caller's does not load the model; False when the
         index cannot be opened (the reason is logged)."""
         try:
-            self.search(SearchRequest("warm up the index", name, k=1))
+            self.search(SearchRequest(query="warm up the index", index=name, k=1))
         except ServiceError as error:
             log.warning("index %r not warmed: %s", name, error.message)
             return False
@@ -122,53 +120,3 @@ class WarmIndexes:
         except FileNotFoundError:
             tuned = None
         return version.name, tuned
-
-
-def _answer(index: Index, request: SearchRequest, keep: HitFilter | None) -> dict[str, Any]:
-    strategy = request.strategy or index.strategy
-    hits = _search(index, request, strategy, keep)
-    return {
-        "index": request.index,
-        "version": index.version,
-        "strategy": strategy,
-        "hits": [hit_json(hit) for hit in hits],
-    }
-
-
-def _search(index: Index, request: SearchRequest, strategy: str, keep: HitFilter | None) -> list[Hit]:
-    """The top ``request.k`` hits, only those ``keep`` keeps: candidates drawn deeper until k are kept or the index
-    has no more."""
-    if keep is None:
-        return index.search(request.query, k=request.k, strategy=strategy)
-    kept: list[Hit] = []
-    for depth in (request.k * factor for factor in FILTER_DEPTHS):
-        found = index.search(request.query, k=depth, strategy=strategy)
-        kept = [hit for hit in found if keep.keeps(hit)]
-        if len(kept) >= request.k or len(found) < depth:
-            break
-    return [_ranked(hit, rank) for rank, hit in enumerate(kept[: request.k], start=1)]
-
-
-def _ranked(hit: Hit, rank: int) -> Hit:
-    import dataclasses
-
-    return dataclasses.replace(hit, rank=rank)
-
-
-def hit_json(hit: Hit) -> dict[str, Any]:
-    """A hit as both services return it: where it is (``source``, ``location``, ``lines``, ``language``), how it
-    ranked (``rank``, ``score``, ``found_by``) and its ``text`` (with the ``context`` the index gave it)."""
-    return {
-        "rank": hit.rank,
-        "source": hit.source,
-        "location": str(hit.location),
-        "lines": list(hit.location.lines) if hit.location.lines else None,
-        "heading": hit.location.heading,
-        "definitions": list(hit.location.definitions),
-        "language": hit.language,
-        "score": round(hit.score, 6),
-        "found_by": hit.found_by,
-        "chunk_id": hit.chunk_id,
-        "text": hit.content,
-        "context": hit.context,
-    }

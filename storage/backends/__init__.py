@@ -7,7 +7,7 @@ backend (OpenSearch, PostgreSQL, ...) is one module with a class of this shape, 
 
 from __future__ import annotations
 
-from ctxrag.storage.backends.base import IndexBackend, Ranker, Ranking
+from ctxrag.storage.backends.base import IndexBackend, Ranker, Ranking, RowSet
 from ctxrag.storage.errors import InvalidInput
 
 BACKENDS = ("embedded", "elasticsearch")
@@ -26,4 +26,4 @@ def backend_for(name: str) -> IndexBackend:
     raise InvalidInput(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
 
 
-__all__ = ["BACKENDS", "IndexBackend", "Ranker", "Ranking", "backend_for"]
+__all__ = ["BACKENDS", "IndexBackend", "Ranker", "Ranking", "RowSet", "backend_for"]

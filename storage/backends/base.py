@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class RowSet:
+    """The rows a search may return (its source filter's): ``mask`` has one flag per row of the version's chunk table,
+    ``documents`` names the documents they belong to (for a backend that filters by document on a server)."""
+
+    mask: np.ndarray
+    documents: tuple[str, ...]
+
+    @property
+    def size(self) -> int:
+        return int(np.count_nonzero(self.mask))
+
 
 Ranking: TypeAlias = list[tuple[int, float]]  # (row in the version's chunk table, score), best first
 State: TypeAlias = "dict[str, Any] | None"  # what a backend records of a version in its manifest, under its name
@@ -18,11 +33,15 @@ class Ranker(Protocol):
 
     server_fusion: bool  # whether ``fuse`` ranks on the server
 
-    def rank_bm25(self, query: str, depth: int) -> Ranking: ...
+    def rank_bm25(self, query: str, depth: int, allowed: RowSet | None = None) -> Ranking:
+        """The ``depth`` best rows by BM25 (only ``allowed`` rows, when given)."""
+        ...
 
-    def rank_vector(self, vector: np.ndarray, depth: int) -> Ranking: ...
+    def rank_vector(self, vector: np.ndarray, depth: int, allowed: RowSet | None = None) -> Ranking:
+        """The ``depth`` rows nearest ``vector`` (only ``allowed`` rows, when given)."""
+        ...
 
-    def fuse(self, query: str, vector: np.ndarray, k: int, depth: int) -> Ranking:
+    def fuse(self, query: str, vector: np.ndarray, k: int, depth: int, allowed: RowSet | None = None) -> Ranking:
         """Reciprocal rank fusion computed by the backend itself (only where ``server_fusion``)."""
         ...
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ctxrag.storage.backends.base import Ranking, State
+from ctxrag.storage.backends.base import Ranking, RowSet, State
 from ctxrag.storage.elasticsearch import EsIndex, connect
 
 
@@ -18,14 +18,19 @@ class ElasticsearchRanker:
     es: EsIndex
     server_fusion: bool = field(default=True)
 
-    def rank_bm25(self, query: str, depth: int) -> Ranking:
-        return self.es.bm25(query, depth)
+    def rank_bm25(self, query: str, depth: int, allowed: RowSet | None = None) -> Ranking:
+        return self.es.bm25(query, depth, _documents(allowed))
 
-    def rank_vector(self, vector: np.ndarray, depth: int) -> Ranking:
-        return self.es.knn(np.asarray(vector).tolist(), depth)
+    def rank_vector(self, vector: np.ndarray, depth: int, allowed: RowSet | None = None) -> Ranking:
+        return self.es.knn(np.asarray(vector).tolist(), depth, documents=_documents(allowed))
 
-    def fuse(self, query: str, vector: np.ndarray, k: int, depth: int) -> Ranking:
-        return self.es.rrf_server_side(query, np.asarray(vector).tolist(), k, depth)
+    def fuse(self, query: str, vector: np.ndarray, k: int, depth: int, allowed: RowSet | None = None) -> Ranking:
+        return self.es.rrf_server_side(query, np.asarray(vector).tolist(), k, depth, _documents(allowed))
+
+
+def _documents(allowed: RowSet | None) -> tuple[str, ...] | None:
+    """The documents a source filter keeps: the cluster filters by document (``doc_id``), not by row."""
+    return None if allowed is None else allowed.documents
 
 
 class ElasticsearchBackend:

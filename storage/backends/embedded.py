@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from ctxrag.storage.ann import AnnVectorIndex, build_ann, load_vectors, wants_ann
-from ctxrag.storage.backends.base import Ranking, State
+from ctxrag.storage.backends.base import Ranking, RowSet, State
 from ctxrag.storage.bm25 import Bm25Index
 from ctxrag.storage.vectors import VectorIndex, save_unit_rows, top_rows
 
@@ -25,14 +25,16 @@ class EmbeddedRanker:
     vectors: VectorIndex | AnnVectorIndex
     server_fusion: bool = False
 
-    def rank_bm25(self, query: str, depth: int) -> Ranking:
+    def rank_bm25(self, query: str, depth: int, allowed: RowSet | None = None) -> Ranking:
         scores = self.bm25.scores(query)
+        if allowed is not None:
+            scores = np.where(allowed.mask, scores, 0.0)  # a row scoring 0 is no match
         return [(row, float(scores[row])) for row in top_rows(scores, depth, matches_only=True)]
 
-    def rank_vector(self, vector: np.ndarray, depth: int) -> Ranking:
-        return self.vectors.rank(vector, depth)
+    def rank_vector(self, vector: np.ndarray, depth: int, allowed: RowSet | None = None) -> Ranking:
+        return self.vectors.rank(vector, depth, allowed)
 
-    def fuse(self, query: str, vector: np.ndarray, k: int, depth: int) -> Ranking:
+    def fuse(self, query: str, vector: np.ndarray, k: int, depth: int, allowed: RowSet | None = None) -> Ranking:
         raise NotImplementedError(
             "the embedded backend fuses in ctxrag (ctxrag.tasks.retrieval.search), not on a server"
         )

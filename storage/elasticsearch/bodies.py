@@ -17,6 +17,7 @@ import pyarrow as pa
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from ctxrag.storage.bm25 import BM25_B, BM25_K1
+from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.fusion import FUSION_DEPTH, RRF_K
 
 TEXT_FIELDS = ["content", "contextualized_content"]
@@ -131,10 +132,28 @@ def default_num_candidates(k: int) -> int:
     return min(10_000, max(100, 2 * k))
 
 
-def bm25_body(query: str, k: int) -> dict[str, Any]:
-    """The cookbook's multi_match over both text fields; equal scores ordered by row on the server."""
+MAX_TERMS = 65_536  # Elasticsearch's default index.max_terms_count: the most documents a terms filter names
+
+
+def documents_filter(documents: Sequence[str]) -> dict[str, Any]:
+    """A source filter's documents as a ``terms`` filter on ``doc_id``; more than ``MAX_TERMS`` is an ``InvalidInput``."""
+    if len(documents) > MAX_TERMS:
+        raise InvalidInput(
+            f"the path and language filters keep {len(documents):,} documents; the Elasticsearch backend filters by at "
+            f"most {MAX_TERMS:,}: narrow the filter"
+        )
+    return {"terms": {"doc_id": list(documents)}}
+
+
+def _filtered(query: dict[str, Any], documents: Sequence[str] | None) -> dict[str, Any]:
+    return query if documents is None else {"bool": {"must": query, "filter": documents_filter(documents)}}
+
+
+def bm25_body(query: str, k: int, documents: Sequence[str] | None = None) -> dict[str, Any]:
+    """The cookbook's multi_match over both text fields (only ``documents``' chunks, when given); equal scores
+    ordered by row on the server."""
     return {
-        "query": _multi_match(query),
+        "query": _filtered(_multi_match(query), documents),
         "size": k,
         **_ROW_ONLY,
         "sort": [{"_score": {"order": "desc"}}, {"row": {"order": "asc"}}],
@@ -142,23 +161,40 @@ def bm25_body(query: str, k: int) -> dict[str, Any]:
     }
 
 
-def _knn_clause(vector: Sequence[float], k: int, num_candidates: int) -> dict[str, Any]:
-    return {"field": VECTOR_FIELD, "query_vector": [float(x) for x in vector], "k": k, "num_candidates": num_candidates}
+def _knn_clause(
+    vector: Sequence[float], k: int, num_candidates: int, documents: Sequence[str] | None = None
+) -> dict[str, Any]:
+    clause = {
+        "field": VECTOR_FIELD,
+        "query_vector": [float(x) for x in vector],
+        "k": k,
+        "num_candidates": num_candidates,
+    }
+    return clause if documents is None else {**clause, "filter": documents_filter(documents)}
 
 
-def knn_body(vector: Sequence[float], k: int, num_candidates: int | None = None) -> dict[str, Any]:
-    """Approximate kNN (the ``knn`` search option) on ``embedding``."""
-    return {"knn": _knn_clause(vector, k, num_candidates or default_num_candidates(k)), "size": k, **_ROW_ONLY}
+def knn_body(
+    vector: Sequence[float], k: int, num_candidates: int | None = None, documents: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Approximate kNN (the ``knn`` search option) on ``embedding`` (only ``documents``' chunks, when given)."""
+    clause = _knn_clause(vector, k, num_candidates or default_num_candidates(k), documents)
+    return {"knn": clause, "size": k, **_ROW_ONLY}
 
 
 def rrf_body(
-    query: str, vector: Sequence[float], k: int, window: int = FUSION_DEPTH, rank_constant: int = RRF_K
+    query: str,
+    vector: Sequence[float],
+    k: int,
+    window: int = FUSION_DEPTH,
+    rank_constant: int = RRF_K,
+    documents: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Server-side reciprocal rank fusion of the BM25 query and kNN, each ranked ``max(k, window)`` deep."""
+    """Server-side reciprocal rank fusion of the BM25 query and kNN, each ranked ``max(k, window)`` deep (only
+    ``documents``' chunks, when given)."""
     depth = max(k, window)
     retrievers = [
-        {"standard": {"query": _multi_match(query)}},
-        {"knn": _knn_clause(vector, depth, default_num_candidates(depth))},
+        {"standard": {"query": _filtered(_multi_match(query), documents)}},
+        {"knn": _knn_clause(vector, depth, default_num_candidates(depth), documents)},
     ]
     return {
         "retriever": {"rrf": {"retrievers": retrievers, "rank_window_size": depth, "rank_constant": rank_constant}},

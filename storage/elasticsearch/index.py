@@ -236,27 +236,37 @@ class EsIndex:
                 raise UnknownIndexError(f"no Elasticsearch index named {self.name!r}; build one first") from None
             raise
 
-    def bm25(self, query: str, k: int) -> Ranking:
-        """(row, BM25 score) of the best ``k`` matching chunks, best first, ties by row."""
+    def bm25(self, query: str, k: int, documents: Sequence[str] | None = None) -> Ranking:
+        """(row, BM25 score) of the best ``k`` matching chunks (of ``documents``, when given), best first, ties by row."""
         if k <= 0 or not query.strip():
             return []
-        return _ranking(self._search(bm25_body(query, k)))
+        return _ranking(self._search(bm25_body(query, k, documents)))
 
-    def knn(self, vector: Sequence[float], k: int, num_candidates: int | None = None) -> Ranking:
-        """(row, cosine similarity) of the ``k`` nearest chunks, best first, ties by row.
+    def knn(
+        self, vector: Sequence[float], k: int, num_candidates: int | None = None, documents: Sequence[str] | None = None
+    ) -> Ranking:
+        """(row, cosine similarity) of the ``k`` nearest chunks (of ``documents``, when given), best first, ties by row.
 
         Elasticsearch scores cosine as ``(1 + cos) / 2``; it is turned back into the cosine, as the embedded index gives.
         """
         if k <= 0:
             return []
-        return _ranking(self._search(knn_body(vector, k, num_candidates)), lambda score: 2.0 * score - 1.0)
+        body = knn_body(vector, k, num_candidates, documents)
+        return _ranking(self._search(body), lambda score: 2.0 * score - 1.0)
 
-    def rrf_server_side(self, query: str, vector: Sequence[float], k: int, window: int = FUSION_DEPTH) -> Ranking:
+    def rrf_server_side(
+        self,
+        query: str,
+        vector: Sequence[float],
+        k: int,
+        window: int = FUSION_DEPTH,
+        documents: Sequence[str] | None = None,
+    ) -> Ranking:
         """(row, RRF score) from the cluster's ``rrf`` retriever; ``ServerSideRrfUnavailable`` if it has none."""
         if k <= 0:
             return []
         try:
-            return _ranking(self._search(rrf_body(query, vector, k, window)))
+            return _ranking(self._search(rrf_body(query, vector, k, window, documents=documents)))
         except ApiError as error:
             reason = _api_reason(error)
             text = reason.lower()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctxrag.storage.fusion import RRF_K
+from ctxrag.tasks.common.strategies import SCORE_FUSION_VECTOR_WEIGHT
 
 WEIGHTED_VECTOR_WEIGHT = 0.8  # the cookbook's
 WEIGHTED_BM25_WEIGHT = 0.2
@@ -23,8 +24,6 @@ DOC_FUSION_WEIGHTS = {"bm25": 1.0, "vector": 0.3}  # per retriever, for the chun
 DOC_FUSION_DOCUMENT_WEIGHTS = {"vector": 0.25}  # per retriever, for the rank of the chunk's document
 DOC_FUSION_DEFINITION_WEIGHT = 0.125  # for a chunk that defines a name the query mentions
 
-# hybrid-score: chosen leave-one-corpus-out on the evaluation suite (benchmarks/suite.py, docs/decisions.md).
-SCORE_FUSION_VECTOR_WEIGHT = 0.5
 
 ScoredRanking = list[tuple[int, float]]  # (row, the retriever's score), best first
 

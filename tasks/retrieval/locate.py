@@ -10,41 +10,12 @@ blank lines was dropped, gets no lines rather than wrong ones.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ctxrag.storage.chunk_table import ChunkTable
+from ctxrag.tasks.common.hits import Location
 from ctxrag.tasks.common.models import sha256_hex
 from ctxrag.tasks.context.structure import MIN_NAME, find_definitions
-
-SHOWN_DEFINITIONS = 2  # names a location's text shows; the rest are counted
-
-
-@dataclass(frozen=True)
-class Location:
-    """Where a hit's text is in its source: ``heading`` (the heading path, ``"Install > From source"``; empty for
-    code), ``definitions`` (the names its code defines, in order) and ``lines`` (first and last line, 1-based and
-    inclusive, of its text in the source file; None where not known)."""
-
-    heading: str = ""
-    definitions: tuple[str, ...] = ()
-    lines: tuple[int, int] | None = None
-
-    def __str__(self) -> str:
-        """``lines 12-30, backoff, delay_for +1`` or ``Install > From source``: what to show a person."""
-        parts = [f"lines {self.lines[0]}-{self.lines[1]}" if self.lines else "", self.heading]
-        if self.definitions:
-            more = len(self.definitions) - SHOWN_DEFINITIONS
-            parts.append(", ".join(self.definitions[:SHOWN_DEFINITIONS]) + (f" +{more}" if more > 0 else ""))
-        return ", ".join(part for part in parts if part)
-
-    def to_dict(self) -> dict[str, object]:
-        """As ``ctxrag search --json`` prints it."""
-        return {
-            "heading": self.heading,
-            "definitions": list(self.definitions),
-            "lines": list(self.lines) if self.lines else None,
-        }
 
 
 def definitions_in(text: str) -> tuple[str, ...]:

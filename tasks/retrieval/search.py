@@ -4,29 +4,27 @@ with its parameters (``StrategyConfig``), run by a ``Searcher`` over any backend
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ctxrag.storage.artifacts import embeddings_cache, queries_cache
-from ctxrag.storage.backends import Ranking
+from ctxrag.storage.backends import Ranking, RowSet
 from ctxrag.storage.environment import models_dir
 from ctxrag.storage.errors import CorruptIndexError, InvalidInput
 from ctxrag.storage.fusion import FUSION_DEPTH, RRF_K
 from ctxrag.storage.index_store import IndexStore, StoredIndex
 from ctxrag.tasks.common.providers import Provider
+from ctxrag.tasks.common.strategies import DEFAULT_STRATEGY, Strategy, StrategyConfig
 from ctxrag.tasks.context.structure import defined_names, mentioned_names
 from ctxrag.tasks.embedding.embed import EmbedderSpec, embed_with_cache, vector_rows
 from ctxrag.tasks.embedding.embedders import make_embedder
+from ctxrag.tasks.retrieval.filters import DocumentRows, SourceFilter
 from ctxrag.tasks.retrieval.fusion import (
     DOC_FUSION_DOCUMENT_WEIGHTS,
     DOC_FUSION_WEIGHTS,
-    SCORE_FUSION_VECTOR_WEIGHT,
     WEIGHTED_BM25_WEIGHT,
     WEIGHTED_VECTOR_WEIGHT,
     RankedRow,
@@ -41,106 +39,6 @@ if TYPE_CHECKING:
     from ctxrag.tasks.retrieval.rerank import Reranker
 
 DEFINES = "defines"  # the index's column of the names each chunk defines (ctxrag.tasks.context.structure.defined_names)
-
-
-class Strategy(str, Enum):
-    VECTOR = "vector"
-    BM25 = "bm25"
-    HYBRID = "hybrid"  # RRF
-    HYBRID_WEIGHTED = "hybrid-weighted"  # the cookbook's weighted 1/rank
-    HYBRID_DOC = "hybrid-doc"  # weighted RRF with document and definition evidence (document_fusion)
-    HYBRID_SCORE = "hybrid-score"  # CombSUM of standardized scores (score_fusion)
-
-    @classmethod
-    def from_str(cls, value: str) -> Strategy:
-        try:
-            return cls(value)
-        except ValueError:
-            choices = ", ".join(strategy.value for strategy in cls)
-            raise InvalidInput(f"unknown strategy {value!r}; choose one of: {choices}") from None
-
-
-DEFAULT_STRATEGY = "hybrid-score"  # chosen leave-one-corpus-out on the evaluation suite (docs/decisions.md)
-_WRITTEN = re.compile(r"(?P<name>[a-z0-9-]+)(?:\((?P<parameters>[^()]*)\))?")
-
-
-@dataclass(frozen=True)
-class StrategyConfig:
-    """A strategy with its parameters: what ``ctxrag tune`` chooses and an index keeps. ``rrf_k``: ``hybrid``'s RRF
-    constant; ``vector_weight``: ``hybrid-score``'s weight of the vector side (BM25 gets the rest). Written as the
-    strategy's name with the parameters that differ from the defaults in brackets: ``hybrid-score(vector_weight=0.3)``."""
-
-    strategy: Strategy
-    rrf_k: int = RRF_K
-    vector_weight: float = SCORE_FUSION_VECTOR_WEIGHT
-
-    def __post_init__(self) -> None:
-        if self.rrf_k < 0:
-            raise InvalidInput(f"rrf_k must be 0 or more, got {self.rrf_k}")
-        if not 0.0 <= self.vector_weight <= 1.0:
-            raise InvalidInput(f"vector_weight must be between 0 and 1, got {self.vector_weight}")
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        """The parameters this strategy reads, with their values."""
-        names = {Strategy.HYBRID: ("rrf_k",), Strategy.HYBRID_SCORE: ("vector_weight",)}.get(self.strategy, ())
-        return {name: getattr(self, name) for name in names}
-
-    @property
-    def label(self) -> str:
-        default = StrategyConfig(self.strategy)
-        changed = {name: value for name, value in self.parameters.items() if value != getattr(default, name)}
-        return self.strategy.value + (
-            f"({', '.join(f'{name}={value:g}' for name, value in changed.items())})" if changed else ""
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"strategy": self.strategy.value, **self.parameters}
-
-    @classmethod
-    def of(cls, strategy: Strategy | StrategyConfig) -> StrategyConfig:
-        return strategy if isinstance(strategy, StrategyConfig) else cls(strategy)
-
-    @classmethod
-    def from_dict(cls, value: Mapping[str, Any]) -> StrategyConfig:
-        """What ``to_dict`` wrote (an index's saved choice)."""
-        return cls.from_str(str(value.get("strategy"))).with_parameters(
-            {k: v for k, v in value.items() if k != "strategy"}
-        )
-
-    @classmethod
-    def from_str(cls, value: str) -> StrategyConfig:
-        """``hybrid-score`` or ``hybrid-score(vector_weight=0.3)``; a bad name or parameter is an ``InvalidInput``."""
-        written = _WRITTEN.fullmatch(value.strip().replace(" ", ""))
-        if written is None:
-            raise InvalidInput(
-                f"cannot read strategy {value!r}; write a name, e.g. hybrid, or hybrid-score(vector_weight=0.3)"
-            )
-        config = cls(Strategy.from_str(written["name"]))
-        given = {}
-        for item in filter(None, (written["parameters"] or "").split(",")):
-            name, equals, number = item.partition("=")
-            if not equals:
-                raise InvalidInput(f"strategy {value!r}: write each parameter as name=value")
-            given[name] = number
-        return config.with_parameters(given)
-
-    def with_parameters(self, given: Mapping[str, Any]) -> StrategyConfig:
-        """This configuration with ``given`` parameter values (numbers or their text); only its strategy's own."""
-        known = self.parameters
-        typed = {field.name: field.type for field in fields(self)}
-        values = {}
-        for name, raw in given.items():
-            if name not in known:
-                allowed = ", ".join(known) or "none"
-                raise InvalidInput(
-                    f"strategy {self.strategy.value} has no parameter {name!r} (its parameters: {allowed})"
-                )
-            try:
-                values[name] = int(raw) if typed[name] == "int" else float(raw)
-            except (TypeError, ValueError):
-                raise InvalidInput(f"strategy {self.strategy.value}: {name}={raw!r} is not a number") from None
-        return replace(self, **cast(dict[str, Any], values))
 
 
 def strategy_of(store: IndexStore, name: str, given: str | None = None) -> StrategyConfig:
@@ -167,6 +65,8 @@ class Searcher:
     rankings); embeds queries with the index's own embedder; fuses here, or on the server where asked and offered."""
 
     _remember: int | None = None  # the most query vectors kept in memory (None: all); see __init__
+    _document_rows: DocumentRows | None = None  # each row's document, read on the first filtered search
+    server_rrf: bool = False  # hybrid fused by the cluster (the Elasticsearch backend), unless a search says
 
     def __init__(
         self,
@@ -247,11 +147,19 @@ class Searcher:
                     vector_rows([key for key, kept in zip(missing, found) if kept], vectors[found], paid=True)
                 )
 
-    def rank_vector(self, query: str, depth: int) -> Ranking:
-        return self.index.ranker.rank_vector(self.query_vector(query), depth)
+    def rank_vector(self, query: str, depth: int, allowed: RowSet | None = None) -> Ranking:
+        return self.index.ranker.rank_vector(self.query_vector(query), depth, allowed)
 
-    def rank_bm25(self, query: str, depth: int) -> Ranking:
-        return self.index.ranker.rank_bm25(query, depth)
+    def rank_bm25(self, query: str, depth: int, allowed: RowSet | None = None) -> Ranking:
+        return self.index.ranker.rank_bm25(query, depth, allowed)
+
+    def rows_kept(self, wanted: SourceFilter) -> RowSet | None:
+        """The rows a source filter keeps (None: no filter, every row)."""
+        if not wanted:
+            return None
+        if self._document_rows is None:
+            self._document_rows = DocumentRows(self.index.chunks)
+        return self._document_rows.rows(wanted)
 
     def rows_defining(self, names: set[str], rows: list[int]) -> set[int]:
         """The rows among ``rows`` whose chunk defines one of ``names`` (the index's ``defines`` column; an index
@@ -274,33 +182,44 @@ class Searcher:
         return f"{content}\n\nContext: {context}" if context else content
 
     def search(
-        self, query: str, strategy: Strategy | StrategyConfig, k: int, reranker: Reranker | None = None
+        self,
+        query: str,
+        strategy: Strategy | StrategyConfig,
+        k: int,
+        reranker: Reranker | None = None,
+        allowed: RowSet | None = None,
+        server_rrf: bool | None = None,
     ) -> list[RankedRow]:
-        """The top ``k`` for ``query``; with a reranker, its order over the strategy's over-retrieved candidates."""
+        """The top ``k`` for ``query`` among the ``allowed`` rows (None: all); with a reranker, its order over the
+        strategy's over-retrieved candidates. ``server_rrf`` (None: the searcher's): hybrid fused by the cluster."""
         config = StrategyConfig.of(strategy)
+        on_server = self.server_rrf if server_rrf is None else server_rrf
+        if on_server and config.strategy is Strategy.HYBRID and config.rrf_k != RRF_K:
+            raise InvalidInput(f"server-side RRF uses k={RRF_K}; {config.label} fuses here (leave out --server-rrf)")
+        if on_server and not self.index.ranker.server_fusion:
+            raise InvalidInput(
+                f"server-side RRF needs an index on the Elasticsearch backend (this one is {self.index.config.get('backend')})"
+            )
         if reranker is not None:
-            candidates = self.search(query, config, reranker.depth(k))
+            candidates = self.search(query, config, reranker.depth(k), allowed=allowed, server_rrf=on_server)
             order = reranker.rerank(query, [self.candidate_text(hit.row) for hit in candidates], k)
             return [
                 RankedRow(candidates[index].row, 1.0 / rank, {**candidates[index].ranks, "rerank": rank})
                 for rank, index in enumerate(order, start=1)
             ]
         if config.strategy is Strategy.BM25:
-            return _single("bm25", self.rank_bm25(query, k))
+            return _single("bm25", self.rank_bm25(query, k, allowed))
         if config.strategy is Strategy.VECTOR:
-            return _single("vector", self.rank_vector(query, k))
+            return _single("vector", self.rank_vector(query, k, allowed))
         depth = max(k, self.candidates)
-        if config.strategy is Strategy.HYBRID and self.server_rrf:
-            if config.rrf_k != RRF_K:
-                raise InvalidInput(
-                    f"server-side RRF uses k={RRF_K}; {config.label} fuses here (leave out --server-rrf)"
-                )
-            return _single("rrf-server", self.index.ranker.fuse(query, self.query_vector(query), k, depth))
-        return self.fuse(query, config, self.rankings(query, depth), k)
+        if config.strategy is Strategy.HYBRID and on_server:
+            fused = self.index.ranker.fuse(query, self.query_vector(query), k, depth, allowed)
+            return _single("rrf-server", fused)
+        return self.fuse(query, config, self.rankings(query, depth, allowed), k)
 
-    def rankings(self, query: str, depth: int) -> dict[str, Ranking]:
-        """Both retrievers' scored rankings, ``depth`` deep: what every fusion reads."""
-        return {"vector": self.rank_vector(query, depth), "bm25": self.rank_bm25(query, depth)}
+    def rankings(self, query: str, depth: int, allowed: RowSet | None = None) -> dict[str, Ranking]:
+        """Both retrievers' scored rankings, ``depth`` deep (of the ``allowed`` rows): what every fusion reads."""
+        return {"vector": self.rank_vector(query, depth, allowed), "bm25": self.rank_bm25(query, depth, allowed)}
 
     def fuse(
         self, query: str, strategy: Strategy | StrategyConfig, scored: Mapping[str, Ranking], k: int

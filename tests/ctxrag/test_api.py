@@ -78,12 +78,24 @@ def test_search_gives_what_the_command_prints(home: Path) -> None:
     )
     assert result.exit_code == 0, (result.stderr, result.exception)
     printed = json.loads(result.stdout)
-    hits = ctxrag.search(QUERY, name="sample", k=4)
-    assert [(row["chunk_id"], row["score"], row["found_by"], row["content"]) for row in printed] == [
-        (hit.chunk_id, round(hit.score, 6), hit.found_by, hit.content) for hit in hits
+    answer = ctxrag.search(QUERY, name="sample", k=4)
+    assert [(row["chunk_id"], row["score"], row["found_by"], row["content"]) for row in printed["hits"]] == [
+        (hit.chunk_id, round(hit.score, 6), hit.found_by, hit.content) for hit in answer
     ]
-    assert printed == [hit.to_dict() for hit in hits]  # the same fields, source and location too
-    assert {"source", "location", "ranks", "doc_id", "chunk_index", "context"} <= set(printed[0])
+    assert printed == answer.to_dict()  # the same answer: index, version, strategy, every hit's fields
+    assert (printed["index"], printed["strategy"]) == ("sample", answer.strategy)
+    assert {"source", "location", "ranks", "chunk_index", "context"} <= set(printed["hits"][0])
+
+
+def test_path_and_language_filters_keep_only_their_sources_and_still_give_k(home: Path) -> None:
+    markdown = ctxrag.search(QUERY, name="sample", k=5, language="markdown")
+    assert len(markdown) == 5 and {hit.language for hit in markdown} == {"markdown"}
+    assert [hit.rank for hit in markdown] == [1, 2, 3, 4, 5]
+    docs = ctxrag.search(QUERY, name="sample", k=3, path="docs/")
+    assert len(docs) == 3 and all(hit.source.startswith("docs/") for hit in docs)
+    both = ctxrag.open("sample").search(QUERY, k=20, path="tinyq/", language="python")
+    assert both.hits and all(hit.source.startswith("tinyq/") and hit.source.endswith(".py") for hit in both)
+    assert not ctxrag.search(QUERY, name="sample", path="no/such/folder/").hits
 
 
 def test_each_hit_says_where_it_is_and_its_repr_is_short(home: Path) -> None:
@@ -157,7 +169,7 @@ def test_search_many_embeds_once_and_equals_single_searches_on_a_fresh_home(
         singles.search(query, k=4, strategy="bm25") for query in MANY
     ]
     assert many.search_many([]) == [] and len(batches) == 1
-    with pytest.raises(InvalidInput, match="k must be at least 1"):
+    with pytest.raises(InvalidInput, match="k must be from 1 to 100, got 0"):
         many.search_many(MANY, k=0)
 
 
@@ -172,9 +184,9 @@ def test_search_many_embeds_once_and_equals_single_searches_on_a_fresh_home(
         (
             lambda: ctxrag.search(QUERY, name="sample", rerank_modell="x"),
             InvalidInput,
-            "unknown option 'rerank_modell'",
+            r"unknown field 'rerank_modell' \(did you mean rerank_model\?\)",
         ),
-        (lambda: ctxrag.open("sample").search(QUERY, k=0), InvalidInput, "k must be at least 1"),
+        (lambda: ctxrag.open("sample").search(QUERY, k=0), InvalidInput, "k must be from 1 to 100, got 0"),
         (lambda: ctxrag.evaluate(SAMPLE_QUESTIONS, name="missing"), UnknownIndexError, "no index named 'missing'"),
         (
             lambda: ctxrag.evaluate(SAMPLE_QUESTIONS, name="sample", strategy="nonsense"),
@@ -452,6 +464,8 @@ def test_import_ctxrag_loads_the_api_on_first_use() -> None:
         "Index",
         "IndexReport",
         "Location",
+        "SearchAnswer",
+        "SearchRequest",
         "TuneResult",
         "UserError",
         "evaluate",

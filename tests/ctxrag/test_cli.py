@@ -101,13 +101,37 @@ def test_evaluate_in_a_narrow_terminal_prints_a_table_per_metric_with_no_cut_cel
 def test_search_json_says_which_retriever_found_each_chunk(home: Path) -> None:
     result = ctxrag(home, "search", "retry backoff delay", "--name", "sample", "-k", "3", "--json")
     assert result.returncode == 0, result.stderr
-    hits = json.loads(result.stdout)
+    answer = json.loads(result.stdout)
+    hits = answer["hits"]
+    assert answer["index"] == "sample" and answer["strategy"] == "hybrid-score" and answer["version"]
     assert [hit["rank"] for hit in hits] == [1, 2, 3]
     assert all(set(hit["found_by"]) <= {"vector", "bm25"} and hit["found_by"] for hit in hits)
-    assert all(hit["source"] == hit["doc_id"] and len(hit["location"]["lines"]) == 2 for hit in hits)
+    assert all(hit["chunk_id"].startswith(hit["source"]) and len(hit["location"]["lines"]) == 2 for hit in hits)
     assert {hit["language"] for hit in hits} <= {"python", "markdown", "text"} and "python" in {
         hit["language"] for hit in hits
     }
+
+
+def test_search_filters_by_path_and_language_and_refuses_a_bad_value_in_one_line(home: Path) -> None:
+    result = ctxrag(
+        home, "search", "retry backoff delay", "--name", "sample", "-k", "3", "--language", "markdown", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert [hit["language"] for hit in json.loads(result.stdout)["hits"]] == ["markdown"] * 3
+    result = ctxrag(home, "search", "retry backoff delay", "--name", "sample", "--path", "tinyq/*.py", "--json")
+    assert result.returncode == 0 and all(
+        hit["source"].startswith("tinyq/") for hit in json.loads(result.stdout)["hits"]
+    )
+    for flags, says in (
+        (["-k", "0"], "k must be from 1 to 100, got 0"),
+        (["--language", "klingon"], "unknown language"),
+    ):
+        refused = ctxrag(home, "search", "retry", "--name", "sample", *flags)
+        assert (
+            refused.returncode == 2
+            and refused.stderr.startswith(f"error: {says}")
+            and len(refused.stderr.splitlines()) == 1
+        )
 
 
 def test_list_and_delete(home: Path, tmp_path: Path) -> None:

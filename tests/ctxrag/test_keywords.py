@@ -6,8 +6,8 @@ import typing
 
 import pytest
 
-from ctxrag.keywords import EvaluateKeywords, IndexKeywords, SearchKeywords
-from ctxrag.tasks.options import EvaluateOptions, IndexOptions, SearchOptions, flat_options
+from ctxrag.keywords import EvaluateKeywords, IndexKeywords
+from ctxrag.tasks.options import EvaluateOptions, IndexOptions, flat_options
 
 
 @pytest.mark.parametrize(
@@ -15,10 +15,9 @@ from ctxrag.tasks.options import EvaluateOptions, IndexOptions, SearchOptions, f
     [
         (IndexKeywords, IndexOptions, set()),
         (EvaluateKeywords, EvaluateOptions, set()),
-        (SearchKeywords, SearchOptions, {"k", "strategy"}),
     ],
-    ids=["index", "evaluate", "search"],
+    ids=["index", "evaluate"],
 )
 def test_each_keyword_is_an_option_of_the_same_type(keywords: type, options: type, left_out: set[str]) -> None:
     expected = {option.name: option.annotation for option in flat_options(options) if option.name not in left_out}
-    assert typing.get_type_hints(keywords) == expected  # search: k and strategy are parameters of their own
+    assert typing.get_type_hints(keywords) == expected  # (search's: tests/tasks/common/test_search_request.py)

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow as pa
 
+from ctxrag.storage.backends import RowSet
 from ctxrag.storage.backends.embedded import EmbeddedRanker, top_rows
 from ctxrag.storage.bm25 import Bm25Index
 from ctxrag.storage.index_store import StoredIndex
@@ -35,8 +36,10 @@ class FixedVectorRanker(EmbeddedRanker):
 
     fixed: np.ndarray = VECTOR
 
-    def rank_vector(self, vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
-        return [(row, float(self.fixed[row])) for row in top_rows(self.fixed, depth)]
+    def rank_vector(self, vector: np.ndarray, depth: int, allowed: RowSet | None = None) -> list[tuple[int, float]]:
+        scores = self.fixed if allowed is None else np.where(allowed.mask, self.fixed, -np.inf)
+        depth = depth if allowed is None else min(depth, allowed.size)
+        return [(row, float(scores[row])) for row in top_rows(scores, depth)]
 
 
 class FixedSearcher(Searcher):

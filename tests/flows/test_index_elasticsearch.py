@@ -12,6 +12,7 @@ from ctxrag.flows.index import index_corpus
 from ctxrag.storage.elasticsearch import EsIndex, connect
 from ctxrag.storage.index_store import IndexStore
 from ctxrag.tasks.options import EvaluateOptions
+from ctxrag.tasks.retrieval.filters import SourceFilter
 from ctxrag.tasks.retrieval.search import Searcher, Strategy
 from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS, index_options
 
@@ -37,9 +38,15 @@ def test_index_search_and_reindex_on_elasticsearch(emulator: str, tmp_path: Path
     assert not (IndexStore(home).live_version(name) / "bm25").exists()  # the index lives in Elasticsearch
 
     searcher = Searcher(IndexStore(home).open(name))
+    question = "How long does a retry wait before the next attempt?"
     for strategy in Strategy:
-        hits = searcher.search("How long does a retry wait before the next attempt?", strategy, 5)
+        hits = searcher.search(question, strategy, 5)
         assert hits and len({hit.row for hit in hits}) == len(hits)
+    markdown = searcher.rows_kept(SourceFilter(language="markdown"))  # a filter the cluster applies (terms on doc_id)
+    documents = searcher.index.chunks["doc_id"].to_pylist()
+    for strategy in (Strategy.BM25, Strategy.VECTOR, Strategy.HYBRID_SCORE):
+        kept = searcher.search(question, strategy, 4, allowed=markdown)
+        assert len(kept) == 4 and all(documents[hit.row].endswith(".md") for hit in kept), strategy
     assert (
         index_corpus(source=str(corpus), name=name, home=str(home), options=index_options(backend="elasticsearch"))[
             "status"

@@ -12,8 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import jsonschema
 import pytest
 
+from ctxrag.tasks.common.hits import ANSWER_SCHEMA
+from ctxrag.tasks.common.search_request import request_schema
 from tests.ctxrag.services.conftest import CTXRAG, publish, service_env
 from tests.ctxrag.services.test_mcp_server import BAD_INPUT
 
@@ -65,13 +68,18 @@ def test_search_returns_json_hits_with_filters_and_the_schema_and_index_list(sam
     with serving(sample_home) as url:
         found = httpx.post(f"{url}/search", json={**GOOD, "k": 3}).json()
         assert found["index"] == "sample" and [hit["rank"] for hit in found["hits"]] == [1, 2, 3]
-        assert {"source", "location", "language", "score", "text"} <= set(found["hits"][0])
+        assert {"source", "location", "language", "score", "content"} <= set(found["hits"][0])
+        jsonschema.validate(found, ANSWER_SCHEMA)
         python = httpx.post(f"{url}/search", json={**GOOD, "k": 5, "language": "python"}).json()
         assert python["hits"] and {hit["language"] for hit in python["hits"]} == {"python"}
         tests = httpx.post(f"{url}/search", json={**GOOD, "k": 5, "path": "*.py"}).json()
         assert tests["hits"] and all(hit["source"].endswith(".py") for hit in tests["hits"])
         schema = httpx.get(f"{url}/openapi.json").json()
-        assert {"/search", "/indexes"} <= set(schema["paths"]) and "SearchBody" in schema["components"]["schemas"]
+        assert {"/search", "/indexes"} <= set(schema["paths"])
+        body = schema["paths"]["/search"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert body == request_schema()  # the contract's, published as it is
+        answered = schema["paths"]["/search"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert answered == ANSWER_SCHEMA
         assert [entry["name"] for entry in httpx.get(f"{url}/indexes").json()["indexes"]] == ["sample"]
 
 
@@ -86,12 +94,39 @@ def test_each_bad_input_is_a_4xx_json_error_and_the_service_answers_after_it(sam
             )
             assert len(httpx.post(f"{url}/search", json=GOOD).json()["hits"]) == 2, f"no answer after {arguments}"
         assert httpx.post(f"{url}/search", json={"query": "retry", "index": "no-such-index"}).status_code == 404
-        for raw in (b"not json", b"[1, 2]", b'{"query": "x", "k": 1.5}'):
+        for raw, says in (
+            (b"not json", "the request body is not JSON"),
+            (b"[1, 2]", "a search request is an object of fields"),
+            (b"", "the request body must be a JSON object"),
+            (b'{"query": "x", "k": 1.5}', "k must be a whole number"),
+        ):
             answer = httpx.post(f"{url}/search", content=raw, headers={"content-type": "application/json"})
-            assert answer.status_code == 422 and answer.json()["error"]["kind"] == "invalid_request", answer.text
+            assert answer.status_code == 400 and answer.json()["error"]["kind"] == "invalid_request", answer.text
+            assert answer.json()["error"]["message"].startswith(says), answer.text
         huge = httpx.post(f"{url}/search", json={"query": "x" * 100_000})
         assert huge.status_code == 413 and huge.json()["error"]["kind"] == "too_large"
         assert len(httpx.post(f"{url}/search", json=GOOD).json()["hits"]) == 2
+
+
+def test_every_error_is_the_documented_object_and_a_body_needs_no_content_type(sample_home: Path) -> None:
+    with serving(sample_home) as url:
+        for method, path, status, kind in (
+            ("GET", "/nowhere", 404, "not_found"),
+            ("GET", "/search", 405, "method_not_allowed"),
+            ("DELETE", "/indexes", 405, "method_not_allowed"),
+        ):
+            answer = httpx.request(method, f"{url}{path}")
+            assert answer.status_code == status and set(answer.json()) == {"error"}, answer.text
+            assert answer.json()["error"]["kind"] == kind and answer.json()["error"]["message"]
+        # curl -d '{...}' sends no JSON content type (application/x-www-form-urlencoded): the body is still read
+        plain = httpx.post(f"{url}/search", content=b'{"query": "retry backoff delay", "k": 2}')
+        assert plain.status_code == 200 and len(plain.json()["hits"]) == 2
+        form = httpx.post(
+            f"{url}/search",
+            content=b'{"query": "retry backoff delay", "k": 2}',
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert form.status_code == 200 and len(form.json()["hits"]) == 2
 
 
 def test_a_promoted_version_is_searched_without_a_restart(changing_home: tuple[Path, Path]) -> None:
@@ -103,7 +138,7 @@ def test_a_promoted_version_is_searched_without_a_restart(changing_home: tuple[P
         version = publish(corpus, home)
         after = httpx.post(f"{url}/search", json={"query": word, "k": 1, "strategy": "bm25"}).json()
     assert after["version"] == version != before["version"]
-    assert word in after["hits"][0]["text"] and after["hits"][0]["source"] == "README.md"
+    assert word in after["hits"][0]["content"] and after["hits"][0]["source"] == "README.md"
 
 
 def test_a_token_is_required_on_every_path_when_one_is_set(sample_home: Path) -> None:

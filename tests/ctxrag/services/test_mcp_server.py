@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from ctxrag.tasks.common.hits import ANSWER_SCHEMA
+from ctxrag.tasks.common.search_request import request_schema
 from tests.ctxrag.services.conftest import CTXRAG, publish, service_env
 
 pytestmark = pytest.mark.slow
@@ -44,13 +47,16 @@ def test_the_tools_search_with_filters_and_list_indexes(sample_home: Path) -> No
     async def body(session: ClientSession) -> None:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert set(tools) == {"search", "list_indexes"}
-        assert {"query", "index", "k", "strategy", "path", "language"} <= set(
-            tools["search"].input_schema["properties"]
-        )
+        schema = tools["search"].input_schema
+        assert schema == {**request_schema(), "properties": {**schema["properties"]}}  # the contract's, with...
+        assert schema["properties"]["index"]["default"] == "sample"  # ...this server's default index
+        assert schema["properties"]["k"]["minimum"] == 1 and schema["properties"]["k"]["maximum"] == 100
+        assert tools["search"].output_schema == ANSWER_SCHEMA
         failed, found = await search(session, query="retry backoff delay", k=3)
         assert not failed and found["index"] == "sample" and len(found["hits"]) == 3
         first = found["hits"][0]
-        assert {"source", "location", "language", "score", "text"} <= set(first) and first["text"].strip()
+        assert {"source", "location", "language", "score", "content"} <= set(first) and first["content"].strip()
+        jsonschema.validate(found, ANSWER_SCHEMA)
         assert [hit["rank"] for hit in found["hits"]] == [1, 2, 3]
         failed, python = await search(session, query="retry backoff delay", k=5, language="python")
         assert not failed and python["hits"] and {hit["language"] for hit in python["hits"]} == {"python"}
@@ -64,21 +70,25 @@ def test_the_tools_search_with_filters_and_list_indexes(sample_home: Path) -> No
     with_server(sample_home, body)
 
 
-BAD_INPUT = [  # (arguments, what the error says); the HTTP door's test reads these too
+BAD_INPUT = [  # (arguments, what the error says): the contract's sentences, the same at every door (HTTP reads these too)
     ({"query": "retry", "index": "no-such-index"}, "no index named 'no-such-index'"),
     ({"query": "retry", "index": "Not A Name"}, "invalid index name"),
     ({"query": ""}, "query is empty"),
     ({"query": "   "}, "query is empty"),
     ({"query": "retry " * 500}, "the most is 2,000"),
-    ({"query": "retry", "k": 0}, "k must be a whole number from 1 to 100"),
-    ({"query": "retry", "k": 101}, "k must be a whole number from 1 to 100"),
-    ({"query": "retry", "k": "many"}, "valid integer"),
+    ({"query": "retry", "k": 0}, "k must be from 1 to 100, got 0"),
+    ({"query": "retry", "k": 101}, "k must be from 1 to 100, got 101"),
+    ({"query": "retry", "k": "many"}, "k must be a whole number from 1 to 100, got 'many'"),
+    ({"query": "retry", "k": 2.5}, "k must be a whole number from 1 to 100, got 2.5"),
+    ({"query": "retry", "top_k": 2}, "unknown field 'top_k' (did you mean k?)"),
+    ({"query": "retry", "similarity_top_k": 2}, "(did you mean k?)"),
     ({"query": "retry", "strategy": "telepathy"}, "unknown strategy 'telepathy'"),
     ({"query": "retry", "strategy": "hybrid(rrf_k=x)"}, "is not a number"),
     ({"query": "retry", "language": "klingon"}, "unknown language 'klingon'"),
     ({"query": "retry", "path": "["}, "not a valid gitignore-style pattern"),
-    ({"query": "retry", "path": ""}, "path filter"),
-    ({"k": 3}, "query"),
+    ({"query": "retry", "path": ""}, "give one gitignore-style pattern"),
+    ({"query": "retry", "path": 5}, "path must be text or null, got 5"),
+    ({"k": 3}, "query is missing"),
 ]
 
 
@@ -105,13 +115,13 @@ def test_a_promoted_version_is_searched_without_a_restart(changing_home: tuple[P
 
     async def body(session: ClientSession) -> None:
         failed, before = await search(session, query=word, k=1, strategy="bm25")
-        assert not failed and all(word not in hit["text"] for hit in before["hits"])
+        assert not failed and all(word not in hit["content"] for hit in before["hits"])
         (corpus / "docs" / "guide.md").write_text(
             (corpus / "docs" / "guide.md").read_text() + f"\n\n## Islands\n\nThe {word} queue.\n"
         )
         version = await anyio.to_thread.run_sync(publish, corpus, home)
         failed, after = await search(session, query=word, k=1, strategy="bm25")
         assert not failed and after["version"] == version != before["version"]
-        assert word in after["hits"][0]["text"] and after["hits"][0]["source"] == "docs/guide.md"
+        assert word in after["hits"][0]["content"] and after["hits"][0]["source"] == "docs/guide.md"
 
     with_server(home, body)

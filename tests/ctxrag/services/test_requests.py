@@ -1,61 +1,33 @@
-"""A service request's checks and filters, without a service: what each door refuses and keeps."""
+"""A service's errors: each door's refusal of a bad request is the contract's sentence, under its kind and status."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctxrag.hits import Hit
-from ctxrag.services.requests import MAX_K, MAX_QUERY_CHARS, HitFilter, SearchRequest, ServiceError
+from ctxrag.services.requests import ServiceError, parsed
 from ctxrag.storage.errors import BusyError, CorruptIndexError, InvalidInput, UnknownIndexError
 
 
-def hit(source: str) -> Hit:
-    return Hit(rank=1, chunk_id=f"{source}#0", doc_id=source, chunk_index=0, score=1.0, content="text", context="")
-
-
 @pytest.mark.parametrize(
-    "request_",
+    ("given", "message"),
     [
-        SearchRequest("", "sample"),
-        SearchRequest("x" * (MAX_QUERY_CHARS + 1), "sample"),
-        SearchRequest("q", "sample", k=0),
-        SearchRequest("q", "sample", k=MAX_K + 1),
-        SearchRequest("q", "sample", k=True),
-        SearchRequest("q", "Bad Name"),
-        SearchRequest("q", "sample", strategy="nope"),
-        SearchRequest("q", "sample", language="klingon"),
-        SearchRequest("q", "sample", path="["),
-        SearchRequest("q", "sample", path="!src/"),
-        SearchRequest("q", "sample", path=" "),
+        ({"query": "q", "top_k": 2}, "unknown field 'top_k' (did you mean k?)"),
+        ({"query": "q", "k": "2"}, "k must be a whole number from 1 to 100, got '2'"),
+        ({"query": "q", "language": "klingon"}, "unknown language 'klingon'"),
+        ("q", "a search request is an object of fields"),
     ],
 )
-def test_a_bad_field_is_an_invalid_request(request_: SearchRequest) -> None:
+def test_a_bad_request_is_an_invalid_request_with_the_contract_s_sentence(given: object, message: str) -> None:
     with pytest.raises(ServiceError) as refused:
-        request_.check()
-    assert refused.value.kind == "invalid_request" and refused.value.status == 400 and refused.value.message
+        parsed(given, {"index": "sample"})
+    assert refused.value.kind == "invalid_request" and refused.value.status == 400
+    assert refused.value.message.startswith(message)
+    assert refused.value.to_dict() == {"error": {"kind": "invalid_request", "message": refused.value.message}}
 
 
-def test_the_limits_themselves_are_accepted() -> None:
-    assert SearchRequest("x" * MAX_QUERY_CHARS, "sample", k=MAX_K, strategy="hybrid(rrf_k=10)").check() is None
-    assert SearchRequest("q", "sample", k=1, language="python", path="src/").check() is not None
-
-
-@pytest.mark.parametrize(
-    "path, language, kept",
-    [
-        ("src/", None, {"src/a.py", "src/deep/b.md"}),
-        ("*.py", None, {"src/a.py", "setup.py"}),
-        ("docs/**/*.md", None, {"docs/x/guide.md"}),
-        (None, "markdown", {"src/deep/b.md", "docs/x/guide.md"}),
-        ("src/", "python", {"src/a.py"}),
-    ],
-)
-def test_a_filter_keeps_the_sources_its_pattern_and_language_match(
-    path: str | None, language: str | None, kept: set[str]
-) -> None:
-    sources = ["src/a.py", "src/deep/b.md", "setup.py", "docs/x/guide.md", "doc_1"]
-    keep = HitFilter.of(path, language)
-    assert keep is not None and {source for source in sources if keep.keeps(hit(source))} == kept
+def test_a_good_request_takes_the_door_s_default_index() -> None:
+    assert parsed({"query": "retry", "k": 3}, {"index": "sample"}).index == "sample"
+    assert parsed({"query": "retry", "index": "docs"}, {"index": "sample"}).index == "docs"
 
 
 def test_user_errors_map_to_their_kinds() -> None:

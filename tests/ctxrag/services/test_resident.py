@@ -3,6 +3,7 @@ itself, and never an answer made under other settings; the process is its user's
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import pytest
 import ctxrag
 from ctxrag.services import resident_socket as resident
 from ctxrag.storage.environment import OFFLINE_DEFAULTS
+from ctxrag.tasks.common.search_request import SearchRequest
 from tests.ctxrag.services.conftest import CTXRAG
 from tests.equipment.other_user import PYTHON, ensure_other_user, other_user_missing
 from tests.helpers import SAMPLE_CORPUS
@@ -71,14 +73,7 @@ def search_command(*args: str, env: dict[str, str] | None = None) -> subprocess.
     )
 
 
-REQUEST = {
-    "query": "retry backoff delay",
-    "index": "sample",
-    "k": 3,
-    "strategy": None,
-    "rerank": "",
-    "rerank_model": "",
-}
+REQUEST = SearchRequest(query="retry backoff delay", index="sample", k=3)
 
 
 @pytest.mark.slow
@@ -107,7 +102,7 @@ def test_a_later_search_asks_the_resident_one_and_prints_what_it_would_have(
     in_process = ctxrag.search("how are failed calls retried", name="sample", k=4)
     assert json.loads(
         search_command("how are failed calls retried", "--name", "sample", "-k", "4", "--json").stdout
-    ) == json.loads(json.dumps([hit.to_dict() for hit in in_process]))
+    ) == json.loads(json.dumps(in_process.to_dict()))
 
 
 @pytest.mark.slow
@@ -118,9 +113,10 @@ def test_what_the_resident_one_cannot_answer_the_command_answers_as_always(
     wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
     with socket.socket(socket.AF_UNIX) as raw:  # not a request: an error line, and the process answers after it
         raw.connect(os.fspath(resident_env))
-        raw.sendall(b'{"query": 3}\n')
-        assert "error" in json.loads(raw.makefile("rb").readline())
-    assert resident.ask(resident_env, {**REQUEST, "index": "missing"}) is None
+        raw.sendall(b'{"query": "retry", "top_k": 3}\n')
+        refused = json.loads(raw.makefile("rb").readline())
+        assert refused["error"]["kind"] == "invalid_request" and "did you mean k?" in refused["error"]["message"]
+    assert resident.ask(resident_env, dataclasses.replace(REQUEST, index="missing")) is None
 
     unknown = search_command("retry", "--name", "missing")
     assert unknown.returncode == 2 and "no index named 'missing'" in unknown.stderr
@@ -170,7 +166,8 @@ def test_an_index_run_leaves_one_so_the_first_search_after_it_asks(
     assert indexed.returncode == 0, indexed.stderr
     path = resident.socket_path(home.resolve())
     assert path is not None
-    wait_for(lambda: resident.ask(path, {**REQUEST, "index": "fresh"}) is not None, "the resident search to answer")
+    fresh = dataclasses.replace(REQUEST, index="fresh")
+    wait_for(lambda: resident.ask(path, fresh) is not None, "the resident search to answer")
     first = search_command("retry backoff delay", "--name", "fresh")
     assert first.returncode == 0 and first.stderr.strip() == "ASKED", first.stderr
 
@@ -232,7 +229,7 @@ def test_another_user_of_the_machine_cannot_ask(resident_env: Path, sample_home:
         "except OSError as error:\n    print('REFUSED', type(error).__name__)\n"
     )
     done = subprocess.run(
-        ["runuser", "-u", other, "--", PYTHON, "-c", probe, os.fspath(resident_env), json.dumps(REQUEST)],
+        ["runuser", "-u", other, "--", PYTHON, "-c", probe, os.fspath(resident_env), json.dumps(REQUEST.to_dict())],
         capture_output=True,
         text=True,
         timeout=60,

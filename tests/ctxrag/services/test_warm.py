@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxrag.services.requests import SearchRequest
 from ctxrag.services.warm import WarmIndexes
+from ctxrag.tasks.common.search_request import SearchRequest
 
 
 def _fresh(text: str) -> str:
@@ -25,7 +25,7 @@ def test_searches_add_no_string_to_pythons_interned_table(sample_home: Path, mon
     assert warm.warm("sample")
     queries = ["retry backoff delay", "where is the configuration read?", "how are tasks scheduled"]
     for query in queries:  # the first searches may intern what stays alive (the open index's paths)
-        warm.search(SearchRequest(query, "sample", k=5))
+        warm.search(SearchRequest(query=query, index="sample", k=5))
     intern: Callable[[str], str] = sys.intern
     added: list[str] = []
 
@@ -37,8 +37,14 @@ def test_searches_add_no_string_to_pythons_interned_table(sample_home: Path, mon
 
     monkeypatch.setattr(sys, "intern", watching)
     for query in queries * 3:
-        answer = warm.search(SearchRequest(_fresh(query), _fresh("sample"), k=5))
+        answer = warm.search(
+            SearchRequest(query=_fresh(query), index=_fresh("sample"), k=5)
+        ).to_dict()  # as doors send it
         assert answer["hits"] and all(hit["language"] for hit in answer["hits"])
-        warm.search(SearchRequest(_fresh(query), _fresh("sample"), k=2, path=_fresh("*.py"), language=_fresh("python")))
+        warm.search(
+            SearchRequest(
+                query=_fresh(query), index=_fresh("sample"), k=2, path=_fresh("*.py"), language=_fresh("python")
+            )
+        )
     warm._thread.shutdown()
     assert added == []

@@ -336,7 +336,7 @@ VECTOR = np.array([0.1, 0.9, 0.3, 0.9], dtype=np.float32)  # vector ranking 1, 3
 
 
 class FixedVectorRanker(EmbeddedRanker):
-    def rank_vector(self, vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
+    def rank_vector(self, vector: np.ndarray, depth: int, allowed: object = None) -> list[tuple[int, float]]:
         return [(row, float(VECTOR[row])) for row in top_rows(VECTOR, depth)]
 
 

@@ -55,6 +55,7 @@ def test_no_lines_when_the_chunks_joined_are_not_the_document() -> None:
         "heading": "Intro > More",
         "definitions": [],
         "lines": None,
+        "text": "Intro > More",
     }
 
 
