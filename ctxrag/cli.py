@@ -74,7 +74,6 @@ def index(
         from ctxrag.runs import run_index
 
         report = run_index(source, name, options)
-    _start_resident_search(name)  # so the first search after an index answers as fast as the later ones
     if as_json:
         print(json.dumps(report))
         return
@@ -112,13 +111,6 @@ def index(
                 + ", ".join(costs["documents_without_caching"][:10]),
                 highlight=False,
             )
-
-
-def _start_resident_search(name: str) -> None:
-    from ctxrag.services import resident_socket as resident
-
-    home = ctxrag_home()
-    resident.start(resident.socket_path(home), home, name, after=os.getpid())
 
 
 @app.command()

@@ -1,5 +1,6 @@
-"""``ctxrag server start | status | stop``: the local Prefect server every ctxrag command uses (no Prefect import; the
-server code is imported by these commands only, not by every command that registers them)."""
+"""``ctxrag server start | status | stop``: the local Prefect server every ctxrag command uses, and the resident
+searches ``ctxrag search`` leaves (``ctxrag.services.residents``). No Prefect import; the server code is imported by
+these commands only, not by every command that registers them."""
 
 from __future__ import annotations
 
@@ -51,28 +52,59 @@ def start() -> None:
 
 @server_app.command()
 def status() -> None:
-    """The local Prefect server: address, pid, the auth string's file, and the line to export for Prefect's own commands (exit 1: none)."""
+    """The local Prefect server (address, pid, the auth string's file, the line to export for Prefect's own commands)
+    and every resident search of yours (pid, home, indexes, memory, idle time); exit 1 when no Prefect server runs."""
     from ctxrag.prefect_commands.local_server import configured_api_url, find_server, prefect_home
 
+    running = True
     if configured := configured_api_url():
         out.print(
             f"configured: PREFECT_API_URL={configured} (ctxrag uses it; no local server is started)", highlight=False
         )
-        return
-    if (server := find_server(prefect_home())) is None:
+    elif (server := find_server(prefect_home())) is None:
         out.print(
             "no local Prefect server running (the next `ctxrag index`, `evaluate`, `serve`, `deploy` or `trigger`, "
             "or `ctxrag server start`, starts one)",
             highlight=False,
         )
+        running = False
+    else:
+        out.print(describe(server, prefect_home()), highlight=False)
+    out.print(describe_residents(), highlight=False)
+    if not running:
         raise typer.Exit(code=1)
-    out.print(describe(server, prefect_home()), highlight=False)
+
+
+def describe_residents() -> str:
+    """The resident searches of this user, one line each, and recent failed warm-ups."""
+    from ctxrag.services.residents import failed_warmups, residents
+
+    found = residents()
+    lines = [f"resident searches: {len(found) or 'none'} (`ctxrag search` leaves one per home and settings; "
+             "`ctxrag server stop` stops them)"]  # fmt: skip
+    for resident in found:
+        said = resident.status or {}
+        indexes = ", ".join(f"{entry['name']} (version {entry['version']})" for entry in said.get("indexes", []))
+        memory = f"{(said.get('rss_bytes') or resident.rss_bytes) / 1e6:.0f} MB"
+        idle = (
+            f"idle {said['idle_seconds'] / 60:.1f} of {said['idle_limit_seconds'] / 60:g} min"
+            if "idle_seconds" in said
+            else resident.state
+        )
+        lines.append(f"  pid {resident.pid}  home {resident.home}  indexes {indexes or '-'}  memory {memory}  {idle}")
+    for note in failed_warmups():
+        lines.append(
+            f"  failed to warm up index {note.get('index')!r}: {note.get('reason')} (none is started for 5 min)"
+        )
+    return "\n".join(lines)
 
 
 @server_app.command()
 def stop() -> None:
-    """Stop the local Prefect server (as `prefect server stop`; its runs stay in the database under PREFECT_HOME)."""
+    """Stop the local Prefect server (as `prefect server stop`; its runs stay in the database under PREFECT_HOME) and
+    every resident search of yours (each finishes the search it is answering)."""
     from ctxrag.prefect_commands.local_server import prefect_home, stop_server
+    from ctxrag.services.residents import stop_all
 
     if (server := stop_server(prefect_home())) is None:
         out.print("no local Prefect server was running", highlight=False)
@@ -80,3 +112,8 @@ def stop() -> None:
         out.print(
             f"stopped the server at {server.ui_url} (pid {server.pid}, PREFECT_HOME {prefect_home()})", highlight=False
         )
+    stopped = stop_all()
+    if not stopped:
+        out.print("no resident search was running", highlight=False)
+    for resident, how in stopped:
+        out.print(f"stopped the resident search of {resident.home} (pid {resident.pid}, {how})", highlight=False)

@@ -9,10 +9,17 @@ in its own process, as it always could: the resident search is a speed path, nev
 
 Who may ask: the socket is in a folder only its user can enter (``$XDG_RUNTIME_DIR/ctxrag``, else
 ``TMPDIR/ctxrag-UID``; made 0700, and checked: a link, another owner or access for others turns the speed path off),
-and the server checks its peer's uid. Which one answers: the socket's name is a digest of the home, the Python and
-ctxrag code, and every environment variable that can change an answer (``SETTINGS_PREFIXES``: ctxrag's, the
-providers' keys and URLs, Hugging Face's, thread counts), so a search under other settings never gets an answer
-made under these; it finds (or starts) its own. Standard library only: imported before anything heavy.
+and the server checks its peer's uid. Which one answers: the socket's name is ``search-LINEAGE-CODE.sock``, LINEAGE a
+digest of the home and every environment variable that can change an answer (``SETTINGS_PREFIXES``: ctxrag's, the
+providers' keys and URLs, Hugging Face's, thread counts) and CODE one of the Python and ctxrag code, so a search
+under other settings never gets an answer made under these; it finds (or starts) its own. A resident search of new
+code retires the others of its lineage (``ctxrag.services.resident``).
+
+How long a caller waits (``ask``): ``CONNECT_S`` to connect, then at most ``SILENCE_S`` between two lines of the
+answer: a resident search sends an empty line every ``HEARTBEAT_S`` while it searches, so a long search (a reranked
+one) is waited for and a hung resident costs about a second before the caller searches itself. A resident that
+failed to warm up leaves a ``.failed`` note; ``start`` starts none for ``FAILED_WARMUP_S`` after it. Standard library
+only: imported before anything heavy.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,7 +65,11 @@ SETTINGS_PREFIXES = (
 )
 PATH_SETTINGS = ("CTXRAG_HOME", "CTXRAG_CACHE_DIR", "CTXRAG_MODELS_DIR")  # resolved: the digest names the same files
 MAX_SOCKET_PATH = 100  # sun_path holds 104-108 bytes
-ANSWER_TIMEOUT_S = 120.0  # a reranked search of a large index on a busy machine; then this process searches itself
+CONNECT_S = 0.25  # a listening Unix socket connects in microseconds
+HEARTBEAT_S = 0.25  # a resident search at work sends an empty line this often
+SILENCE_S = 1.0  # the longest a caller waits for the next line (an answer or a heartbeat); then it searches itself
+ANSWER_LIMIT_S = 600.0  # the longest a caller waits for an answer that keeps beating (a stuck search)
+FAILED_WARMUP_S = 300.0  # after a failed warm-up, no resident search is started for this long
 
 
 def idle_minutes() -> float:
@@ -136,26 +148,51 @@ def socket_path(home: Path) -> Path | None:
     folder = runtime_dir()
     if folder is None:
         return None
-    digest = hashlib.sha256(json.dumps(settings(home), sort_keys=True).encode()).hexdigest()[:24]
-    path = folder / f"search-{digest}.sock"
+    chosen = settings(home)
+    code = {name: chosen.pop(name) for name in (" python", " code")}
+    path = folder / f"search-{_digest(chosen, 20)}-{_digest(code, 8)}.sock"
     return path if len(os.fsencode(path)) <= MAX_SOCKET_PATH else None
 
 
-def ask(path: Path | None, request: SearchRequest, timeout: float = ANSWER_TIMEOUT_S) -> SearchAnswer | None:
-    """The resident search's answer to ``request``, or None when none answers it (none listening, a refusal or an
-    error: the caller searches itself)."""
+def lineage(path: Path) -> str:
+    """The part of a socket's name that names its home and settings (not its code)."""
+    return path.stem.rsplit("-", 1)[0]
+
+
+def _digest(values: dict[str, str], length: int) -> str:
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:length]
+
+
+def ask(path: Path | None, request: SearchRequest) -> SearchAnswer | None:
+    """The resident search's answer to ``request``, or None when none answers it (none listening, silent for
+    ``SILENCE_S``, a refusal or an error: the caller searches itself)."""
     if path is None:
         return None
+    answer = exchange(path, request.to_dict())
+    try:
+        return SearchAnswer.from_dict(answer) if answer is not None else None
+    except (KeyError, TypeError, ValueError):  # an error object, or not an answer
+        return None
+
+
+def exchange(path: Path, message: dict[str, object], limit_s: float = ANSWER_LIMIT_S) -> dict[str, object] | None:
+    """Send one JSON line to the resident search at ``path`` and read its answer line (empty lines are its
+    heartbeat); None when it cannot be reached or stays silent for ``SILENCE_S``."""
+    deadline = time.monotonic() + limit_s
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.settimeout(timeout)
+            client.settimeout(CONNECT_S)
             client.connect(os.fspath(path))
-            client.sendall(json.dumps(request.to_dict()).encode() + b"\n")
-            with client.makefile("rb") as answers:
-                line = answers.readline()
-        return SearchAnswer.from_dict(json.loads(line)) if line else None
-    except (OSError, ValueError, KeyError, TypeError):  # no answer, or not an answer (an error object)
+            client.settimeout(SILENCE_S)
+            client.sendall(json.dumps(message).encode() + b"\n")
+            with client.makefile("rb") as lines:
+                line = lines.readline()
+                while line == b"\n" and time.monotonic() < deadline:
+                    line = lines.readline()
+        answer = json.loads(line) if line.strip() else None
+    except (OSError, ValueError):
         return None
+    return answer if isinstance(answer, dict) else None
 
 
 def running(path: Path) -> bool:
@@ -176,10 +213,10 @@ def running(path: Path) -> bool:
 
 
 def start(path: Path | None, home: Path, name: str, after: int | None = None) -> None:
-    """Start a resident search for ``home`` at ``path``, warmed on index ``name``, unless one is already there: a
-    detached process of its own (its own session; its log beside the socket) that starts loading once process
-    ``after`` (a command starting it on its way out: its own pid) has ended."""
-    if path is None or running(path):
+    """Start a resident search for ``home`` at ``path``, warmed on index ``name``, unless one is already there or one
+    failed to warm up within ``FAILED_WARMUP_S``: a detached process of its own (its own session; its log beside the
+    socket) that starts loading once process ``after`` (a command starting it on its way out: its own pid) has ended."""
+    if path is None or running(path) or failed_recently(path):
         return
     environment = {**os.environ, **{key: value for key, value in settings(home).items() if key in PATH_SETTINGS}}
     subprocess.Popen(
@@ -202,17 +239,13 @@ def start(path: Path | None, home: Path, name: str, after: int | None = None) ->
     )
 
 
-def stop(path: Path | None) -> bool:
-    """Stop the resident search at ``path`` (SIGTERM to the pid its lock file holds); whether one was running."""
-    import signal
-
-    if path is None or not running(path):
-        return False
+def failed_recently(path: Path) -> dict[str, object] | None:
+    """The note of a warm-up that failed at ``path`` within ``FAILED_WARMUP_S`` (when, which index, why), else None."""
     try:
-        os.kill(int(lock_path(path).read_text().strip()), signal.SIGTERM)
-    except (OSError, ValueError):
-        return False
-    return True
+        note = json.loads(failed_path(path).read_text())
+        return note if isinstance(note, dict) and time.time() - float(note["at"]) < FAILED_WARMUP_S else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def lock_path(path: Path) -> Path:
@@ -221,3 +254,7 @@ def lock_path(path: Path) -> Path:
 
 def log_path(path: Path) -> Path:
     return path.with_suffix(".log")
+
+
+def failed_path(path: Path) -> Path:
+    return path.with_suffix(".failed")

@@ -11,6 +11,7 @@ their own threads (``search``, ``run``), the HTTP door awaits its future on the 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -27,18 +28,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("ctxrag.services")
 Key = tuple[str, int | None]  # (live version, tuning.json's mtime in ns)
 T = TypeVar("T")
+MAX_OPEN = 8  # indexes a service keeps open at once (the least recently searched is closed past this)
 
 
 class WarmIndexes:
     """The indexes of one home, opened on first use and kept open; ``search`` and ``listing`` are what both doors
     serve."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, max_open: int = MAX_OPEN) -> None:
         from ctxrag.storage.index_store import IndexStore
 
         self.home = home
         self._store = IndexStore(home)
-        self._open: dict[str, tuple[Key, Index]] = {}
+        self._open: OrderedDict[str, tuple[Key, Index]] = OrderedDict()  # the most recently searched last
+        self.max_open = max_open
         # Every search runs on this one thread, one at a time (an Index is not shared between threads).
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxrag-search")
         self.reopened = 0  # how many times a newer version replaced an open one (tests, logs)
@@ -76,15 +79,19 @@ class WarmIndexes:
         except FileNotFoundError:  # a version pruned between the check and the read: reopen once and retry
             return work(self._current(name, force=True))
 
-    def warm(self, name: str) -> bool:
-        """Open index ``name`` and run one search, so the first caller's does not load the model; False when the
-        index cannot be opened (the reason is logged)."""
+    def warm(self, name: str) -> str | None:
+        """Open index ``name`` and run one search, so the first caller's does not load the model; the reason (also
+        logged) when the index cannot be opened, else None."""
         try:
             self.search(SearchRequest(query="warm up the index", index=name, k=1))
         except ServiceError as error:
             log.warning("index %r not warmed: %s", name, error.message)
-            return False
-        return True
+            return error.message
+        return None
+
+    def open_indexes(self) -> list[dict[str, str]]:
+        """The indexes open now (name and version), the most recently searched last."""
+        return [{"name": name, "version": key[0]} for name, (key, _) in list(self._open.items())]
 
     def listing(self) -> list[dict[str, Any]]:
         """The home's indexes, as ``ctxrag list`` reads them."""
@@ -109,6 +116,10 @@ class WarmIndexes:
                 self.reopened += 1
                 log.warning("index %r: version %s is live; reopening", name, key[0] if key else None)
             self._open[name] = (key, ctxrag.open(name, long_lived=True))  # type: ignore[assignment]
+        self._open.move_to_end(name)
+        while len(self._open) > self.max_open:  # the least recently searched index is closed
+            closed, _ = self._open.popitem(last=False)
+            log.info("index %r closed: %d indexes are open at most", closed, self.max_open)
         return self._open[name][1]
 
     def _key(self, name: str) -> Key | None:

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -15,10 +16,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 import ctxrag
 from ctxrag.services import resident_socket as resident
+from ctxrag.services.residents import residents, stop_all
 from ctxrag.storage.environment import OFFLINE_DEFAULTS
 from ctxrag.tasks.common.search_request import SearchRequest
 from tests.ctxrag.services.conftest import CTXRAG
@@ -44,10 +47,7 @@ def resident_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     try:
         yield runtime
     finally:
-        for lock in (runtime / "ctxrag").glob("*.lock"):
-            path = lock.with_suffix(".sock")
-            resident.stop(path)
-            wait_for(lambda: not resident.running(path), "the resident search to stop")
+        stop_all()  # the resident searches of this folder (the test's own)
         shutil.rmtree(runtime, ignore_errors=True)
 
 
@@ -148,9 +148,10 @@ def test_it_exits_when_idle_and_a_killed_ones_socket_is_replaced(
 
 
 @pytest.mark.slow
-def test_an_index_run_leaves_one_so_the_first_search_after_it_asks(
+def test_an_index_run_leaves_none(
     resident_on: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_harness
 ) -> None:  # type: ignore[no-untyped-def]
+    """Only a search starts a resident search (docs/decisions.md, "The resident search's life")."""
     from prefect.settings import PREFECT_API_URL
 
     home = tmp_path / "home"
@@ -164,12 +165,108 @@ def test_an_index_run_leaves_one_so_the_first_search_after_it_asks(
         timeout=600,
     )
     assert indexed.returncode == 0, indexed.stderr
+    time.sleep(1.0)
+    assert residents() == []
+    first = search_command("retry backoff delay", "--name", "fresh")
+    assert first.returncode == 0 and first.stderr.strip().endswith("LOADED"), first.stderr
     path = resident.socket_path(home.resolve())
     assert path is not None
-    fresh = dataclasses.replace(REQUEST, index="fresh")
-    wait_for(lambda: resident.ask(path, fresh) is not None, "the resident search to answer")
-    first = search_command("retry backoff delay", "--name", "fresh")
-    assert first.returncode == 0 and first.stderr.strip() == "ASKED", first.stderr
+    wait_for(lambda: resident.ask(path, dataclasses.replace(REQUEST, index="fresh")) is not None, "one to answer")
+
+
+@pytest.mark.slow
+def test_server_status_lists_it_and_server_stop_stops_it_politely(resident_env: Path, sample_home: Path) -> None:
+    resident.start(resident_env, sample_home, "sample")
+    wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
+    (found,) = residents()
+    status = subprocess.run(
+        [*CTXRAG, "server", "status"], env=dict(os.environ), capture_output=True, text=True, timeout=120
+    )
+    line = next(line for line in status.stdout.splitlines() if f"pid {found.pid}" in line)
+    assert f"home {sample_home}" in line and "indexes sample (version " in line and " MB" in line, line
+    assert "idle " in line and " of 1 min" in line, line
+    stopped = subprocess.run(
+        [*CTXRAG, "server", "stop"], env=dict(os.environ), capture_output=True, text=True, timeout=120
+    )
+    assert f"stopped the resident search of {sample_home} (pid {found.pid}, asked)" in stopped.stdout, stopped.stdout
+    time.sleep(2.0)  # the target: no process of it 2 s after the stop
+    assert not psutil.pid_exists(found.pid) or psutil.Process(found.pid).status() == psutil.STATUS_ZOMBIE
+    assert not resident_env.exists() and residents() == []
+    assert (
+        "resident searches: none"
+        in subprocess.run(
+            [*CTXRAG, "server", "status"], env=dict(os.environ), capture_output=True, text=True, timeout=120
+        ).stdout
+    )
+
+
+@pytest.mark.slow
+def test_sigterm_finishes_and_removes_the_socket_and_a_stopped_one_costs_a_search_a_second(
+    resident_env: Path, sample_home: Path
+) -> None:
+    resident.start(resident_env, sample_home, "sample")
+    wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the resident search to answer")
+    (found,) = residents()
+    os.kill(found.pid, signal.SIGSTOP)  # hung: its socket takes connections, nothing answers
+    try:
+        started = time.monotonic()
+        assert resident.ask(resident_env, REQUEST) is None
+        assert time.monotonic() - started <= 1.5
+    finally:
+        os.kill(found.pid, signal.SIGCONT)
+    os.kill(found.pid, signal.SIGTERM)
+    wait_for(lambda: not resident.running(resident_env), "the resident search to end", seconds=10)
+    assert not resident_env.exists()
+    assert "stopping: SIGTERM" in resident.log_path(resident_env).read_text()
+
+
+@pytest.mark.slow
+def test_a_failed_warm_up_is_remembered_and_starts_no_other(resident_env: Path, sample_home: Path) -> None:
+    resident.start(resident_env, sample_home, "missing")
+    wait_for(lambda: resident.failed_recently(resident_env) is not None, "the failed warm-up's note")
+    note = resident.failed_recently(resident_env)
+    assert note is not None and note["index"] == "missing" and "no index named 'missing'" in str(note["reason"])
+    wait_for(lambda: not resident.running(resident_env), "the failed one to end")
+    resident.start(resident_env, sample_home, "sample")  # within the next minutes: none is started
+    time.sleep(1.0)
+    assert residents() == [] and not resident.running(resident_env)
+    status = subprocess.run(
+        [*CTXRAG, "server", "status"], env=dict(os.environ), capture_output=True, text=True, timeout=120
+    )
+    assert "failed to warm up index 'missing': no index named 'missing'" in status.stdout, status.stdout
+    subprocess.run([*CTXRAG, "server", "stop"], env=dict(os.environ), capture_output=True, text=True, timeout=120)
+    assert resident.failed_recently(resident_env) is None  # stop forgets it: the next search may start one
+
+
+@pytest.mark.slow
+def test_a_resident_search_of_newer_code_retires_the_older_one(
+    resident_env: Path, sample_home: Path, tmp_path: Path
+) -> None:
+    """Code is told apart by the interpreter and ctxrag's files: this virtualenv seen from another folder (its
+    Python and libraries linked) is "other code" for the same home and settings, as an upgrade or an edit is."""
+    venv = Path(sys.prefix)
+    other = tmp_path / "other-venv"
+    (other / "bin").mkdir(parents=True)
+    shutil.copy(venv / "pyvenv.cfg", other / "pyvenv.cfg")
+    (other / "lib").symlink_to(venv / "lib")
+    other_python = other / "bin" / "python"
+    other_python.symlink_to(sys.executable)
+    older = subprocess.run(
+        [str(other_python), "-c", "import sys; from ctxrag.services import resident_socket as r; from pathlib import Path;"
+         "print(r.socket_path(Path(sys.argv[1])))", str(sample_home)],
+        env=dict(os.environ), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    older_path = Path(older.stdout.strip())
+    assert resident.lineage(older_path) == resident.lineage(resident_env) and older_path != resident_env
+    subprocess.Popen(
+        [str(other_python), "-m", "ctxrag.services.resident", str(older_path), str(sample_home), "sample", "1"],
+        env=dict(os.environ), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    wait_for(lambda: resident.ask(older_path, REQUEST) is not None, "the older one to answer")
+    resident.start(resident_env, sample_home, "sample")
+    wait_for(lambda: resident.ask(resident_env, REQUEST) is not None, "the newer one to answer")
+    wait_for(lambda: not resident.running(older_path), "the older one to be retired", seconds=30)
+    assert [found.socket for found in residents()] == [resident_env]
 
 
 def test_other_settings_other_socket_and_an_unsafe_folder_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
