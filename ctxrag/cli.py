@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ctxrag import cli_help  # noqa: F401  (flags shown as flags in --help)
 from ctxrag.cli_options import with_options, with_request
 from ctxrag.errors import fail, user_errors
 from ctxrag.inspect_command import inspect
@@ -135,16 +136,9 @@ def search(
     if as_json:
         print(json.dumps(answer.to_dict()))
         return
-    for hit in answer:
-        place = str(hit.location)
-        where = f"  {escape(place)}" if place else ""
-        out.print(
-            f"[bold]{hit.rank}. {escape(hit.chunk_id)}[/]{where}  score {figure(hit.score, 'score')}  "
-            f"found by {', '.join(hit.found_by)}",
-            highlight=False,
-        )
-        snippet = " ".join(hit.content.split())[:240]
-        out.print(f"   {snippet}", highlight=False, markup=False)
+    from ctxrag.hits_view import show_answer
+
+    show_answer(out, answer)
 
 
 @app.command()
@@ -230,16 +224,26 @@ def evaluate(
 
 
 @app.command("list")
-def list_indexes() -> None:
+def list_indexes(
+    as_json: bool = typer.Option(False, "--json", help="Print the indexes as a JSON list of objects."),
+) -> None:
     """List the indexes under $CTXRAG_HOME: documents, chunks, contextualizer, search strategy, created, source."""
     from ctxrag.listing import index_listing
 
+    home = ctxrag_home()
     with user_errors():
-        listed = index_listing(ctxrag_home())
+        listed = index_listing(home)
+    if as_json:
+        print(json.dumps(listed))
+        return
+    if not listed:
+        err.print(f"no indexes in {home.resolve()} (CTXRAG_HOME); `ctxrag index SOURCE --name NAME` builds one")
+        return
+    print("name\tdocuments\tchunks\tcontextualizer\tstrategy\tcreated\tsource")
     for entry in listed:
         how = "tuned" if entry["tuned"] else "default"
         print(
-            f"{entry['name']}\t{entry['documents']} documents\t{entry['chunks']} chunks\t{entry['contextualizer']}\t"
+            f"{entry['name']}\t{entry['documents']}\t{entry['chunks']}\t{entry['contextualizer']}\t"
             f"{entry['strategy']} ({how})\t{entry['created_at']}\t{entry['source']}"
         )
 
@@ -293,8 +297,8 @@ def delete(name: str = typer.Argument(...)) -> None:
     with user_errors():
         deleted = IndexStore(ctxrag_home()).delete(name)
     if not deleted:
-        fail(f"no index named {name!r}")
-    err.print(f"deleted index {name!r}")
+        fail(f"no index named {name!r} in {ctxrag_home().resolve()}")
+    out.print(f"deleted index {name!r}", highlight=False)
 
 
 @app.command()

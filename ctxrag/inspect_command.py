@@ -62,7 +62,9 @@ def _doc_id(path: str, source: Path) -> str:
 def inspect(
     name: str = typer.Argument(..., help="Index name."),
     path: str = typer.Argument(..., help="A file of the indexed folder (or a document id)."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print a JSON list of chunks: doc_id, chunk_index, lines, heading, content, context."
+    ),
 ) -> None:
     """Show how a file was chunked: each chunk's lines, heading and the context it got."""
     with user_errors():

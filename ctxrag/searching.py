@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,11 +18,17 @@ from ctxrag.tasks.common.hits import SearchAnswer
 from ctxrag.tasks.common.search_request import SearchKeywords, SearchRequest
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ctxrag.storage.ledger import LedgerRow
+    from ctxrag.tasks.retrieval.fusion import RankedRow
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
 
 _DEFAULTS = SearchRequest(query="-")
 LONG_LIVED_QUERIES = 10_000  # query vectors an Index(long_lived=True) keeps in memory: ~15 MB with the local model
+PER_FILE_CHUNKS = 150  # chunks ranked for a per_file search, grouped into files (each retriever's fusion depth)
+PER_FILE_ALSO = 3  # a file's other chunks are named when they rank among the first 3 x k chunks
+KEPT_LINE_VECTORS = 4_096  # vectors of lines scored by meaning kept in an open index (~6 MB with the local model)
 
 
 class Index:
@@ -55,6 +62,7 @@ class Index:
         self.strategy = strategy_of(store, name).label
         """The strategy a search uses when none is named: what ``ctxrag.tune`` chose for the index, else the default."""
         self._rerankers: dict[tuple[str, str], Reranker] = {}
+        self._line_vectors: dict[str, np.ndarray] = {}  # lines scored by meaning (matched lines), the latest last
         self._locator = Locator(self._searcher.index.chunks)
         if long_lived:
             self._locator.warm()  # a small index's locations now: a service's memory does not grow with its first searches
@@ -117,9 +125,58 @@ class Index:
             chosen = StrategyConfig.from_str(request.strategy or self.strategy)
             reranker = self._reranker(request.rerank, request.rerank_model)
             allowed = self._searcher.rows_kept(SourceFilter(request.path, request.language))
-            ranked = self._searcher.search(request.query, chosen, request.k, reranker, allowed, request.server_rrf)
-            answers.append(SearchAnswer(self.name, self.version, chosen.label, hits_of(chunks, ranked, self._locator)))
+            depth = max(request.k, PER_FILE_CHUNKS) if request.per_file else request.k
+            ranked = self._searcher.search(request.query, chosen, depth, reranker, allowed, request.server_rrf)
+            also: list[tuple[tuple[int, int], ...]] = []
+            if request.per_file:
+                ranked, also = self._per_file(ranked, request.k)
+            hits = hits_of(chunks, ranked, self._locator, request.query, self._nearest(request.query))
+            if request.per_file:
+                hits = [dataclasses.replace(hit, also=lines) for hit, lines in zip(hits, also)]
+            answers.append(SearchAnswer(self.name, self.version, chosen.label, hits))
         return answers
+
+    def _per_file(self, ranked: list[RankedRow], k: int) -> tuple[list[RankedRow], list[tuple[tuple[int, int], ...]]]:
+        """The first ``k`` files of ``ranked``, each at its best chunk's place, with the line ranges (in line order) of
+        its other chunks among the first ``PER_FILE_ALSO`` x ``k`` chunks: its other matching chunks, not every chunk
+        a deep ranking reaches."""
+        documents = self._searcher.index.chunks.values("doc_id", [hit.row for hit in ranked])
+        best: dict[str, RankedRow] = {}
+        others: dict[str, list[int]] = {}
+        for place, (hit, document) in enumerate(zip(ranked, documents)):
+            if document not in best:
+                if len(best) < k:
+                    best[document] = hit
+            elif place < PER_FILE_ALSO * k:
+                others.setdefault(document, []).append(hit.row)
+        spans = {
+            document: tuple(sorted(lines for row in rows if (lines := self._locator.lines(row)) is not None))
+            for document, rows in others.items()
+        }
+        return list(best.values()), [spans.get(document, ()) for document in best]
+
+    def _nearest(self, query: str) -> Callable[[list[str]], list[float]] | None:
+        """How near in meaning to ``query`` each of some texts is, by the index's own local model (never a paid
+        embedder: a line is not worth a request); None for a paid one."""
+        from ctxrag.tasks.common.providers import Provider
+
+        if self._searcher.spec.provider != Provider.LOCAL:
+            return None
+
+        def similarity(texts: list[str]) -> list[float]:
+
+            from ctxrag.storage.vectors import normalize_rows
+
+            missing = list(dict.fromkeys(text for text in texts if text not in self._line_vectors))
+            if missing:
+                made = normalize_rows(self._searcher.embedder.embed(missing, input_type="query"))
+                self._line_vectors.update(zip(missing, made))
+                while len(self._line_vectors) > KEPT_LINE_VECTORS:  # the oldest first
+                    del self._line_vectors[next(iter(self._line_vectors))]
+            wanted = normalize_rows(self._searcher.query_vector(query).reshape(1, -1))[0]
+            return [float(self._line_vectors[text] @ wanted) for text in texts]
+
+        return similarity
 
     def _reranker(self, rerank: str, model: str) -> Reranker | None:
         if (rerank, model) not in self._rerankers:

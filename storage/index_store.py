@@ -71,6 +71,7 @@ class IndexStore:
     """All named indexes under one home folder."""
 
     def __init__(self, home: Path) -> None:
+        self.home = home
         self.root = home / "indexes"
 
     def _dir(self, name: str) -> Path:
@@ -141,7 +142,8 @@ class IndexStore:
         if version is None:
             known = ", ".join(self.names()) or "none"
             raise UnknownIndexError(
-                f"no index named {name!r} (indexes: {known}); build one with `ctxrag index SOURCE --name {name}`"
+                f"no index named {name!r} in {self.home.resolve()} (indexes: {known}); build one with `ctxrag index "
+                f"SOURCE --name {name}`, or set CTXRAG_HOME to the folder that has it"
             )
         manifest = read_json_file(version / "manifest.json", "index manifest")
         if manifest.get("format_version") != FORMAT_VERSION:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import Stemmer
 
-_WORD = re.compile(r"[A-Za-z0-9_]+")
+WORD = re.compile(r"[A-Za-z0-9_]+")
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _stemmer = Stemmer.Stemmer("english")
 
@@ -38,7 +38,8 @@ def identifier_parts(word: str) -> list[str]:
 
 
 @lru_cache(maxsize=200_000)
-def _word_tokens(word: str) -> tuple[str, ...]:
+def word_terms(word: str) -> tuple[str, ...]:
+    """One word's BM25 terms: itself whole and its identifier parts, stop words dropped, stemmed."""
     whole = word.lower().strip("_")
     parts = identifier_parts(word)
     terms = [whole] if whole else []
@@ -51,6 +52,6 @@ def _word_tokens(word: str) -> tuple[str, ...]:
 def tokenize(text: str) -> list[str]:
     """BM25 terms of ``text``: each word whole plus its identifier parts, stop words dropped, stemmed."""
     tokens: list[str] = []
-    for word in _WORD.findall(text):
-        tokens.extend(_word_tokens(word))
+    for word in WORD.findall(text):
+        tokens.extend(word_terms(word))
     return tokens

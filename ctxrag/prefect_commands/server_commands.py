@@ -56,23 +56,20 @@ def status() -> None:
     and every resident search of yours (pid, home, indexes, memory, idle time); exit 1 when no Prefect server runs."""
     from ctxrag.prefect_commands.local_server import configured_api_url, find_server, prefect_home
 
-    running = True
+    out.print(describe_residents(), highlight=False)  # first: the server's export line stays the last line
     if configured := configured_api_url():
         out.print(
             f"configured: PREFECT_API_URL={configured} (ctxrag uses it; no local server is started)", highlight=False
         )
-    elif (server := find_server(prefect_home())) is None:
+        return
+    if (server := find_server(prefect_home())) is None:
         out.print(
             "no local Prefect server running (the next `ctxrag index`, `evaluate`, `serve`, `deploy` or `trigger`, "
             "or `ctxrag server start`, starts one)",
             highlight=False,
         )
-        running = False
-    else:
-        out.print(describe(server, prefect_home()), highlight=False)
-    out.print(describe_residents(), highlight=False)
-    if not running:
         raise typer.Exit(code=1)
+    out.print(describe(server, prefect_home()), highlight=False)
 
 
 def describe_residents() -> str:

@@ -21,12 +21,19 @@ SHOWN_DEFINITIONS = 2  # names a location's text shows; the rest are counted
 @dataclass(frozen=True)
 class Location:
     """Where a hit's text is in its source: ``heading`` (the heading path, ``"Install > From source"``; empty for
-    code), ``definitions`` (the names its code defines, in order) and ``lines`` (first and last line, 1-based and
-    inclusive, of its text in the source file; None where not known)."""
+    code), ``definitions`` (the names its code defines, in order), ``lines`` (first and last line, 1-based and
+    inclusive, of its text in the source file; None where not known) and ``symbol`` (the definition the text is in,
+    with those around it: ``SqliteStore.put``; empty where none is known)."""
 
     heading: str = ""
     definitions: tuple[str, ...] = ()
     lines: tuple[int, int] | None = None
+    symbol: str = ""
+
+    @property
+    def name(self) -> str:
+        """What the text is, in a few words: its symbol, else its heading, else the first name it defines."""
+        return self.symbol or self.heading or (self.definitions[0] if self.definitions else "")
 
     def __str__(self) -> str:
         """``lines 12-30, backoff, delay_for +1`` or ``Install > From source``: what to show a person."""
@@ -37,9 +44,8 @@ class Location:
         return ", ".join(part for part in parts if part)
 
     def to_dict(self) -> dict[str, object]:
-        """The location's fields, and ``text``: what ``str`` shows a person."""
         lines = list(self.lines) if self.lines else None
-        return {"lines": lines, "heading": self.heading, "definitions": list(self.definitions), "text": str(self)}
+        return {"lines": lines, "heading": self.heading, "definitions": list(self.definitions), "symbol": self.symbol}
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any]) -> Location:
@@ -48,7 +54,28 @@ class Location:
             str(value.get("heading") or ""),
             tuple(value.get("definitions") or ()),
             (lines[0], lines[1]) if lines else None,
+            str(value.get("symbol") or ""),
         )
+
+
+@dataclass(frozen=True)
+class MatchedLine:
+    """A line of a hit's text that matches the query: its number in the source (None where the hit's lines are not
+    known), its text, and the spans (start, end) of the words the query's terms matched (none for a line chosen as
+    nearest the query's meaning)."""
+
+    line: int | None
+    text: str
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {"line": self.line, "text": self.text, "spans": [list(span) for span in self.spans]}
+
+    @classmethod
+    def from_dict(cls, value: Mapping[str, Any]) -> MatchedLine:
+        line = value.get("line")
+        spans = tuple((int(start), int(end)) for start, end in value.get("spans") or ())
+        return cls(int(line) if line is not None else None, str(value["text"]), spans)
 
 
 @dataclass(frozen=True)
@@ -66,6 +93,8 @@ class Hit:
     context: str
     ranks: dict[str, int] = field(default_factory=dict)
     location: Location = field(default_factory=Location)
+    matches: tuple[MatchedLine, ...] = ()
+    also: tuple[tuple[int, int], ...] = ()
 
     @property
     def source(self) -> str:
@@ -84,14 +113,25 @@ class Hit:
         """The retrievers that found the chunk."""
         return sorted(self.ranks)
 
+    @property
+    def place(self) -> str:
+        """Where to open it: ``tinyq/storage.py:40-71 SqliteStore.put`` (path, lines, symbol or heading), as a
+        terminal or an editor takes ``path:line``."""
+        lines = f":{self.location.lines[0]}-{self.location.lines[1]}" if self.location.lines else ""
+        name = self.location.name
+        return f"{self.source}{lines}" + (f" {name}" if name else "")
+
     def to_dict(self) -> dict[str, object]:
         """The hit as every door gives it (the score rounded to 6 places)."""
         return {
             "rank": self.rank,
             "score": round(self.score, 6),
             "source": self.source,
+            "place": self.place,
             "language": self.language,
             "location": self.location.to_dict(),
+            "matches": [line.to_dict() for line in self.matches],
+            "also": [list(lines) for lines in self.also],
             "chunk_id": self.chunk_id,
             "chunk_index": self.chunk_index,
             "found_by": self.found_by,
@@ -113,13 +153,12 @@ class Hit:
             context=str(value["context"]),
             ranks={str(name): int(rank) for name, rank in dict(value["ranks"]).items()},
             location=Location.from_dict(value["location"]),
+            matches=tuple(MatchedLine.from_dict(line) for line in value.get("matches") or ()),
+            also=tuple((int(first), int(last)) for first, last in value.get("also") or ()),
         )
 
     def __repr__(self) -> str:
-        return (
-            f"Hit(rank={self.rank}, source={self.source!r}, location={str(self.location)!r}, "
-            f"score={self.score:.4f}, found_by={self.found_by})"
-        )
+        return f"Hit(rank={self.rank}, place={self.place!r}, score={self.score:.4f}, found_by={self.found_by})"
 
 
 @dataclass(frozen=True)
@@ -163,25 +202,47 @@ class SearchAnswer:
 
 
 _TEXT, _WHOLE = {"type": "string"}, {"type": "integer"}
+_LINES = {"type": "array", "items": _WHOLE, "minItems": 2, "maxItems": 2}
 LOCATION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "lines": {"type": ["array", "null"], "items": _WHOLE, "minItems": 2, "maxItems": 2,
-                  "description": "First and last line of the chunk's text in its source (1-based), if known."},
-        "heading": {**_TEXT, "description": "The heading path of a Markdown or docs chunk, e.g. 'Install > From source'."},
+        "lines": {
+            "type": ["array", "null"],
+            "items": _WHOLE,
+            "minItems": 2,
+            "maxItems": 2,
+            "description": "First and last line of the chunk's text in its source (1-based), if known.",
+        },
+        "heading": {
+            **_TEXT,
+            "description": "The heading path of a Markdown or docs chunk, e.g. 'Install > From source'.",
+        },
         "definitions": {"type": "array", "items": _TEXT, "description": "The names the chunk's code defines."},
-        "text": {**_TEXT, "description": "The location as a person reads it."},
+        "symbol": {**_TEXT, "description": "The definition the chunk is in, with those around it: 'SqliteStore.put'."},
     },
-    "required": ["lines", "heading", "definitions", "text"],
-}  # fmt: skip
+    "required": ["lines", "heading", "definitions", "symbol"],
+}
+MATCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "line": {"type": ["integer", "null"], "description": "The line's number in the source, if known."},
+        "text": _TEXT,
+        "spans": {"type": "array", "items": _LINES, "description": "[start, end) of each word the query matched."},
+    },
+    "required": ["line", "text", "spans"],
+}
 HIT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "rank": {**_WHOLE, "minimum": 1},
         "score": {"type": "number", "description": "The strategy's score (higher is better)."},
         "source": {**_TEXT, "description": "The file's path in the indexed folder, or the document's id."},
+        "place": {**_TEXT, "description": "Where to open it: path:first-last and its symbol or heading."},
         "language": {"type": ["string", "null"], "description": "The source's language, from its name."},
         "location": LOCATION_SCHEMA,
+        "matches": {"type": "array", "items": MATCH_SCHEMA, "description": "The chunk's lines that best match the query."},
+        "also": {"type": "array", "items": _LINES,
+                 "description": "per_file: the line ranges of the file's other matching chunks."},
         "chunk_id": _TEXT,
         "chunk_index": {**_WHOLE, "minimum": 0},
         "found_by": {"type": "array", "items": _TEXT, "description": "The retrievers that found the chunk."},
@@ -189,8 +250,8 @@ HIT_SCHEMA: dict[str, Any] = {
         "content": {**_TEXT, "description": "The chunk's text."},
         "context": {**_TEXT, "description": "The context the index gave the chunk in its document."},
     },
-    "required": ["rank", "score", "source", "language", "location", "chunk_id", "chunk_index", "found_by", "ranks",
-                 "content", "context"],
+    "required": ["rank", "score", "source", "place", "language", "location", "matches", "also", "chunk_id",
+                 "chunk_index", "found_by", "ranks", "content", "context"],
 }  # fmt: skip
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -91,6 +91,10 @@ class SearchRequest:
     server_rrf: bool = field(
         default=False, metadata=option("Elasticsearch backend: fuse hybrid with the cluster's rrf retriever.")
     )
+    per_file: bool = field(
+        default=False,
+        metadata=option("Each file once, at its best chunk's rank, with the line ranges of its other matching chunks."),
+    )
 
     def __post_init__(self) -> None:
         self.check()
@@ -144,6 +148,7 @@ class SearchKeywords(TypedDict, total=False):
     rerank: str
     rerank_model: str
     server_rrf: bool
+    per_file: bool
 
 
 def field_names(kind: type[SearchRequest] = SearchRequest) -> list[str]:

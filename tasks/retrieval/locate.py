@@ -10,12 +10,13 @@ blank lines was dropped, gets no lines rather than wrong ones.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ctxrag.storage.chunk_table import ChunkTable
 from ctxrag.tasks.common.hits import Location
 from ctxrag.tasks.common.models import sha256_hex
-from ctxrag.tasks.context.structure import MIN_NAME, find_definitions
+from ctxrag.tasks.context.structure import MIN_NAME, enclosing_definitions, find_definitions, first_code_position
 
 
 def definitions_in(text: str) -> tuple[str, ...]:
@@ -35,6 +36,8 @@ def line_span(start: int, text: str) -> tuple[int, int]:
 
 KEPT_ROWS = 4_096  # locations kept after they are worked out (the oldest dropped): a service's memory stays bounded
 KEPT_DOCUMENTS = 1_024  # documents' line ranges kept likewise
+SYMBOL_DEPTH = 3  # a symbol names at most this many nested definitions: Outer.Inner.method
+MAX_SYMBOL_TEXT = 2_000_000  # a larger document's chunks get no symbol (its definitions are not scanned)
 
 
 class Locator:
@@ -43,7 +46,7 @@ class Locator:
 
     def __init__(self, chunks: ChunkTable) -> None:
         self.chunks = chunks
-        self._lines: dict[str, dict[int, tuple[int, int]]] = {}
+        self._lines: dict[str, dict[int, Placed]] = {}
         self._located: dict[int, Location] = {}
 
     def warm(self) -> None:
@@ -58,23 +61,36 @@ class Locator:
         if found is None:
             heading = self.chunks.value("heading", row) if "heading" in self.chunks.column_names else ""
             content = self.chunks.value("content", row)
+            placed = self._placed(row)
             found = Location(
-                heading=heading or "", definitions=() if heading else definitions_in(content), lines=self.lines(row)
+                heading=heading or "",
+                definitions=() if heading else definitions_in(content),
+                lines=placed.lines if placed else None,
+                symbol="" if heading or placed is None else placed.symbol,
             )
             _keep(self._located, row, found, KEPT_ROWS)
         return found
 
     def lines(self, row: int) -> tuple[int, int] | None:
+        placed = self._placed(row)
+        return placed.lines if placed else None
+
+    def first_line(self, row: int) -> int | None:
+        """The line its text starts on (blank lines included), where its lines are known."""
+        placed = self._placed(row)
+        return placed.start if placed else None
+
+    def _placed(self, row: int) -> Placed | None:
         document = self.chunks.value("doc_id", row)
-        spans = self._lines.get(document)
-        if spans is None:
-            spans = (
+        placed = self._lines.get(document)
+        if placed is None:
+            placed = (
                 self._document_lines(document, self._rows_around(document, row))
                 if "doc_sha" in self.chunks.column_names
                 else {}
             )
-            _keep(self._lines, document, spans, KEPT_DOCUMENTS)
-        return spans.get(row)
+            _keep(self._lines, document, placed, KEPT_DOCUMENTS)
+        return placed.get(row)
 
     def _rows_around(self, document: str, row: int) -> list[int]:
         """``document``'s rows, in chunk order: those next to ``row`` (it included), as a version's rows hold each
@@ -88,16 +104,31 @@ class Locator:
         indexes = self.chunks.values("chunk_index", list(range(first, last + 1)))
         return [row for _, row in sorted(zip(indexes, range(first, last + 1)))]
 
-    def _document_lines(self, document: str, rows: list[int]) -> dict[int, tuple[int, int]]:
-        """Each of ``rows``' line range, or none if their chunks joined are not ``document``."""
+    def _document_lines(self, document: str, rows: list[int]) -> dict[int, Placed]:
+        """Each of ``rows``' line range and symbol, or none if their chunks joined are not ``document``."""
         contents = self.chunks.values("content", rows)
-        if sha256_hex(document, "".join(contents)) != self.chunks.value("doc_sha", rows[0]):
+        text = "".join(contents)
+        if sha256_hex(document, text) != self.chunks.value("doc_sha", rows[0]):
             return {}
-        spans, start = {}, 1
+        definitions = find_definitions(text) if len(text) <= MAX_SYMBOL_TEXT else []
+        placed, start, offset = {}, 1, 0
         for row, content in zip(rows, contents):
-            spans[row] = line_span(start, content)
+            at, indent = first_code_position(text, offset)
+            line_start = text.rfind("\n", 0, at) + 1  # a definition's offset is its line's start
+            chain = enclosing_definitions(definitions, line_start, indent) if at < offset + len(content) else []
+            placed[row] = Placed(line_span(start, content), start, ".".join(d.name for d in chain[-SYMBOL_DEPTH:]))
             start += content.count("\n")
-        return spans
+            offset += len(content)
+        return placed
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where a chunk is in its document: its line range, the line its text starts on, and its symbol."""
+
+    lines: tuple[int, int]
+    start: int
+    symbol: str
 
 
 def _keep(kept: dict[Any, Any], key: Any, value: Any, most: int) -> None:

@@ -164,11 +164,12 @@ def test_search_many_embeds_once_and_equals_single_searches_on_a_fresh_home(
         lambda texts, input_type="document": batches.append(texts) or real_embed(texts, input_type),
     )
     assert many.search_many(MANY, k=4) == expected
-    assert batches == [sorted(dict.fromkeys(MANY), key=len, reverse=True)]  # the new queries, once each, in one batch
+    queried = [batch for batch in batches if set(batch) & set(MANY)]  # (others: lines scored by meaning)
+    assert queried == [sorted(dict.fromkeys(MANY), key=len, reverse=True)]  # the new queries, once each, in one batch
     assert many.search_many(MANY, k=4, strategy="bm25") == [
         singles.search(query, k=4, strategy="bm25") for query in MANY
     ]
-    assert many.search_many([]) == [] and len(batches) == 1
+    assert many.search_many([]) == [] and len([batch for batch in batches if set(batch) & set(MANY)]) == 1
     with pytest.raises(InvalidInput, match="k must be from 1 to 100, got 0"):
         many.search_many(MANY, k=0)
 

@@ -137,11 +137,19 @@ def test_search_filters_by_path_and_language_and_refuses_a_bad_value_in_one_line
 def test_list_and_delete(home: Path, tmp_path: Path) -> None:
     scratch = tmp_path / "home"
     shutil.copytree(home, scratch)
-    assert ctxrag(scratch, "list").stdout.startswith("sample\t")
-    assert ctxrag(scratch, "delete", "sample").returncode == 0
-    assert ctxrag(scratch, "list").stdout == ""
+    listed = ctxrag(scratch, "list").stdout.splitlines()
+    assert listed[0] == "name\tdocuments\tchunks\tcontextualizer\tstrategy\tcreated\tsource"
+    assert listed[1].startswith("sample\t") and len(listed[1].split("\t")) == 7
+    (entry,) = json.loads(ctxrag(scratch, "list", "--json").stdout)
+    assert entry["name"] == "sample" and entry["chunks"] == int(listed[1].split("\t")[2])
+    deleted = ctxrag(scratch, "delete", "sample")
+    assert deleted.returncode == 0 and deleted.stdout.strip() == "deleted index 'sample'"  # on stdout
+    empty = ctxrag(scratch, "list")
+    assert empty.stdout == "" and f"no indexes in {scratch.resolve()}" in empty.stderr
+    assert json.loads(ctxrag(scratch, "list", "--json").stdout) == []
     missing = ctxrag(scratch, "search", "anything", "--name", "sample")
-    assert missing.returncode == 2 and "no index named 'sample'" in missing.stderr
+    assert missing.returncode == 2 and f"no index named 'sample' in {scratch.resolve()}" in missing.stderr
+    assert "set CTXRAG_HOME to the folder that has it" in missing.stderr
 
 
 def chunk_questions(home: Path, path: Path) -> Path:

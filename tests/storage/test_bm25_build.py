@@ -14,7 +14,7 @@ import pytest
 import ctxrag.storage.bm25_build as bm25_build
 from ctxrag.storage.bm25 import BM25_B, BM25_K1, METHOD
 from ctxrag.storage.bm25_build import build_postings
-from ctxrag.storage.tokenize import _word_tokens, tokenize
+from ctxrag.storage.tokenize import tokenize, word_terms
 from tests.storage.test_bm25 import _texts_and_queries
 
 
@@ -58,7 +58,7 @@ def test_no_terms_build_nothing() -> None:
 
 
 def _peak_and_postings(texts: int) -> tuple[int, int]:
-    _word_tokens.cache_clear()
+    word_terms.cache_clear()
     tracemalloc.start()
     try:
         scores, _, _ = build_postings(_generated(texts, words=60), BM25_K1, BM25_B)

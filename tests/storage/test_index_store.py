@@ -284,8 +284,12 @@ def test_a_later_publish_cleans_staging_left_by_a_killed_build(tmp_path: Path) -
 
 def test_open_of_a_missing_name_names_the_known_indexes(tmp_path: Path) -> None:
     store = IndexStore(tmp_path)
-    with pytest.raises(UnknownIndexError, match=r"no index named 'nope' \(indexes: none\)"):
+    with pytest.raises(UnknownIndexError) as raised:
         store.open("nope")
+    assert str(raised.value) == (
+        f"no index named 'nope' in {tmp_path.resolve()} (indexes: none); build one with `ctxrag index SOURCE --name "
+        "nope`, or set CTXRAG_HOME to the folder that has it"
+    )
     store.publish("beta", *parts())
     store.publish("alpha", *parts())
     with pytest.raises(UnknownIndexError) as raised:

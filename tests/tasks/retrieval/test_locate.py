@@ -41,7 +41,8 @@ def test_lines_count_the_chunks_before_in_document_order_whatever_the_row_order(
     table = rows([("a.py", 2, "", parts[2]), ("a.py", 0, "", parts[0]), ("a.py", 1, "", parts[1])], {"a.py": text})
     locator = Locator(ChunkTable(table))
     assert [locator.lines(row) for row in range(3)] == [(8, 9), (1, 1), (4, 5)]
-    assert locator.location(0) == Location(definitions=("second",), lines=(8, 9))
+    assert locator.location(0) == Location(definitions=("second",), lines=(8, 9), symbol="second")
+    assert [locator.first_line(row) for row in range(3)] == [8, 1, 4]  # where each text starts, blank lines included
 
 
 def test_no_lines_when_the_chunks_joined_are_not_the_document() -> None:
@@ -55,7 +56,7 @@ def test_no_lines_when_the_chunks_joined_are_not_the_document() -> None:
         "heading": "Intro > More",
         "definitions": [],
         "lines": None,
-        "text": "Intro > More",
+        "symbol": "",
     }
 
 
@@ -73,6 +74,20 @@ def test_names_keep_their_case_and_the_text_names_the_first_two() -> None:
     )
     assert str(Location(definitions=("a_b", "c_d", "e_f", "g_h"), lines=(3, 9))) == "lines 3-9, a_b, c_d +2"
     assert str(Location()) == ""
+
+
+def test_a_symbol_names_the_definitions_around_a_chunk() -> None:
+    text = (
+        'import os\n\n\nclass Store:\n    """A store."""\n\n    def put(self, item):\n        return item\n\n'
+        "    def get(self):\n        return 1\n\n\nclass Other:\n    pass\n"
+    )
+    cuts = [0, text.index("    def put"), text.index("    def get"), text.index("class Other"), len(text)]
+    parts = [text[start:end] for start, end in zip(cuts, cuts[1:])]
+    table = rows([("s.py", number, "", part) for number, part in enumerate(parts)], {"s.py": text})
+    locator = Locator(ChunkTable(table))
+    assert [locator.location(row).symbol for row in range(4)] == ["", "Store.put", "Store.get", "Other"]
+    assert locator.location(0).name == "Store"  # module-level code: no symbol, the first name it defines
+    assert locator.location(1).lines == (7, 8)
 
 
 @pytest.mark.parametrize("relative", ["tinyq/retry.py", "docs/guide.md", "README.md"])

@@ -1,0 +1,51 @@
+"""A hit's matched lines: the query's terms found as BM25 finds them, marked; else the lines nearest its meaning."""
+
+from __future__ import annotations
+
+from ctxrag.tasks.common.hits import MatchedLine
+from ctxrag.tasks.retrieval.matches import MATCHED_LINES, NEAREST_LINES, NEAREST_PER_HIT, matched_lines
+
+CODE = """class RetryPolicy:
+    '''Exponential backoff.'''
+
+    def delay_for(self, attempt: int) -> float:
+        return self.base_delay * self.factor ** attempt
+
+    def parseHeader(self, raw):
+        return raw.split(":")
+"""
+
+
+def test_the_lines_with_the_most_query_terms_are_marked_where_the_words_are() -> None:
+    (found,) = matched_lines([CODE], [17], "how are retries delayed? parse_header")
+    assert [line.line for line in found] == [17, 20, 23]  # in text order, numbered in the source
+    retry, delay, header = found
+    assert retry == MatchedLine(17, "class RetryPolicy:", ((6, 17),))  # "retries" -> retri <- RetryPolicy's part
+    assert delay.text[slice(*delay.spans[0])] == "delay_for"  # "delayed" stems to delay
+    assert header.text[slice(*header.spans[0])] == "parseHeader"  # parse_header and parseHeader: the same parts
+
+
+def test_at_most_three_lines_and_no_numbers_where_the_source_lines_are_unknown() -> None:
+    text = "\n".join(f"retry {number}" for number in range(10))
+    (found,) = matched_lines([text], [None], "retry")
+    assert len(found) == MATCHED_LINES and all(line.line is None for line in found)
+    assert [line.text for line in found] == ["retry 0", "retry 1", "retry 2"]
+
+
+def test_a_hit_without_a_term_gets_the_lines_nearest_the_query_s_meaning_within_a_budget() -> None:
+    asked: list[list[str]] = []
+
+    def nearest(texts: list[str]) -> list[float]:
+        asked.append(texts)
+        return [1.0 if "return" in text else 0.0 for text in texts]
+
+    hits = [CODE] * 6  # none holds a term of the query
+    found = matched_lines(hits, [1] * 6, "zanzibar quux", nearest)
+    assert len(asked) == 1 and len(asked[0]) <= NEAREST_LINES  # one call for all the hits, bounded
+    candidates = sum(1 for line in CODE.split("\n") if line.strip())
+    scored = NEAREST_LINES // min(NEAREST_PER_HIT, candidates)
+    for lines in found[:scored]:  # the two lines the scorer likes, and the earliest of the rest
+        assert [line.line for line in lines] == [1, 5, 8] and all(line.spans == () for line in lines)
+    for lines in found[scored:]:  # past the budget: the first lines, unmarked
+        assert [line.line for line in lines] == [1, 2, 4]
+    assert matched_lines([CODE], [1], "zanzibar") == [tuple(MatchedLine(n, CODE.split("\n")[n - 1]) for n in (1, 2, 4))]
