@@ -43,6 +43,7 @@ def serve_search(
     ),
 ) -> None:
     """Serve search over HTTP: POST /search, GET /indexes, the OpenAPI schema at /openapi.json; JSON hits."""
+    from ctxrag.services.listen import display_address, listening_socket
     from ctxrag.services.token import service_token
 
     with user_errors():
@@ -50,15 +51,17 @@ def serve_search(
 
         validate_name(name)
         token, origin = service_token(host, token_file)
+        listener = listening_socket(host, port)
     from ctxrag.services.http_server import serve_http
     from ctxrag.services.warm import WarmIndexes
     from ctxrag.tasks.common.display import console
 
-    where = f"[{host}]" if ":" in host else host
-    console(stderr=True).print(
-        f"serving search on http://{where}:{port} (token: {origin}); Ctrl-C stops", highlight=False, markup=False
+    console(stderr=True, soft_wrap=True).print(
+        f"serving search on http://{display_address(host, port)} (token: {origin}); Ctrl-C stops",
+        highlight=False,
+        markup=False,
     )
-    serve_http(WarmIndexes(ctxrag_home()), name, token, host, port)
+    serve_http(WarmIndexes(ctxrag_home()), name, token, listener)
 
 
 def register(app: typer.Typer) -> None:
