@@ -34,15 +34,20 @@ def serve_search(
     name: str = typer.Option(
         DEFAULT_NAME, "--name", help="The index /search uses when the request names none (warmed at start)."
     ),
-    host: str = typer.Option("127.0.0.1", help="Address to listen on; any but a loopback one needs a token."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0: every address of this machine)."),
     port: int = typer.Option(DEFAULT_PORT, min=1, max=65535, help="Port to listen on."),
     token_file: Path | None = typer.Option(
         None,
         "--token-file",
-        help="Require the bearer token in this file (generated there, mode 600, if it does not exist); or set CTXRAG_SEARCH_TOKEN.",
+        help="Require the bearer token in this file (made there, mode 600, if it does not exist); or set "
+        "CTXRAG_SEARCH_TOKEN. Default: the home's search-token file, made on first use.",
+    ),
+    no_token: bool = typer.Option(
+        False, "--no-token", help="Require no token: every local user can search (loopback addresses only)."
     ),
 ) -> None:
-    """Serve search over HTTP: POST /search, GET /indexes, the OpenAPI schema at /openapi.json; JSON hits."""
+    """Serve search over HTTP: POST /search, GET /indexes, the OpenAPI schema at /openapi.json; JSON hits. Every
+    request needs 'Authorization: Bearer TOKEN' (the token in $CTXRAG_HOME/search-token) unless --no-token."""
     from ctxrag.services.listen import display_address, listening_socket
     from ctxrag.services.token import service_token
 
@@ -50,18 +55,18 @@ def serve_search(
         from ctxrag.storage.names import validate_name
 
         validate_name(name)
-        token, origin = service_token(host, token_file)
+        token = service_token(host, token_file, ctxrag_home(), no_token)
         listener = listening_socket(host, port)
     from ctxrag.services.http_server import serve_http
     from ctxrag.services.warm import WarmIndexes
     from ctxrag.tasks.common.display import console
 
     console(stderr=True, soft_wrap=True).print(
-        f"serving search on http://{display_address(host, port)} (token: {origin}); Ctrl-C stops",
+        f"serving search on http://{display_address(host, port)} ({token.says}); Ctrl-C stops",
         highlight=False,
         markup=False,
     )
-    serve_http(WarmIndexes(ctxrag_home()), name, token, listener)
+    serve_http(WarmIndexes(ctxrag_home()), name, token.value, listener)
 
 
 def register(app: typer.Typer) -> None:
