@@ -18,16 +18,37 @@ def mcp(
     name: str = typer.Option(
         DEFAULT_NAME, "--name", help="The index the search tool uses when the caller names none (warmed at start)."
     ),
+    print_config: bool = typer.Option(
+        False,
+        "--print-config",
+        help="Print the .mcp.json block for this install and home (stdout) and the `claude mcp add` line (stderr), "
+        "then exit.",
+    ),
 ) -> None:
     """Serve search as a Model Context Protocol server on stdin/stdout (for Claude Code, Claude Desktop, other agents)."""
     with user_errors():
         from ctxrag.storage.names import validate_name
 
         validate_name(name)
+        if print_config:
+            _print_config(name)
+            return
     from ctxrag.services.mcp_server import serve_stdio
     from ctxrag.services.warm import WarmIndexes
 
     serve_stdio(WarmIndexes(ctxrag_home()), name)
+
+
+def _print_config(name: str) -> None:
+    """``ctxrag mcp --print-config``: the block on stdout (a whole ``.mcp.json``), the line on stderr."""
+    import json
+
+    from ctxrag.services.client_config import claude_mcp_add, mcp_json
+
+    home = ctxrag_home()
+    typer.echo(json.dumps(mcp_json(name, home), indent=2))
+    typer.echo("# Claude Code, in your project's folder (or put the block above in its .mcp.json):", err=True)
+    typer.echo(claude_mcp_add(name, home), err=True)
 
 
 def serve_search(
