@@ -12,7 +12,7 @@ import ipaddress
 import os
 import secrets
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxrag.storage.environment import PRIVATE_FILE, private_dirs
@@ -28,7 +28,7 @@ TOKEN_BYTES = 32
 class ServiceToken:
     """The token the service requires (None: none, every local user can search) and what its start line says of it."""
 
-    value: str | None
+    value: str | None = field(repr=False)  # a repr in a log or a traceback shows no token
     says: str
 
 
