@@ -83,7 +83,8 @@ def start_http(home: Path, name: str = "codebase") -> tuple[subprocess.Popen, st
     """``ctxrag serve-search --name NAME`` on a free loopback port, answering /health; (process, base URL)."""
     port = free_port()
     process = subprocess.Popen(
-        CTXRAG + ["serve-search", "--name", name, "--port", str(port)],
+        # --no-token: the figures here were measured before a token was the default (the check is one comparison)
+        CTXRAG + ["serve-search", "--name", name, "--port", str(port), "--no-token"],
         env=private_env(home),
         stdout=subprocess.DEVNULL,
         stderr=open(home / "serve-search.log", "w"),

@@ -6,9 +6,11 @@ With a token, every path needs ``Authorization: Bearer TOKEN``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -146,9 +148,12 @@ def _authorized(header: str, token: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
 
-def serve_http(warm: WarmIndexes, default_index: str, token: str | None, host: str, port: int) -> None:
-    """Warm the default index, then serve until interrupted (uvicorn: one process, searches in its worker threads)."""
+def serve_http(warm: WarmIndexes, default_index: str, token: str | None, listener: socket.socket) -> None:
+    """Warm the default index, then serve on ``listener`` (bound and listening already: ``services.listen``) until
+    interrupted (uvicorn: one process, searches in its worker threads)."""
     import uvicorn
 
     warm.warm(default_index)
-    uvicorn.run(build_app(warm, default_index, token), host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(build_app(warm, default_index, token), log_level="warning", access_log=False)
+    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C is the way to stop
+        uvicorn.Server(config).run(sockets=[listener])

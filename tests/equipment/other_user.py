@@ -6,6 +6,7 @@ The probe (``PROBE``) runs as that user with the system Python (standard library
 local server and files: reading a key (the Secret block with ``include_secrets``, the auth string's file, the
 database, the ledger), listing runs, changing something (deleting the block, setting a variable), starting a run of a
 deployment. It prints one JSON object: how many attempts of each kind succeeded, and each attempt's outcome.
+``SEARCH_PROBE`` does the same against ``ctxrag serve-search``: every path without the token, and the token's file.
 """
 
 from __future__ import annotations
@@ -104,6 +105,54 @@ def probe_as_other_user(api_url: str, block_id: str, deployment_id: str, files: 
             deployment_id,
             *map(str, files),
         ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+SEARCH_PROBE = r"""
+import base64, json, sys, urllib.error, urllib.request
+url, token_file = sys.argv[1], sys.argv[2]
+outcomes = {"search": [], "read_token": []}
+guesses = [None, "", "Bearer ", "Bearer null", "Bearer " + "A" * 43, "Basic " + base64.b64encode(b"ctxrag:").decode()]
+requests = [("GET", "/indexes", None), ("POST", "/search", {"query": "retry", "k": 3}), ("GET", "/openapi.json", None),
+            ("GET", "/docs", None), ("GET", "/health", None)]
+for method, path, body in requests:
+    for guess in guesses:
+        headers = {"Content-Type": "application/json"}
+        if guess is not None:
+            headers["Authorization"] = guess
+        data = None if body is None else json.dumps(body).encode()
+        what = f"{method} {path} (authorization {guess!r})"
+        try:
+            request = urllib.request.Request(url + path, data=data, headers=headers, method=method)
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                outcomes["search"].append([what, answer.status, True])
+        except urllib.error.HTTPError as error:
+            outcomes["search"].append([what, error.code, False])
+        except OSError as error:
+            outcomes["search"].append([what, type(error).__name__, False])
+try:
+    with open(token_file, "rb") as handle:
+        handle.read(1)
+    outcomes["read_token"].append([f"file {token_file}", "read", True])
+except OSError as error:
+    outcomes["read_token"].append([f"file {token_file}", type(error).__name__, False])
+print(json.dumps({"succeeded": {kind: sum(1 for *_, ok in items if ok) for kind, items in outcomes.items()},
+                  "attempts": {kind: len(items) for kind, items in outcomes.items()}, "outcomes": outcomes}))
+"""
+
+
+def search_probe_as_other_user(url: str, token_file: Path) -> dict:
+    """Run ``SEARCH_PROBE`` as the second user against ``ctxrag serve-search`` at ``url``: each request (list, search,
+    the schema and its pages, health) without a token, with an empty one, guessed ones and basic auth; then a read of
+    ``token_file``. Its JSON report."""
+    result = subprocess.run(
+        ["runuser", "-u", ensure_other_user(), "--", PYTHON, "-c", SEARCH_PROBE, url, str(token_file)],
         capture_output=True,
         text=True,
         timeout=120,
