@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import stat
@@ -21,6 +22,8 @@ from tests.ctxrag.services.conftest import CTXRAG, publish, service_env
 from tests.ctxrag.services.test_mcp_server import BAD_INPUT
 
 pytestmark = pytest.mark.slow
+# A search can take seconds on a loaded machine (the first loads the model): httpx's 5 s default would fail it.
+post, get, request = (functools.partial(call, timeout=60) for call in (httpx.post, httpx.get, httpx.request))
 GOOD = {"query": "retry backoff delay", "k": 2}
 
 
@@ -76,46 +79,46 @@ def _auth(env: dict[str, str] | None) -> dict[str, str]:
 
 def test_search_returns_json_hits_with_filters_and_the_schema_and_index_list(sample_home: Path) -> None:
     with serving(sample_home) as url:
-        found = httpx.post(f"{url}/search", json={**GOOD, "k": 3}).json()
+        found = post(f"{url}/search", json={**GOOD, "k": 3}).json()
         assert found["index"] == "sample" and [hit["rank"] for hit in found["hits"]] == [1, 2, 3]
         assert {"source", "location", "language", "score", "content"} <= set(found["hits"][0])
         jsonschema.validate(found, ANSWER_SCHEMA)
-        python = httpx.post(f"{url}/search", json={**GOOD, "k": 5, "language": "python"}).json()
+        python = post(f"{url}/search", json={**GOOD, "k": 5, "language": "python"}).json()
         assert python["hits"] and {hit["language"] for hit in python["hits"]} == {"python"}
-        tests = httpx.post(f"{url}/search", json={**GOOD, "k": 5, "path": "*.py"}).json()
+        tests = post(f"{url}/search", json={**GOOD, "k": 5, "path": "*.py"}).json()
         assert tests["hits"] and all(hit["source"].endswith(".py") for hit in tests["hits"])
-        schema = httpx.get(f"{url}/openapi.json").json()
+        schema = get(f"{url}/openapi.json").json()
         assert {"/search", "/indexes"} <= set(schema["paths"])
         body = schema["paths"]["/search"]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert body == request_schema()  # the contract's, published as it is
         answered = schema["paths"]["/search"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
         assert answered == ANSWER_SCHEMA
-        assert [entry["name"] for entry in httpx.get(f"{url}/indexes").json()["indexes"]] == ["sample"]
+        assert [entry["name"] for entry in get(f"{url}/indexes").json()["indexes"]] == ["sample"]
 
 
 def test_each_bad_input_is_a_4xx_json_error_and_the_service_answers_after_it(sample_home: Path) -> None:
     bodies = [(arguments, says) for arguments, says in BAD_INPUT]
     with serving(sample_home) as url:
         for arguments, says in bodies:
-            answer = httpx.post(f"{url}/search", json=arguments)
+            answer = post(f"{url}/search", json=arguments)
             assert 400 <= answer.status_code < 500 and says in answer.json()["error"]["message"], (
                 arguments,
                 answer.text,
             )
-            assert len(httpx.post(f"{url}/search", json=GOOD).json()["hits"]) == 2, f"no answer after {arguments}"
-        assert httpx.post(f"{url}/search", json={"query": "retry", "index": "no-such-index"}).status_code == 404
+            assert len(post(f"{url}/search", json=GOOD).json()["hits"]) == 2, f"no answer after {arguments}"
+        assert post(f"{url}/search", json={"query": "retry", "index": "no-such-index"}).status_code == 404
         for raw, says in (
             (b"not json", "the request body is not JSON"),
             (b"[1, 2]", "a search request is an object of fields"),
             (b"", "the request body must be a JSON object"),
             (b'{"query": "x", "k": 1.5}', "k must be a whole number"),
         ):
-            answer = httpx.post(f"{url}/search", content=raw, headers={"content-type": "application/json"})
+            answer = post(f"{url}/search", content=raw, headers={"content-type": "application/json"})
             assert answer.status_code == 400 and answer.json()["error"]["kind"] == "invalid_request", answer.text
             assert answer.json()["error"]["message"].startswith(says), answer.text
-        huge = httpx.post(f"{url}/search", json={"query": "x" * 100_000})
+        huge = post(f"{url}/search", json={"query": "x" * 100_000})
         assert huge.status_code == 413 and huge.json()["error"]["kind"] == "too_large"
-        assert len(httpx.post(f"{url}/search", json=GOOD).json()["hits"]) == 2
+        assert len(post(f"{url}/search", json=GOOD).json()["hits"]) == 2
 
 
 def test_every_error_is_the_documented_object_and_a_body_needs_no_content_type(sample_home: Path) -> None:
@@ -125,13 +128,13 @@ def test_every_error_is_the_documented_object_and_a_body_needs_no_content_type(s
             ("GET", "/search", 405, "method_not_allowed"),
             ("DELETE", "/indexes", 405, "method_not_allowed"),
         ):
-            answer = httpx.request(method, f"{url}{path}")
+            answer = request(method, f"{url}{path}")
             assert answer.status_code == status and set(answer.json()) == {"error"}, answer.text
             assert answer.json()["error"]["kind"] == kind and answer.json()["error"]["message"]
         # curl -d '{...}' sends no JSON content type (application/x-www-form-urlencoded): the body is still read
-        plain = httpx.post(f"{url}/search", content=b'{"query": "retry backoff delay", "k": 2}')
+        plain = post(f"{url}/search", content=b'{"query": "retry backoff delay", "k": 2}')
         assert plain.status_code == 200 and len(plain.json()["hits"]) == 2
-        form = httpx.post(
+        form = post(
             f"{url}/search",
             content=b'{"query": "retry backoff delay", "k": 2}',
             headers={"content-type": "application/x-www-form-urlencoded"},
@@ -143,10 +146,10 @@ def test_a_promoted_version_is_searched_without_a_restart(changing_home: tuple[P
     home, corpus = changing_home
     word = "zanzibarquux"
     with serving(home) as url:
-        before = httpx.post(f"{url}/search", json={"query": word, "k": 1, "strategy": "bm25"}).json()
+        before = post(f"{url}/search", json={"query": word, "k": 1, "strategy": "bm25"}).json()
         (corpus / "README.md").write_text((corpus / "README.md").read_text() + f"\n\n## Islands\n\nThe {word} queue.\n")
         version = publish(corpus, home)
-        after = httpx.post(f"{url}/search", json={"query": word, "k": 1, "strategy": "bm25"}).json()
+        after = post(f"{url}/search", json={"query": word, "k": 1, "strategy": "bm25"}).json()
     assert after["version"] == version != before["version"]
     assert word in after["hits"][0]["content"] and after["hits"][0]["source"] == "README.md"
 
@@ -159,10 +162,10 @@ def test_a_token_is_required_on_every_path_when_one_is_set(sample_home: Path) ->
             {"Authorization": "Bearer wrong-token-of-some-length"},
             {"Authorization": "Basic a-test-token-of-some-length"},
         ):
-            refused = httpx.post(f"{url}/search", json=GOOD, headers=headers)
+            refused = post(f"{url}/search", json=GOOD, headers=headers)
             assert refused.status_code == 401 and refused.json()["error"]["kind"] == "unauthorized"
-            assert httpx.get(f"{url}/openapi.json", headers=headers).status_code == 401
-        assert len(httpx.post(f"{url}/search", json=GOOD, headers=_auth(env)).json()["hits"]) == 2
+            assert get(f"{url}/openapi.json", headers=headers).status_code == 401
+        assert len(post(f"{url}/search", json=GOOD, headers=_auth(env)).json()["hits"]) == 2
 
 
 def test_a_token_file_is_made_private_and_one_others_can_read_is_refused(sample_home: Path, tmp_path: Path) -> None:
@@ -172,8 +175,8 @@ def test_a_token_file_is_made_private_and_one_others_can_read_is_refused(sample_
     with serving(sample_home, "--token-file", str(token_file), env=env) as url:
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         token = token_file.read_text().strip()
-        assert httpx.post(f"{url}/search", json=GOOD).status_code == 401
-        assert httpx.post(f"{url}/search", json=GOOD, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        assert post(f"{url}/search", json=GOOD).status_code == 401
+        assert post(f"{url}/search", json=GOOD, headers={"Authorization": f"Bearer {token}"}).status_code == 200
     os.chmod(token_file, 0o644)
     shared = subprocess.run(
         [*CTXRAG, "serve-search", "--token-file", str(token_file), "--port", str(free_port())],
