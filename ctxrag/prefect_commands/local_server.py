@@ -43,8 +43,7 @@ from ctxrag.storage.environment import PRIVATE_FILE, PRIVATE_UMASK, private_dirs
 from ctxrag.storage.errors import UserError
 from ctxrag.tasks.common.display import console
 
-# Prefect's pid file (`prefect server stop` reads it); the server's output
-PID_FILE, LOG_FILE = "server.pid", "server.log"
+PID_FILE, LOG_FILE = "server.pid", "server.log"  # Prefect's pid file (`prefect server stop` reads it); its output
 STOP_SECONDS, WAIT_SECONDS = 15.0, 90.0  # a stop's SIGTERM before SIGKILL; a start, or a live server's answer
 SERVICES_OFF = ("TRIGGERS",)  # automations only; the scheduler and late runs serve deployments (docs/decisions.md)
 _KEPT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT")
