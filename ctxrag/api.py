@@ -24,6 +24,7 @@ from ctxrag.keywords import EvaluateKeywords, IndexKeywords, SearchKeywords
 from ctxrag.results import EvaluateResult, IndexReport, TuneResult
 from ctxrag.runs import run_evaluate, run_index
 from ctxrag.storage.errors import UserError
+from ctxrag.storage.settings import settings
 from ctxrag.tasks.options import DEFAULT_NAME, EvaluateOptions, IndexOptions, SearchOptions, from_flat
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
 
 def configured_reranker() -> str:
     """The reranker every search uses unless it names one: ``CTXRAG_RERANK`` (e.g. ``local:/models/ms-marco``), else none."""
-    return os.environ.get("CTXRAG_RERANK", "").strip()
+    return settings().rerank
 
 
 @keeps_host_state

@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.settings import settings
 
 TOKEN_VARIABLE = "CTXRAG_SEARCH_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -28,7 +29,7 @@ def is_loopback(host: str) -> bool:
 def service_token(host: str, token_file: Path | None) -> tuple[str | None, str]:
     """The token the service requires (None: none) and where it came from; a non-loopback ``host`` without one is
     refused (``InvalidInput``). The token itself is never printed or logged."""
-    given = os.environ.get(TOKEN_VARIABLE)
+    given = settings().search_token
     if given is not None:
         if len(given.strip()) < MIN_TOKEN_CHARS:
             raise InvalidInput(f"{TOKEN_VARIABLE} is shorter than {MIN_TOKEN_CHARS} characters")
