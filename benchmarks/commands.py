@@ -18,7 +18,7 @@ once by each tree (its own index files; the local server running), then each com
 the trees alternating and which goes first alternating too. Per run: wall seconds and the command process's CPU
 seconds (user + system, ``os.wait4``); the medians, each tree's range, and the median of the per-round ratios.
 ``--base-python``: the base runs with this interpreter (the base's own virtualenv) instead of this one. Writes
-commands_paired.json and commands_paired.md. Every command runs with resident search off
+REPORT.json and REPORT.md (``--report``, default commands_paired). Every command runs with resident search off
 (``CTXRAG_SEARCH_IDLE_MINUTES=0``): each is timed as its own process, and no resident search outlives the run.
 """
 
@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git, stop_server, write_report
+from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git, portable_text, stop_server, write_report
 
 EMBED_ALONE = """
 import sys, time
@@ -255,14 +255,16 @@ def _precision(home: Path) -> str:
     return str(json.loads(manifest.read_text())["config"]["embedder"].get("precision"))
 
 
-def write_paired(out: Path, timed_runs: dict[str, dict[str, list[list[float]]]], meta: dict[str, object]) -> None:
+def write_paired(
+    out: Path, timed_runs: dict[str, dict[str, list[list[float]]]], meta: dict[str, object], report: str
+) -> None:
     def spread(values: list[float]) -> str:
         return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
 
     lines = [
         "# Commands paired, this checkout against an earlier commit",
         "",
-        f"`benchmarks/commands.py --paired`, {meta['date']}, {meta['cpus']} CPUs ({meta['cpu']}), load average before "
+        f"`{meta['command']}`, {meta['date']}, {meta['cpus']} CPUs ({meta['cpu']}), load average before "
         f"{meta['load_before']:.2f}, after {meta['load_after']:.2f}. Base {meta['base']} ({meta['base_python']}), new "
         f"{meta['new']}. One home per tree (the cookbook corpus indexed and evaluated once by that tree, the local "
         f"server running), {meta['runs']} runs per command, the trees alternating; median [min-max] seconds; ratio: "
@@ -282,8 +284,8 @@ def write_paired(out: Path, timed_runs: dict[str, dict[str, list[list[float]]]],
             f"| {label} | {spread([x[0] for x in base])} | {spread([x[0] for x in new])} | {wall[1] / wall[0]:.2f} | "
             f"{rounds:.2f} | {spread([x[1] for x in base])} | {spread([x[1] for x in new])} | {cpu[1] / cpu[0]:.2f} |"
         )
-    write_report(out / "commands_paired.md", "\n".join(lines) + "\n")
-    (out / "commands_paired.json").write_text(json.dumps({"meta": meta, "runs": timed_runs}, indent=2))
+    write_report(out / f"{report}.md", "\n".join(lines) + "\n")
+    (out / f"{report}.json").write_text(json.dumps({"meta": meta, "runs": timed_runs}, indent=2))
 
 
 def main() -> None:
@@ -294,6 +296,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--paired", help=f"only these commands, paired runs: comma-separated, of {', '.join(PAIRED)}")
     parser.add_argument("--runs", type=int, default=7, help="--paired: runs per tree and command")
+    parser.add_argument("--report", default="commands_paired", help="--paired: the results' file name, without suffix")
     parser.add_argument(
         "--base-python", type=Path, help="the base's interpreter (its own virtualenv); default: this one"
     )
@@ -314,6 +317,9 @@ def main() -> None:
         "base": git("rev-parse", "--short", options.base),
         "new": git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain") else ""),
         "rounds": options.rounds,
+        "command": portable_text(
+            " ".join(["benchmarks/commands.py", *sys.argv[1:]]).replace(str(options.base_python or "\0"), "PY")
+        ),
         "base_python": "its own virtualenv" if options.base_python else "this virtualenv",
     }
     trees = {"base": base, "new": REPO}
@@ -332,7 +338,7 @@ def main() -> None:
                 options.runs,
             )
             meta["load_after"] = os.getloadavg()[0]
-            write_paired(options.out, timed, meta)
+            write_paired(options.out, timed, meta, options.report)
             return
         for number in range(options.rounds):
             order = list(trees) if number % 2 == 0 else list(reversed(trees))
