@@ -5,8 +5,9 @@
 
 Each round runs ``ctxrag search QUERY --name INDEX -k 5`` twice, with a query neither side has seen: once with
 ``--base-code`` first on ``PYTHONPATH`` against ``--base-home``, once with this checkout against ``--home`` (the same
-index, in the files each version of the code writes), in turn. Per process: wall seconds and peak RSS
-(``os.wait4``'s rusage). Prints and writes the medians, the ratio this/base per round, and the load average.
+index, in the files each version of the code writes), in turn, which goes first alternating (``first``: the base
+first). Per process: wall seconds, peak RSS and CPU seconds (``os.wait4``'s rusage). Prints and writes the medians,
+the ratio this/base per round, and the load average.
 
 ``--case`` is which search of this checkout is timed (the base side runs as it always has):
 ``later``: a search after an earlier one (or an index run) left a resident search process, started and answering
@@ -36,8 +37,8 @@ from pathlib import Path
 from common import CTXRAG, REPO, machine_meta  # benchmarks/common.py
 
 
-def one_search(code: Path, home: Path, name: str, query: str, **extra: str) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one ``ctxrag search`` process."""
+def one_search(code: Path, home: Path, name: str, query: str, **extra: str) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MB, CPU seconds: user + system) of one ``ctxrag search`` process."""
     env = {**os.environ, "PYTHONPATH": str(code), "CTXRAG_HOME": str(home), **extra}
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -51,7 +52,7 @@ def one_search(code: Path, home: Path, name: str, query: str, **extra: str) -> t
     wall = time.perf_counter() - started
     if status != 0:
         raise SystemExit(f"ctxrag search failed ({code}): {process.stderr.read().decode() if process.stderr else ''}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def resident_sockets(runtime: Path) -> list[Path]:
@@ -104,14 +105,21 @@ def main() -> None:
                 one_search(args.base_code.resolve(), args.base_home, args.name, "a first search", **on_base)
             wait_for_resident(runtime, count=2 if on_base else 1)
         load_before = os.getloadavg()
-        for _ in range(args.runs):
+        for number in range(args.runs):
             query = f"where is a request retried after a timeout {uuid.uuid4().hex[:8]}"
-            base = one_search(args.base_code.resolve(), args.base_home, args.name, query, **on_base)
-            this = one_search(REPO, args.home, args.name, query, **resident)
+            if number % 2 and args.case != "first":  # which side goes first alternates (first: the base, always)
+                this = one_search(REPO, args.home, args.name, query, **resident)
+                base = one_search(args.base_code.resolve(), args.base_home, args.name, query, **on_base)
+            else:
+                base = one_search(args.base_code.resolve(), args.base_home, args.name, query, **on_base)
+                this = one_search(REPO, args.home, args.name, query, **resident)
             if args.case == "first":
                 wait_for_resident(runtime)
                 stop_residents(runtime)
-            rounds.append({"base_s": base[0], "base_mb": base[1], "this_s": this[0], "this_mb": this[1]})
+            rounds.append(
+                {"base_s": base[0], "base_mb": base[1], "base_cpu": base[2], "this_s": this[0], "this_mb": this[1]}
+                | {"this_cpu": this[2]}
+            )
     finally:
         stop_residents(runtime)
         shutil.rmtree(runtime, ignore_errors=True)
@@ -124,6 +132,8 @@ def main() -> None:
         "base median s": statistics.median(r["base_s"] for r in rounds),
         "this median s": statistics.median(r["this_s"] for r in rounds),
         "ratio median": statistics.median(r["this_s"] / r["base_s"] for r in rounds),
+        "base CPU median s": statistics.median(r["base_cpu"] for r in rounds),
+        "this CPU median s": statistics.median(r["this_cpu"] for r in rounds),
         "base peak MB (max)": max(r["base_mb"] for r in rounds),
         "this peak MB (max)": max(r["this_mb"] for r in rounds),
         "load average before / after": [list(load_before), list(os.getloadavg())],
