@@ -10,6 +10,16 @@ the cold index, the same texts embedded alone in a plain process (the cold index
 the run's own stage clock), a no-op re-index, `server status`, evaluate (first, again), search (a query seen before,
 a new one). Wall seconds, the median over rounds; ratio: this checkout's over the base's. Writes commands.json and
 commands.md.
+
+    .venv/bin/python benchmarks/commands.py --base REV --paired evaluate,help [--runs 7] [--base-python PY]
+
+``--paired``: only the commands named, many times, from one home per tree: the cookbook corpus indexed and evaluated
+once by each tree (its own index files; the local server running), then each command run ``--runs`` times per tree,
+the trees alternating and which goes first alternating too. Per run: wall seconds and the command process's CPU
+seconds (user + system, ``os.wait4``); the medians, each tree's range, and the median of the per-round ratios.
+``--base-python``: the base runs with this interpreter (the base's own virtualenv) instead of this one. Writes
+REPORT.json and REPORT.md (``--report``, default commands_paired). Every command runs with resident search off
+(``CTXRAG_SEARCH_IDLE_MINUTES=0``): each is timed as its own process, and no resident search outlives the run.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git, stop_server, write_report
+from common import CTXRAG, REPO, RESULTS, SHARED_DATA, cpu_model, git, portable_text, stop_server, write_report
 
 EMBED_ALONE = """
 import sys, time
@@ -68,11 +78,14 @@ def timed(
 
 
 def environment(code: Path, scratch: Path, machine: Path) -> dict[str, str]:
-    """A new user's environment running ``code``: no Prefect setting, new homes, the machine's caches."""
+    """A new user's environment running ``code``: no Prefect setting, new homes, the machine's caches; Python writes
+    bytecode as a user's does (under PYTHONDONTWRITEBYTECODE each command would compile every module it imports)."""
     env = {
         name: value
         for name, value in os.environ.items()
-        if not name.startswith(("PREFECT_", "CTXRAG_")) and name != "CI"
+        if not name.startswith(("PREFECT_", "CTXRAG_"))
+        and name not in ("CI", "PYTHONDONTWRITEBYTECODE")
+        or name == "CTXRAG_EMBED_PRECISION"
     }
     env.update(
         {
@@ -82,6 +95,8 @@ def environment(code: Path, scratch: Path, machine: Path) -> dict[str, str]:
             "CTXRAG_MODELS_DIR": str(machine / "models"),
             "CTXRAG_CACHE_DIR": str(machine / "cache"),
             "COLUMNS": "200",
+            "CTXRAG_SEARCH_IDLE_MINUTES": "0",
+            "PREFECT_SERVER_API_PORT": "0",  # a free port: no race for Prefect's 4200 with other servers on the machine
         }
     )
     return env
@@ -128,12 +143,14 @@ def one_round(code: Path, scratch: Path, machine: Path, shared: Path) -> dict[st
     return rows
 
 
-def warm_machine(code: Path, machine: Path) -> None:
-    """What a machine keeps once (query export, migrated database, precision decision): one index of a small corpus."""
+def warm_machine(code: Path, machine: Path, ctxrag: list[str] | None = None) -> None:
+    """What a machine keeps once (query export, migrated database, precision decision): one index of a small corpus
+    (``ctxrag``: the command, default this environment's)."""
+    args = ["index", str(REPO / "data" / "sample" / "corpus"), "--name", "warm"]
     with tempfile.TemporaryDirectory(prefix="ctxrag-warm-") as scratch:
         env = environment(code, Path(scratch), machine)
         try:
-            timed(["index", str(REPO / "data" / "sample" / "corpus"), "--name", "warm"], env, code)
+            timed(args, env, code, command=ctxrag + args if ctxrag else None)
         finally:
             stop_server(env, code)
 
@@ -164,13 +181,129 @@ def write(out: Path, results: dict[str, list[dict[str, float]]], meta: dict[str,
     (out / "commands.json").write_text(json.dumps({"meta": meta, "rounds": results, "medians": medians}, indent=2))
 
 
+PAIRED: dict[str, tuple[str, list[str]]] = {  # --paired's commands: name -> (row, arguments after the evaluation set)
+    "evaluate": ("evaluate 248 questions, every strategy, again", ["evaluate", "{evalset}", "--name", "codebase"]),
+    "help": ("--help", ["--help"]),
+    "search": ("search, a query seen before", ["search", "{seen}", "--name", "codebase"]),
+    "status": ("server status (running)", ["server", "status"]),
+}
+
+
+COMMAND = "from ctxrag.cli import main; main()"  # --paired runs `python -c COMMAND` with each tree's interpreter
+
+
+def measured(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one process; the benchmark stops if it fails."""
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        if status != 0:
+            errors.seek(0)
+            raise SystemExit(f"{' '.join(command)} ({cwd}) failed:\n{errors.read().decode()[-3000:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def paired(
+    trees: dict[str, tuple[Path, str]], scratch: Path, shared: Path, names: list[str], runs: int
+) -> dict[str, dict[str, list[list[float]]]]:
+    """``runs`` (wall, CPU) pairs per tree and command of ``names``, the trees alternating (``--paired``)."""
+    corpus, evalset = shared / "codebase" / "codebase_chunks.json", shared / "codebase" / "evaluation_set.jsonl"
+    seen = json.loads(evalset.read_text().splitlines()[0])["query"]
+    envs = {
+        name: environment(code, scratch / f"{name}-paired", scratch / f"machine-{name}")
+        for name, (code, _) in trees.items()
+    }
+    command = {name: [python, "-c", COMMAND] for name, (_, python) in trees.items()}
+    timed_runs: dict[str, dict[str, list[list[float]]]] = {name: {row: [] for row in names} for name in trees}
+    try:
+        for name, (code, _) in trees.items():
+            run(
+                ["index", str(corpus), "--name", "codebase"],
+                envs[name],
+                code,
+                command=command[name] + ["index", str(corpus), "--name", "codebase"],
+            )
+            run([], envs[name], code, command=command[name] + ["evaluate", str(evalset), "--name", "codebase"])
+        made = {name: _precision(scratch / f"{name}-paired" / "home") for name in trees}
+        if len(set(made.values())) != 1:  # the machine's auto choice, made by each tree: compare like with like
+            raise SystemExit(f"the trees' indexes differ in precision ({made}); set CTXRAG_EMBED_PRECISION")
+        for number in range(runs):
+            order = list(trees) if number % 2 == 0 else list(reversed(trees))
+            for row in names:
+                for name in order:
+                    args = [part.format(evalset=evalset, seen=seen) for part in PAIRED[row][1]]
+                    timed_runs[name][row].append(list(measured(command[name] + args, envs[name], trees[name][0])))
+            print(
+                number,
+                {
+                    name: {row: [round(x, 2) for x in values[-1]] for row, values in rows.items()}
+                    for name, rows in timed_runs.items()
+                },
+                flush=True,
+            )
+    finally:
+        for name, (code, _) in trees.items():
+            stop_server(envs[name], code)
+    return timed_runs
+
+
+def _precision(home: Path) -> str:
+    """The embedding precision the cookbook index of ``home`` was built in (its live version's manifest)."""
+    manifest = next((home / "indexes" / "codebase" / "versions").glob("*/manifest.json"))
+    return str(json.loads(manifest.read_text())["config"]["embedder"].get("precision"))
+
+
+def write_paired(
+    out: Path, timed_runs: dict[str, dict[str, list[list[float]]]], meta: dict[str, object], report: str
+) -> None:
+    def spread(values: list[float]) -> str:
+        return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+    lines = [
+        "# Commands paired, this checkout against an earlier commit",
+        "",
+        f"`{meta['command']}`, {meta['date']}, {meta['cpus']} CPUs ({meta['cpu']}), load average before "
+        f"{meta['load_before']:.2f}, after {meta['load_after']:.2f}. Base {meta['base']} ({meta['base_python']}), new "
+        f"{meta['new']}. One home per tree (the cookbook corpus indexed and evaluated once by that tree, the local "
+        f"server running), {meta['runs']} runs per command, the trees alternating; median [min-max] seconds; ratio: "
+        "new / base of the medians, and the median of each round's ratio.",
+        "",
+        "| command | base wall | new wall | ratio | per-round ratio | base CPU | new CPU | CPU ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row, (label, _) in PAIRED.items():
+        if row not in timed_runs["new"]:
+            continue
+        base, new = timed_runs["base"][row], timed_runs["new"][row]
+        wall = [statistics.median(x[0] for x in side) for side in (base, new)]
+        cpu = [statistics.median(x[1] for x in side) for side in (base, new)]
+        rounds = statistics.median(b[0] and n[0] / b[0] for b, n in zip(base, new))
+        lines.append(
+            f"| {label} | {spread([x[0] for x in base])} | {spread([x[0] for x in new])} | {wall[1] / wall[0]:.2f} | "
+            f"{rounds:.2f} | {spread([x[1] for x in base])} | {spread([x[1] for x in new])} | {cpu[1] / cpu[0]:.2f} |"
+        )
+    write_report(out / f"{report}.md", "\n".join(lines) + "\n")
+    (out / f"{report}.json").write_text(json.dumps({"meta": meta, "runs": timed_runs}, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", required=True, help="the commit to compare with (e.g. the one before the change)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shared-data", type=Path, default=SHARED_DATA)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--paired", help=f"only these commands, paired runs: comma-separated, of {', '.join(PAIRED)}")
+    parser.add_argument("--runs", type=int, default=7, help="--paired: runs per tree and command")
+    parser.add_argument("--report", default="commands_paired", help="--paired: the results' file name, without suffix")
+    parser.add_argument(
+        "--base-python", type=Path, help="the base's interpreter (its own virtualenv); default: this one"
+    )
     options = parser.parse_args()
+    names = [name.strip() for name in (options.paired or "").split(",") if name.strip()]
+    if unknown := [name for name in names if name not in PAIRED]:
+        parser.error(f"--paired: unknown {', '.join(unknown)}; choose among {', '.join(PAIRED)}")
     scratch = Path(tempfile.mkdtemp(prefix="ctxrag-commands-"))
     base = scratch / "base-tree"
     subprocess.run(
@@ -184,12 +317,29 @@ def main() -> None:
         "base": git("rev-parse", "--short", options.base),
         "new": git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain") else ""),
         "rounds": options.rounds,
+        "command": portable_text(
+            " ".join(["benchmarks/commands.py", *sys.argv[1:]]).replace(str(options.base_python or "\0"), "PY")
+        ),
+        "base_python": "its own virtualenv" if options.base_python else "this virtualenv",
     }
     trees = {"base": base, "new": REPO}
     results: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
+    python = {"base": str(options.base_python or sys.executable), "new": sys.executable}
     try:
         for name, code in trees.items():
-            warm_machine(code, scratch / f"machine-{name}")
+            warm_machine(code, scratch / f"machine-{name}", [python[name], "-c", COMMAND])
+        if names:
+            meta["runs"] = options.runs
+            timed = paired(
+                {name: (code, python[name]) for name, code in trees.items()},
+                scratch,
+                options.shared_data,
+                names,
+                options.runs,
+            )
+            meta["load_after"] = os.getloadavg()[0]
+            write_paired(options.out, timed, meta, options.report)
+            return
         for number in range(options.rounds):
             order = list(trees) if number % 2 == 0 else list(reversed(trees))
             for name in order:

@@ -1,19 +1,22 @@
 """A new query's ``ctxrag search`` as a whole process, this checkout against an earlier one, side by side.
 
     .venv/bin/python benchmarks/search_process.py --base-code DIR --base-home HOME --home HOME --name INDEX
-        [--runs 9] [--case later|first|alone] [--out FILE]
+        [--runs 9] [--case later|first|alone] [--base-resident] [--out FILE]
 
 Each round runs ``ctxrag search QUERY --name INDEX -k 5`` twice, with a query neither side has seen: once with
 ``--base-code`` first on ``PYTHONPATH`` against ``--base-home``, once with this checkout against ``--home`` (the same
-index, in the files each version of the code writes), in turn. Per process: wall seconds and peak RSS
-(``os.wait4``'s rusage). Prints and writes the medians, the ratio this/base per round, and the load average.
+index, in the files each version of the code writes), in turn, which goes first alternating (``first``: the base
+first). Per process: wall seconds, peak RSS and CPU seconds (``os.wait4``'s rusage). Prints and writes the medians,
+the ratio this/base per round, and the load average.
 
 ``--case`` is which search of this checkout is timed (the base side runs as it always has):
 ``later``: a search after an earlier one (or an index run) left a resident search process, started and answering
 before the rounds; ``first``: the first search, with no resident search (each round stops it, after the timed search
 started it and it answered, so it never runs during the other side's search); ``alone``: resident search off
 (``CTXRAG_SEARCH_IDLE_MINUTES=0``), the search in its own process, as before it existed. The resident searches live
-in a private folder of the benchmark's own (``XDG_RUNTIME_DIR``), removed at the end.
+in a private folder of the benchmark's own (``XDG_RUNTIME_DIR``), removed at the end. ``--base-resident`` (with
+``later``): the base side asks a resident search of its own too, started before the rounds (two code trees, two
+sockets): a later search of each tree, side by side.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ from pathlib import Path
 from common import CTXRAG, REPO, machine_meta  # benchmarks/common.py
 
 
-def one_search(code: Path, home: Path, name: str, query: str, **extra: str) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one ``ctxrag search`` process."""
+def one_search(code: Path, home: Path, name: str, query: str, **extra: str) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MB, CPU seconds: user + system) of one ``ctxrag search`` process."""
     env = {**os.environ, "PYTHONPATH": str(code), "CTXRAG_HOME": str(home), **extra}
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -49,7 +52,7 @@ def one_search(code: Path, home: Path, name: str, query: str, **extra: str) -> t
     wall = time.perf_counter() - started
     if status != 0:
         raise SystemExit(f"ctxrag search failed ({code}): {process.stderr.read().decode() if process.stderr else ''}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def resident_sockets(runtime: Path) -> list[Path]:
@@ -70,10 +73,10 @@ def stop_residents(runtime: Path) -> None:
         leftover.unlink()
 
 
-def wait_for_resident(runtime: Path, seconds: float = 300) -> None:
-    """Until a resident search listens (it binds its socket once warm)."""
+def wait_for_resident(runtime: Path, seconds: float = 300, count: int = 1) -> None:
+    """Until ``count`` resident searches listen (each binds its socket once warm)."""
     deadline = time.monotonic() + seconds
-    while not resident_sockets(runtime):
+    while len(resident_sockets(runtime)) < count:
         if time.monotonic() > deadline:
             raise SystemExit(f"no resident search answered in {seconds:.0f} s")
         time.sleep(0.1)
@@ -89,34 +92,48 @@ def main() -> None:
     parser.add_argument("--label", default="")
     parser.add_argument("--case", choices=("later", "first", "alone"), default="later")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--base-resident", action="store_true", help="later: the base asks a resident search too")
     args = parser.parse_args()
     runtime = Path(tempfile.mkdtemp(prefix="ctxrag-bench-", dir="/tmp"))
     resident = {"XDG_RUNTIME_DIR": str(runtime), "CTXRAG_SEARCH_IDLE_MINUTES": "0" if args.case == "alone" else "30"}
+    on_base = resident if args.base_resident and args.case == "later" else {}
     rounds = []
     try:
         if args.case == "later":
             one_search(REPO, args.home, args.name, "a first search, to leave a resident one", **resident)
-            wait_for_resident(runtime)
+            if on_base:
+                one_search(args.base_code.resolve(), args.base_home, args.name, "a first search", **on_base)
+            wait_for_resident(runtime, count=2 if on_base else 1)
         load_before = os.getloadavg()
-        for _ in range(args.runs):
+        for number in range(args.runs):
             query = f"where is a request retried after a timeout {uuid.uuid4().hex[:8]}"
-            base = one_search(args.base_code.resolve(), args.base_home, args.name, query)
-            this = one_search(REPO, args.home, args.name, query, **resident)
+            if number % 2 and args.case != "first":  # which side goes first alternates (first: the base, always)
+                this = one_search(REPO, args.home, args.name, query, **resident)
+                base = one_search(args.base_code.resolve(), args.base_home, args.name, query, **on_base)
+            else:
+                base = one_search(args.base_code.resolve(), args.base_home, args.name, query, **on_base)
+                this = one_search(REPO, args.home, args.name, query, **resident)
             if args.case == "first":
                 wait_for_resident(runtime)
                 stop_residents(runtime)
-            rounds.append({"base_s": base[0], "base_mb": base[1], "this_s": this[0], "this_mb": this[1]})
+            rounds.append(
+                {"base_s": base[0], "base_mb": base[1], "base_cpu": base[2], "this_s": this[0], "this_mb": this[1]}
+                | {"this_cpu": this[2]}
+            )
     finally:
         stop_residents(runtime)
         shutil.rmtree(runtime, ignore_errors=True)
     result = {
         "label": args.label,
         "case": args.case,
+        "base resident": bool(on_base),
         "index": args.name,
         "runs": args.runs,
         "base median s": statistics.median(r["base_s"] for r in rounds),
         "this median s": statistics.median(r["this_s"] for r in rounds),
         "ratio median": statistics.median(r["this_s"] / r["base_s"] for r in rounds),
+        "base CPU median s": statistics.median(r["base_cpu"] for r in rounds),
+        "this CPU median s": statistics.median(r["this_cpu"] for r in rounds),
         "base peak MB (max)": max(r["base_mb"] for r in rounds),
         "this peak MB (max)": max(r["this_mb"] for r in rounds),
         "load average before / after": [list(load_before), list(os.getloadavg())],

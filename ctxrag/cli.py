@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ctxrag import cli_help  # noqa: F401  (flags shown as flags in --help)
 from ctxrag.cli_options import with_options, with_request
+from ctxrag.config_command import register as register_config_command
 from ctxrag.errors import fail, user_errors
 from ctxrag.inspect_command import inspect
 from ctxrag.prefect_commands import register as register_prefect_commands
@@ -353,6 +354,7 @@ def main() -> None:
 
 register_prefect_commands(app)  # serve, deploy, trigger (ctxrag.prefect_commands)
 register_service_commands(app)  # mcp, serve-search (ctxrag.service_commands)
+register_config_command(app)  # config, and the settings' check before every command (ctxrag.config_command)
 app.command("inspect")(inspect)
 
 

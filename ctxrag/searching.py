@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -223,7 +222,9 @@ def rerank_spec(rerank: str, model: str = "") -> RerankSpec | None:
 
 def configured_reranker() -> str:
     """The reranker every search uses unless it names one: ``CTXRAG_RERANK`` (e.g. ``local:/models/ms-marco``), else none."""
-    return os.environ.get("CTXRAG_RERANK", "").strip()
+    from ctxrag.storage.settings import settings
+
+    return settings().rerank
 
 
 @keeps_host_state

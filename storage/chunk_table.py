@@ -24,6 +24,9 @@ from ctxrag.storage.errors import CorruptIndexError
 
 GROUP_ROWS = 1_024  # rows of a row group as versions are written: a hit reads its group's text (at 1M chunks 2 ms, not 24 ms at 8,192)
 GROUP_CACHE_BYTES = 64 * 1024**2  # row groups' columns kept after a read, the least recently used dropped past this
+KEPT_BATCHES = (
+    256  # rows.arrow's record batches kept opened (no copy: views of the map), the least recently used dropped
+)
 ROWS_FILE = "rows.arrow"  # beside chunks.parquet: the rows memory-mapped, for reads of a few at a time
 
 
@@ -40,6 +43,7 @@ class ChunkTable:
         )
         self._groups: OrderedDict[tuple[str, int], pa.ChunkedArray] = OrderedDict()  # the latest read last
         self._group_bytes = 0
+        self._batches: OrderedDict[int, pa.RecordBatch] = OrderedDict()  # the latest used last
         self._reading = threading.Lock()  # one read of the file at a time: a program may search from several threads
         if self._file is not None:
             metadata = self._file.metadata
@@ -74,18 +78,35 @@ class ChunkTable:
     def values(self, name: str, rows: list[int]) -> list[Any]:
         """``name``'s values at ``rows`` as Python values: from the mapped rows, else reading only the row groups
         that hold them."""
-        for row in rows:
-            if not 0 <= row < self.num_rows:
-                raise IndexError(f"row {row} of a chunk table of {self.num_rows} rows")
+        if rows and not (0 <= min(rows) and max(rows) < self.num_rows):
+            wrong = next(row for row in rows if not 0 <= row < self.num_rows)
+            raise IndexError(f"row {wrong} of a chunk table of {self.num_rows} rows")
         if name in self._columns or self._file is None or name not in self.column_names:
             column = self[name]
             return [column[row].as_py() for row in rows]
         if self._mapped is not None:  # batches of GROUP_ROWS rows: a row's is its number // GROUP_ROWS
-            return [self._mapped.get_batch(row // GROUP_ROWS)[name][row % GROUP_ROWS].as_py() for row in rows]
+            columns: dict[int, pa.Array] = {}
+            for batch in {row // GROUP_ROWS for row in rows}:
+                columns[batch] = self._batch(batch).column(name)
+            return [columns[row // GROUP_ROWS][row % GROUP_ROWS].as_py() for row in rows]
         return [
             self._group(name, group)[row - self._starts[group]].as_py()
             for row, group in ((row, bisect_right(self._starts, row) - 1) for row in rows)
         ]
+
+    def _batch(self, batch: int) -> pa.RecordBatch:
+        """Record batch ``batch`` of the mapped rows: opening one reads its IPC header (~40 us, as much as 20 values'
+        reads), so the ``KEPT_BATCHES`` used last stay open; they are views of the map and hold no copy of its rows."""
+        assert self._mapped is not None
+        with self._reading:
+            found = self._batches.get(batch)
+            if found is None:
+                found = self._batches[batch] = self._mapped.get_batch(batch)
+                while len(self._batches) > KEPT_BATCHES:
+                    self._batches.popitem(last=False)
+            else:
+                self._batches.move_to_end(batch)
+            return found
 
     def _group(self, name: str, group: int) -> pa.ChunkedArray:
         """Column ``name`` of row group ``group``: from the cache of recent reads, else read (on this thread: pyarrow's

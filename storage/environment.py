@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ctxrag.storage.settings import settings
+
 PRIVATE_UMASK = 0o077  # the ``ctxrag`` command's: what it creates (homes, stores, the ledger, the server's files) is its user's only
 PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 
@@ -26,24 +28,20 @@ OFFLINE_DEFAULTS: dict[str, str] = {
 
 
 def ctxrag_home() -> Path:
-    """Where indexes and artifacts live: ``$CTXRAG_HOME``, default ``./.ctxrag``."""
-    return Path(os.environ.get("CTXRAG_HOME") or ".ctxrag").resolve()
+    """Where indexes and artifacts live: ``$CTXRAG_HOME``, default ``./.ctxrag`` (``ctxrag.storage.settings``)."""
+    return settings().home
 
 
 def cache_dir() -> Path:
     """Files ctxrag derives once per machine and shares between every CTXRAG_HOME: ``$CTXRAG_CACHE_DIR``, else
     ``$XDG_CACHE_HOME/ctxrag``, else ``~/.cache/ctxrag``. Anything in it can be deleted: it is made again."""
-    if os.environ.get("CTXRAG_CACHE_DIR"):
-        return Path(os.environ["CTXRAG_CACHE_DIR"]).expanduser().resolve()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ctxrag"
+    return settings().cache_dir
 
 
 def models_dir() -> Path:
     """Where derived model files (the ONNX export for queries) are kept: ``$CTXRAG_MODELS_DIR``, else
     ``cache_dir()/models``."""
-    if os.environ.get("CTXRAG_MODELS_DIR"):
-        return Path(os.environ["CTXRAG_MODELS_DIR"]).expanduser().resolve()
-    return cache_dir() / "models"
+    return settings().models_dir
 
 
 def private_dirs(path: Path) -> Path:

@@ -11,7 +11,6 @@ bound (``--concurrency``: Prefect global concurrency limits across every process
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,8 +18,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.names import DEFAULT_NAME
-
-DEFAULT_TASK_WORKERS = 4
+from ctxrag.storage.settings import settings
 
 # Each worker process of the local cluster (the Nanny hands it this Dask config): no statistical profiler. Dask's
 # profiler calls sys._current_frames() every 10 ms in the worker's main thread; on CPython 3.11 that call holds the
@@ -33,18 +31,11 @@ WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 
 def task_workers() -> int:
     """Task threads of a run: ``CTXRAG_TASK_WORKERS``, else 4 (tasks wait on I/O and APIs; 2 cores do the rest)."""
-    value = os.environ.get("CTXRAG_TASK_WORKERS", "").strip()
-    try:
-        workers = int(value) if value else DEFAULT_TASK_WORKERS
-    except ValueError:
-        raise InvalidInput(f"CTXRAG_TASK_WORKERS must be a whole number, got {value!r}") from None
-    if workers < 1:
-        raise InvalidInput(f"CTXRAG_TASK_WORKERS must be at least 1, got {workers}")
-    return workers
+    return settings().task_workers  # checked there: a whole number, 1 or more
 
 
 def make_task_runner(kind: str | None = None, address: str | None = None) -> TaskRunner[Any]:
-    kind = (kind or os.environ.get("CTXRAG_TASK_RUNNER") or "threads").lower()
+    kind = (kind or settings().task_runner).lower()
     if kind == "threads":
         return ThreadPoolTaskRunner(max_workers=task_workers())
     if kind == "dask":
@@ -53,7 +44,7 @@ def make_task_runner(kind: str | None = None, address: str | None = None) -> Tas
         except ImportError:
             raise InvalidInput("the dask task runner needs prefect-dask: pip install 'ctxrag[dask]'") from None
 
-        address = address or os.environ.get("CTXRAG_DASK_ADDRESS")
+        address = address or settings().dask_address
         if address:
             return DaskTaskRunner(address=address)
         return DaskTaskRunner(

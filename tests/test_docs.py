@@ -1,5 +1,6 @@
 """The documentation stays true: every relative link in README.md and docs/*.md reaches a file (and a heading, for an
-anchor), and docs/cli.md lists exactly the options ``ctxrag COMMAND --help`` has, with their defaults."""
+anchor), docs/cli.md lists exactly the options ``ctxrag COMMAND --help`` has, with their defaults, and the CTXRAG_*
+variables as the settings model has them."""
 
 from __future__ import annotations
 
@@ -160,3 +161,24 @@ def test_cli_page_names_the_default_strategy_in_one_place() -> None:
     from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
 
     assert CLI_PAGE.read_text(encoding="utf-8").count(f"The default strategy is `{DEFAULT_STRATEGY}`") == 1
+
+
+def test_cli_page_lists_the_settings_from_the_model_and_no_page_names_another() -> None:
+    """docs/cli.md's table of CTXRAG_* variables is the one ``ctxrag.config_command.docs_table`` makes from the
+    settings model (every variable documented, with its default and meaning), and no page names a CTXRAG_ variable
+    the model does not have (the tests' own, ``CTXRAG_TEST_*``, aside)."""
+    from ctxrag.config_command import docs_table
+    from ctxrag.storage.settings import variables
+
+    table = docs_table()
+    assert table in CLI_PAGE.read_text(encoding="utf-8"), (
+        "docs/cli.md's settings table is not the model's; replace the block between its markers with:\n" + table
+    )
+    known = {each.metadata["variable"] for each in variables()}
+    named = {
+        name
+        for page in PAGES
+        for name in re.findall(r"\bCTXRAG_[A-Z][A-Z0-9_]*[A-Z0-9]\b", page.read_text(encoding="utf-8"))
+        if not name.startswith("CTXRAG_TEST_")
+    }
+    assert named <= known, f"named in the docs, not a setting: {sorted(named - known)}"

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 from ctxrag.storage.errors import UserError
+from ctxrag.storage.settings import settings
 
 MODE_VARIABLE = "CTXRAG_PREFECT_SERVER"
 ServerMode = Literal["background", "temporary"]
@@ -30,11 +31,11 @@ def server_mode(chosen: str | None = None, default: ServerMode | None = None) ->
     under CI=true)."""
     if chosen is not None:
         return _mode(chosen, "server")
-    if given := os.environ.get(MODE_VARIABLE, "").strip():
+    if given := settings().prefect_server:  # checked there: one of SERVER_MODES
         return _mode(given, MODE_VARIABLE)
     if default is not None:
         return default
-    return "temporary" if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes") else "background"
+    return "temporary" if settings().under_ci else "background"
 
 
 def _mode(value: str, where: str) -> ServerMode:

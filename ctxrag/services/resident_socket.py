@@ -10,8 +10,9 @@ in its own process, as it always could: the resident search is a speed path, nev
 Who may ask: the socket is in a folder only its user can enter (``$XDG_RUNTIME_DIR/ctxrag``, else
 ``TMPDIR/ctxrag-UID``; made 0700, and checked: a link, another owner or access for others turns the speed path off),
 and the server checks its peer's uid. Which one answers: the socket's name is ``search-LINEAGE-CODE.sock``, LINEAGE a
-digest of the home and every environment variable that can change an answer (``SETTINGS_PREFIXES``: ctxrag's, the
-providers' keys and URLs, Hugging Face's, thread counts) and CODE one of the Python and ctxrag code, so a search
+digest of the home and what ``ctxrag.storage.settings.Settings.resident_key`` says can change an answer (ctxrag's
+settings, the providers' keys and URLs, Hugging Face's, thread counts, the cache folders) and CODE one of the Python and
+ctxrag code, so a search
 under other settings never gets an answer made under these; it finds (or starts) its own. A resident search of new
 code retires the others of its lineage (``ctxrag.services.resident``).
 
@@ -42,28 +43,10 @@ from ctxrag.tasks.common.hits import SearchAnswer
 if TYPE_CHECKING:
     from ctxrag.tasks.common.search_request import SearchRequest
 
+from ctxrag.storage.settings import PATH_VARIABLES as PATH_SETTINGS  # resolved: the digest names the same files
+from ctxrag.storage.settings import settings as current_settings
+
 IDLE_ENV = "CTXRAG_SEARCH_IDLE_MINUTES"
-DEFAULT_IDLE_MINUTES = 10.0
-# The environment a search's answer can depend on: a resident search serves only callers whose values are its own.
-SETTINGS_PREFIXES = (
-    "CTXRAG_",
-    "HF_",
-    "TRANSFORMERS_",
-    "SENTENCE_TRANSFORMERS_",
-    "TOKENIZERS_",
-    "VOYAGE_",
-    "CO_",
-    "COHERE_",
-    "ANTHROPIC_",
-    "ELASTIC",
-    "OMP_",
-    "MKL_",
-    "ORT_",
-    "OPENBLAS_",
-    "PYTHONPATH",
-    "PYTHONHASHSEED",
-)
-PATH_SETTINGS = ("CTXRAG_HOME", "CTXRAG_CACHE_DIR", "CTXRAG_MODELS_DIR")  # resolved: the digest names the same files
 MAX_SOCKET_PATH = 100  # sun_path holds 104-108 bytes
 CONNECT_S = 0.25  # a listening Unix socket connects in microseconds
 HEARTBEAT_S = 0.25  # a resident search at work sends an empty line this often
@@ -74,22 +57,9 @@ FAILED_WARMUP_S = 300.0  # after a failed warm-up, no resident search is started
 
 def idle_minutes() -> float:
     """How long a resident search waits for the next search: ``$CTXRAG_SEARCH_IDLE_MINUTES``, default 10 (0 under
-    ``CI=true``: a CI job leaves no process behind, as it starts no background Prefect server); 0 (or an unreadable
-    value, with a warning on stderr) turns the resident search off."""
-    raw = os.environ.get(IDLE_ENV, "").strip()
-    if not raw:
-        return 0.0 if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes") else DEFAULT_IDLE_MINUTES
-    try:
-        minutes = float(raw)
-    except ValueError:
-        minutes = -1.0
-    if not minutes >= 0:  # also NaN
-        print(
-            f"warning: {IDLE_ENV}={raw!r} is not a number of minutes; searching without a resident process",
-            file=sys.stderr,
-        )
-        return 0.0
-    return minutes
+    ``CI=true``: a CI job leaves no process behind, as it starts no background Prefect server); 0 turns the resident
+    search off; an unreadable value is an ``InvalidInput`` naming it (``ctxrag.storage.settings``)."""
+    return current_settings().search_idle_minutes
 
 
 def runtime_dir() -> Path | None:
@@ -115,15 +85,9 @@ def runtime_dir() -> Path | None:
 
 
 def settings(home: Path) -> dict[str, str]:
-    """What a resident search must share with its caller: the home, the interpreter, the code, and the environment
-    variables of ``SETTINGS_PREFIXES`` (the path ones resolved)."""
-    chosen = {
-        name: value for name, value in os.environ.items() if name.startswith(SETTINGS_PREFIXES) and name != IDLE_ENV
-    }
-    for name in PATH_SETTINGS:
-        if chosen.get(name):
-            chosen[name] = str(Path(chosen[name]).expanduser().resolve())
-    return {**chosen, " home": str(home), " python": sys.executable, " code": code_stamp()}
+    """What a resident search must share with its caller: the home, the interpreter, the code, and the settings and
+    environment that can change an answer (``Settings.resident_key``: effective values, the path ones resolved)."""
+    return {**current_settings().resident_key(), " home": str(home), " python": sys.executable, " code": code_stamp()}
 
 
 @functools.cache

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ctxrag.storage.environment import PRIVATE_FILE, private_dirs
 from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.settings import settings
 
 TOKEN_VARIABLE = "CTXRAG_SEARCH_TOKEN"
 HOME_TOKEN_FILE = "search-token"  # in CTXRAG_HOME
@@ -50,7 +51,7 @@ def service_token(host: str, token_file: Path | None, home: Path, no_token: bool
     """The token ``serve-search`` requires: ``CTXRAG_SEARCH_TOKEN``, else ``token_file``, else the home's (made now if
     there is none); none with ``no_token``, which only a loopback ``host`` may have (``InvalidInput`` otherwise, and
     when it contradicts a given token)."""
-    given = os.environ.get(TOKEN_VARIABLE)
+    given = settings().search_token
     if no_token:
         if not is_loopback(host):
             raise InvalidInput(

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from enum import StrEnum
 
-from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.settings import settings
 
 
 class Provider(StrEnum):
@@ -18,27 +17,12 @@ class Provider(StrEnum):
 
 EMBEDDERS = frozenset({Provider.LOCAL, Provider.VOYAGE, Provider.VOYAGE_CONTEXT})
 
-DEFAULT_IN_FLIGHT = (
-    4  # a provider's calls open at once across a run, when nothing else is set (Claude's: --concurrency)
-)
-
 
 def limits_from_environment(provider: Provider) -> tuple[int, float | None]:
     """Voyage's and Cohere's calls in flight across a run (``CTXRAG_VOYAGE_CONCURRENCY``, default 4) and tokens per
     minute (``CTXRAG_VOYAGE_TOKENS_PER_MINUTE``, default none: the API's 429s are waited out), likewise COHERE. Read
     where the calls are made (a Dask worker: its own environment), since no command option reaches there."""
-    name = "VOYAGE" if provider in (Provider.VOYAGE, Provider.VOYAGE_CONTEXT) else provider.name
-    in_flight, per_minute = (
-        os.environ.get(f"CTXRAG_{name}_{what}", "").strip() for what in ("CONCURRENCY", "TOKENS_PER_MINUTE")
-    )
-    try:
-        limit = int(in_flight) if in_flight else DEFAULT_IN_FLIGHT
-        tokens = float(per_minute) if per_minute else None
-    except ValueError:
-        raise InvalidInput(
-            f"CTXRAG_{name}_CONCURRENCY ({in_flight!r}) must be a whole number and CTXRAG_{name}_TOKENS_PER_MINUTE "
-            f"({per_minute!r}) a number"
-        ) from None
-    if limit < 1 or (tokens is not None and tokens <= 0):
-        raise InvalidInput(f"CTXRAG_{name}_CONCURRENCY must be 1 or more and CTXRAG_{name}_TOKENS_PER_MINUTE above 0")
-    return limit, tokens
+    chosen = settings()  # checked there: a bad value is an InvalidInput naming the variable
+    if provider in (Provider.VOYAGE, Provider.VOYAGE_CONTEXT):
+        return chosen.voyage_concurrency, chosen.voyage_tokens_per_minute
+    return chosen.cohere_concurrency, chosen.cohere_tokens_per_minute

@@ -31,6 +31,7 @@ from typing import Any
 from ctxrag.storage.environment import cache_dir
 from ctxrag.storage.errors import InvalidInput
 from ctxrag.storage.locks import one_process_at_a_time
+from ctxrag.storage.settings import settings
 from ctxrag.tasks.embedding.embedder_spec import PRECISIONS as MADE_IN
 from ctxrag.tasks.embedding.embedder_spec import EmbedderSpec
 
@@ -49,7 +50,7 @@ SIGNATURE_PACKAGES = ("torch", "transformers", "sentence-transformers", "onnxrun
 
 def choose_precision(requested: str | None = None) -> tuple[str, str]:
     """(precision, why): ``requested``, else ``CTXRAG_EMBED_PRECISION``, else "auto" (the machine's decision)."""
-    value = (requested if requested is not None else os.environ.get(PRECISION_ENV, "")).strip().lower() or "auto"
+    value = (requested if requested is not None else settings().embed_precision).strip().lower() or "auto"
     if value not in PRECISIONS:
         raise InvalidInput(f"{PRECISION_ENV}={value!r}: choose one of {', '.join(PRECISIONS)}")
     if value == "auto":
@@ -65,7 +66,7 @@ def precision_for_index(recorded: str | None) -> tuple[str, str]:
     recorded it). An index keeps its precision, so a re-index reuses its vectors and never mixes two;
     ``CTXRAG_EMBED_PRECISION=int8|bf16|fp32`` changes it, and every chunk is embedded again (the precision is part of
     a bf16 or int8 vector's key)."""
-    forced = os.environ.get(PRECISION_ENV, "").strip().lower() in MADE_IN
+    forced = settings().embed_precision in MADE_IN
     if recorded in MADE_IN and not forced:
         return (
             recorded,

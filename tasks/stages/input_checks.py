@@ -10,11 +10,11 @@ may also be the run's own ``CTXRAG_HOME``). A path outside them, symbolic links 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ctxrag.storage.environment import ctxrag_home
 from ctxrag.storage.errors import InvalidInput
+from ctxrag.storage.settings import Settings, settings
 from ctxrag.tasks.options import IndexOptions
 
 ALLOWED_VARIABLE = "CTXRAG_ALLOWED_SOURCES"
@@ -50,10 +50,8 @@ def check_index_input(source: str, name: str, options: IndexOptions) -> None:
 
 def allowed_folders(environment: dict[str, str] | None = None) -> list[Path] | None:
     """The folders ``CTXRAG_ALLOWED_SOURCES`` lists, resolved (None: the variable is not set, nothing is limited)."""
-    value = (os.environ if environment is None else environment).get(ALLOWED_VARIABLE)
-    if value is None:
-        return None
-    return [Path(item).expanduser().resolve() for item in value.split(os.pathsep) if item.strip()]
+    chosen = settings() if environment is None else Settings.from_environment(environment)
+    return None if chosen.allowed_sources is None else list(chosen.allowed_sources)
 
 
 def check_allowed(paths: dict[str, str | None], folders: list[Path], home: str | None = None) -> None:

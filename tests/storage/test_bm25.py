@@ -108,6 +108,18 @@ def test_a_saved_index_looks_terms_up_in_its_sorted_files_as_in_bm25s_vocabulary
         np.testing.assert_array_equal(older.scores(query), index.scores(query))
 
 
+def test_a_loaded_index_reads_its_files_through_plain_arrays_over_the_mapping(tmp_path: Path) -> None:
+    """The postings and the sorted terms stay memory-mapped (no copy), but are indexed as plain arrays: np.memmap's own
+    indexing made a memmap object at each step of a term's bisection (evaluate's searches, issue 51)."""
+    Bm25Index.build([*TOY, "class QueueWorker: retries tasks"]).save(tmp_path / "bm25")
+    postings = Bm25Index.load(tmp_path / "bm25").postings
+    assert postings is not None
+    terms = postings.vocab
+    assert not isinstance(terms, dict)
+    for array in (postings.data, postings.indices, postings.indptr, terms._terms, terms._offsets, terms._ids):
+        assert type(array) is np.ndarray and isinstance(array.base, np.memmap)  # a view of the map, not a copy
+
+
 def _idf(n_docs: int, doc_freq: int) -> float:
     return math.log(1 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
 

@@ -102,3 +102,37 @@ def test_a_corrupt_rows_file_is_named(tmp_path: Path) -> None:
     (tmp_path / ROWS_FILE).write_bytes(b"not an arrow file")
     with pytest.raises(CorruptIndexError, match=f"{ROWS_FILE}: corrupt rows file"):
         ChunkTable(path=tmp_path / "chunks.parquet")
+
+
+def test_a_values_call_opens_each_mapped_batch_once_and_keeps_a_bounded_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxrag.storage.chunk_table import GROUP_ROWS
+    from ctxrag.storage.index_store import _write_rows
+
+    rows = 4 * GROUP_ROWS
+    table = pa.table(
+        {"doc_id": [f"d{row // 5}" for row in range(rows)], "defines": [[f"f{row}"] for row in range(rows)]}
+    )
+    _write_rows(iter([table]), tmp_path / "chunks.parquet")
+    stored = ChunkTable(path=tmp_path / "chunks.parquet")
+    mapped, opened = stored._mapped, []
+    assert mapped is not None
+
+    class Spy:
+        def get_batch(self, at: int) -> pa.RecordBatch:
+            opened.append(at)
+            return mapped.get_batch(at)
+
+    monkeypatch.setattr(stored, "_mapped", Spy())
+    monkeypatch.setattr("ctxrag.storage.chunk_table.KEPT_BATCHES", 3)
+    picked = [5, GROUP_ROWS + 1, 6, 7, GROUP_ROWS + 2, 3 * GROUP_ROWS]  # three batches, rows of each scattered
+    for name in ("doc_id", "defines"):
+        assert stored.values(name, picked) == [table[name][row].as_py() for row in picked]
+    assert sorted(opened) == [0, 1, 3]  # each batch opened once, for both columns
+    stored.values("doc_id", [GROUP_ROWS, 0])  # kept: nothing opened; 1 and 0 are now the latest used
+    assert sorted(opened) == [0, 1, 3]
+    assert stored.values("doc_id", [2 * GROUP_ROWS]) == [table["doc_id"][2 * GROUP_ROWS].as_py()]
+    assert sorted(stored._batches) == [0, 1, 2]  # a fourth: the least recently used (3) dropped
+    stored.values("defines", [3 * GROUP_ROWS])
+    assert opened[-1] == 3 and len(stored._batches) == 3

@@ -23,6 +23,7 @@ import ctxrag
 from ctxrag.services import resident_socket as resident
 from ctxrag.services.residents import residents, stop_all
 from ctxrag.storage.environment import OFFLINE_DEFAULTS
+from ctxrag.storage.errors import InvalidInput
 from ctxrag.tasks.common.search_request import SearchRequest
 from tests.ctxrag.services.conftest import CTXRAG
 from tests.equipment.other_user import PYTHON, ensure_other_user, other_user_missing
@@ -285,6 +286,7 @@ def test_other_settings_other_socket_and_an_unsafe_folder_none(tmp_path: Path, m
             ("CTXRAG_RERANK", "local:/models/ce"),
             ("VOYAGE_API_KEY", "pa-other"),
             ("HF_HUB_OFFLINE", "0"),
+            ("XDG_CACHE_HOME", str(tmp_path / "cache")),  # the cache folders (query model, precision), Hugging Face's
         ):
             with monkeypatch.context() as changed:
                 changed.setenv(name, value)
@@ -293,8 +295,11 @@ def test_other_settings_other_socket_and_an_unsafe_folder_none(tmp_path: Path, m
 
         monkeypatch.setenv(resident.IDLE_ENV, "0")
         assert resident.socket_path(home) is None
-        monkeypatch.setenv(resident.IDLE_ENV, "soon")
-        assert resident.socket_path(home) is None
+        monkeypatch.setenv(
+            resident.IDLE_ENV, "soon"
+        )  # one line naming it (ctxrag.storage.settings; the command: exit 2)
+        with pytest.raises(InvalidInput, match=resident.IDLE_ENV):
+            resident.socket_path(home)
         monkeypatch.delenv(resident.IDLE_ENV)
         monkeypatch.setenv("CI", "true")  # a CI job: none by default, one when asked
         assert resident.socket_path(home) is None

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ctxrag.storage.errors import InvalidInput
-from ctxrag.tasks.common.providers import DEFAULT_IN_FLIGHT, Provider, limits_from_environment
+from ctxrag.storage.settings import DEFAULT_IN_FLIGHT
+from ctxrag.tasks.common.providers import Provider, limits_from_environment
 
 
 def test_voyage_and_cohere_limits_default_to_four_calls_and_no_token_cap(monkeypatch: pytest.MonkeyPatch) -> None:
