@@ -2,9 +2,8 @@
 detached in ``PREFECT_HOME`` with its output in ``server.log`` and its pid in Prefect's pid file, so ``prefect server
 stop`` stops it. ctxrag adds what Prefect lacks: a migrated empty database to start from (``server_template``), an
 environment with no secrets, and an identity check (the pid runs a Prefect server; the server that answers names this
-home), and an auth string (``server_auth``): the server answers only its user's commands. Its files are its user's
-only (umask 077, 0600). No Prefect import here until a flow runs, so ``ctxrag server status`` answers at once
-(docs/operations.md).
+home), and an auth string (``server_auth``): the server answers only its user's commands. Its files are its user's only
+(umask 077, 0600). No Prefect import until a flow runs: ``ctxrag server status`` answers at once (docs/operations.md).
 """
 
 from __future__ import annotations
