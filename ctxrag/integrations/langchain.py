@@ -7,6 +7,10 @@ documents = retriever.invoke("how are retries delayed?")
 
 from __future__ import annotations
 
+from ctxrag.storage.extras import require
+
+require("langchain_core", "langchain", "ctxrag.integrations.langchain")  # one line naming the extra where it is missing
+
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever

@@ -7,6 +7,12 @@ nodes = retriever.retrieve("how are retries delayed?")
 
 from __future__ import annotations
 
+from ctxrag.storage.extras import require
+
+require(
+    "llama_index.core", "llamaindex", "ctxrag.integrations.llamaindex"
+)  # one line naming the extra where it is missing
+
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 

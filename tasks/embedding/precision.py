@@ -1,11 +1,12 @@
 """Which precision the local embedder runs in, chosen per machine by measurement: int8, bf16 or fp32.
 
-``auto`` first chooses torch's precision as before. bf16 autocast needs two things: the CPU computes bf16 natively
+``auto`` first chooses between fp32 (the ONNX graph on onnxruntime) and bf16 (torch autocast: the torch extra, which
+``auto`` considers only where torch is installed). bf16 autocast needs two things: the CPU computes bf16 natively
 (``cpu_has_native_bf16``: AVX512-BF16 or AMX-BF16, and a oneDNN that accepts bf16), and a matrix product shaped like
 the model's feed-forward layer runs at least ``BF16_MIN_SPEEDUP`` times as fast in bf16 as in fp32
 (``measured_bf16_speedup``, about 0.2 s): on an Intel Xeon reporting AVX512-BF16 with AMX hidden by its virtual
 machine, bf16 ran 0.75x as fast (docs/decisions.md). Then int8 (onnxruntime, ``ctxrag.tasks.embedding.onnx_int8``)
-is taken where the real model runs at least ``INT8_MIN_SPEEDUP`` times as fast as in torch's choice
+is taken where the real model runs at least ``INT8_MIN_SPEEDUP`` times as fast as in that first choice
 (``measured_int8_speedup``: a few windows each way, about 2 s, and the int8 file made once, about 15 s). Where torch
 sees a GPU (``cuda_available``), ``auto`` is fp32 on it and nothing is timed. ``CTXRAG_EMBED_PRECISION=auto|int8|bf16|fp32``
 overrides the choice.
@@ -46,6 +47,8 @@ CALIBRATION_REPEATS = 5
 INT8_CALIBRATION = (8, 256, 3)  # windows, word pieces each (the production window), timed rounds after a warm-up
 DECISIONS_FILE = "embed-precision.json"  # in cache_dir(): the auto decision per machine signature
 SIGNATURE_PACKAGES = ("torch", "transformers", "sentence-transformers", "onnxruntime")  # what runs the model
+FP32_RUNTIME = "onnxruntime"  # in the signature: decisions timed against torch's fp32 (before it ran on onnxruntime) are made again
+TORCH_EXTRA = "torch"
 
 
 def choose_precision(requested: str | None = None) -> tuple[str, str]:
@@ -56,6 +59,10 @@ def choose_precision(requested: str | None = None) -> tuple[str, str]:
     if value == "auto":
         return machine_precision()
     why = f"{PRECISION_ENV}={value}" if requested is None else f"asked for {value}"
+    if value == "bf16" and not torch_installed():
+        from ctxrag.storage.extras import MissingExtra, install_command
+
+        raise MissingExtra(f"{why}: bf16 runs on torch, which is not installed: {install_command(TORCH_EXTRA)}")
     if value == "bf16" and not cpu_has_native_bf16() and not cuda_available():
         return "bf16", f"{why}; this CPU has no native bf16, so it is likely slower than fp32"
     return value, why
@@ -113,7 +120,7 @@ def machine_signature() -> dict[str, str]:
     """What the auto decision depends on, read without importing torch: the CPU model, its bf16 and int8 flags (a
     virtual machine may hide AMX on the same model) and the versions of the libraries that run the model."""
     flags = ",".join(sorted(_proc_cpu_flags() & {*NATIVE_BF16_FLAGS, *INT8_FLAGS}))
-    signature = {"cpu": _cpu_model(), "machine": platform.machine(), "flags": flags}
+    signature = {"cpu": _cpu_model(), "machine": platform.machine(), "flags": flags, "fp32": FP32_RUNTIME}
     for package in SIGNATURE_PACKAGES:
         try:
             signature[package] = metadata.version(package)
@@ -123,7 +130,7 @@ def machine_signature() -> dict[str, str]:
 
 
 def _decide_auto() -> tuple[str, str, bool]:
-    """(precision, why, whether the decision is sound to keep): torch's choice, then int8 where measurably faster."""
+    """(precision, why, whether the decision is sound to keep): fp32 or bf16, then int8 where measurably faster."""
     chosen, why, sound = _decide_torch()
     from ctxrag.tasks.embedding.onnx_int8 import Int8Refused
 
@@ -134,12 +141,15 @@ def _decide_auto() -> tuple[str, str, bool]:
     except Exception as error:
         return chosen, f"{why}; timing int8 failed ({type(error).__name__}: {error})", False
     if speedup >= INT8_MIN_SPEEDUP:
-        return "int8", f"auto: int8 ran the model {speedup:.2f}x as fast as {chosen} (torch's choice; {why})", sound
+        return "int8", f"auto: int8 ran the model {speedup:.2f}x as fast as {chosen} ({why})", sound
     return chosen, f"{why}; int8 ran it only {speedup:.2f}x as fast (int8 needs {INT8_MIN_SPEEDUP}x)", sound
 
 
 def _decide_torch() -> tuple[str, str, bool]:
-    """(precision, why, whether the decision is sound to keep): bf16 where native and measurably faster."""
+    """(precision, why, whether the decision is sound to keep): bf16 where torch is installed, native and measurably
+    faster; else fp32 (on onnxruntime)."""
+    if not torch_installed():
+        return "fp32", "auto: fp32 on onnxruntime (bf16 would need torch: the torch extra)", True
     if not cpu_has_native_bf16():
         return "fp32", "auto: the CPU has no native bf16 (AVX512-BF16 or AMX-BF16)", True
     try:
@@ -201,16 +211,17 @@ def measured_bf16_speedup() -> float:
 
 
 @lru_cache(maxsize=2)
-def measured_int8_speedup(torch_precision: str) -> float:
-    """Seconds of the real model in torch (``torch_precision``) / seconds in int8, on ``INT8_CALIBRATION``'s windows:
-    the best of its rounds each, the two interleaved after a warm-up (the int8 file is made first if missing). Above
-    1: int8 is faster here."""
+def measured_int8_speedup(first_choice: str) -> float:
+    """Seconds of the real model in ``first_choice`` (fp32: the ONNX graph on onnxruntime; bf16: torch) / seconds in
+    int8, on ``INT8_CALIBRATION``'s windows: the best of its rounds each, the two interleaved after a warm-up (the
+    files are made first if missing). Above 1: int8 is faster here."""
     import numpy as np
 
     from ctxrag.storage.environment import models_dir
     from ctxrag.tasks.embedding.local_runtimes import (
         int8_encoder,
         packaged_model_path,
+        query_encoder,
         sentence_transformer,
         torch_vectors,
     )
@@ -221,13 +232,24 @@ def measured_int8_speedup(torch_precision: str) -> float:
     body = np.random.default_rng(0).integers(1000, 29000, size=(windows, tokens - 2)).tolist()
     ids = [[first, *row, last] for row in body]
     spec = EmbedderSpec()
-    model = sentence_transformer(str(packaged_model_path()), spec.max_seq_length)
     encoder = int8_encoder(models_dir(), spec.model, spec.max_seq_length)
+    if first_choice == "fp32":
+        fp32 = query_encoder(models_dir(), spec.model, spec.max_seq_length, documents=True)
+        if fp32 is None:
+            raise RuntimeError(f"the ONNX graph of {spec.model} could not be made")
 
-    def seconds(on_torch: bool) -> float:
+        def other() -> None:
+            fp32.embed_ids(ids)
+    else:
+        model = sentence_transformer(str(packaged_model_path()), spec.max_seq_length)
+
+        def other() -> None:
+            torch_vectors(model, ids, first_choice, "cpu", windows, pad)
+
+    def seconds(on_other: bool) -> float:
         started = time.perf_counter()
-        if on_torch:
-            torch_vectors(model, ids, torch_precision, "cpu", windows, pad)
+        if on_other:
+            other()
         else:
             encoder.embed_ids(ids)
         return time.perf_counter() - started
@@ -235,6 +257,15 @@ def measured_int8_speedup(torch_precision: str) -> float:
     seconds(True), seconds(False)  # loads both and builds their kernels
     runs = [(seconds(True), seconds(False)) for _ in range(rounds)]
     return min(slow for slow, _ in runs) / min(fast for _, fast in runs)
+
+
+def torch_installed() -> bool:
+    """Whether torch is installed (the torch extra), known without importing it."""
+    try:
+        metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def cuda_available() -> bool:

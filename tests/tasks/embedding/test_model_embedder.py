@@ -93,3 +93,38 @@ def test_a_changed_model_folder_is_refused_by_the_index_built_with_it(models: Pa
     bi_encoder_folder(folder, pooling="mean", seed=1)  # other weights in the same place
     with pytest.raises(InvalidInput, match="not those the index was built with"):
         make_embedder(spec).embed(["query"], "query")
+
+
+def sentence_transformers_folder(source: Path, target: Path, pooling: str, dense: str | None) -> Path:
+    """``source``'s tiny BERT saved by sentence-transformers itself with ``pooling``, a Dense layer of 16 outputs
+    (``dense``: "tanh" or "identity"; None: none) and Normalize: its modules.json and the modules' folders."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+
+    torch.manual_seed(1)
+    modules = [models.Transformer(str(source), max_seq_length=128), models.Pooling(32, pooling_mode=pooling)]
+    if dense:
+        activation = torch.nn.Tanh() if dense == "tanh" else torch.nn.Identity()
+        modules.append(models.Dense(32, 16, activation_function=activation))
+    modules.append(models.Normalize())
+    SentenceTransformer(modules=modules, device="cpu").save(str(target))
+    return target
+
+
+@pytest.mark.parametrize(("pooling", "dense"), [("mean", "tanh"), ("max", None), ("cls", "identity")])
+@pytest.mark.parametrize("runtime", ["onnx", "torch"])
+def test_modules_json_pooling_dense_and_normalize_give_sentence_transformers_own_vectors(
+    models: Path, tmp_path: Path, pooling: str, dense: str | None, runtime: str
+) -> None:
+    """modules.json read, not assumed: the folder's Pooling, Dense and Normalize modules, against
+    sentence-transformers' own ``encode`` of the same folder."""
+    from sentence_transformers import SentenceTransformer
+
+    folder = sentence_transformers_folder(models / "mean", tmp_path / "st", pooling, dense)
+    expected = SentenceTransformer(str(folder), device="cpu").encode(TEXTS, convert_to_numpy=True)
+    if runtime == "onnx":
+        shutil.copy(models / "cls-onnx" / "model.onnx", folder / "model.onnx")  # the same weights (seed 0)
+        (folder / "model.safetensors").unlink()
+    vectors = make_embedder(spec_of(folder)).embed(TEXTS, "query")
+    assert vectors.shape == expected.shape == (len(TEXTS), 16 if dense else 32)
+    np.testing.assert_allclose(vectors, expected, atol=2e-5)

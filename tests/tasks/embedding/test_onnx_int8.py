@@ -19,7 +19,10 @@ from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder, packaged_m
 from ctxrag.tasks.embedding.embedder_spec import INT8_RECIPE
 from ctxrag.tasks.embedding.onnx_int8 import Int8Refused, int8_path
 
-pytestmark = pytest.mark.slow  # the int8 file (torch's export, onnxruntime's optimizer and quantizer), new processes
+pytestmark = (
+    pytest.mark.slow
+)  # the int8 file (the graph built from the weights, onnxruntime's quantizer), new processes
+COOKBOOK = Path(__file__).resolve().parents[4] / "shared" / "data" / "codebase" / "codebase_chunks.json"
 
 SPEC = EmbedderSpec.choose("local", None, 512, None)
 INT8 = EmbedderSpec(**{**SPEC.to_dict(), "precision": "int8"})  # type: ignore[arg-type]
@@ -118,6 +121,22 @@ def test_an_int8_file_too_far_from_fp32_is_refused_and_nothing_is_kept(
     assert list(tmp_path.iterdir()) == []  # neither the file, its partial file nor the scratch folder
     with pytest.raises(Int8Refused):
         runtimes.int8_model(tmp_path, SPEC.model)
+
+
+def test_the_int8_file_gives_the_vectors_of_the_one_made_from_torch_s_export(int8_file: Path, tmp_path: Path) -> None:
+    """The torch-free int8 file against the one torch's export, the optimizer and the same quantization made (the
+    torch extra): the same int8 weights, so the same vectors (an index built before keeps its keys)."""
+    pytest.importorskip("transformers")
+    from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder
+    from tests.equipment.torch_export import torch_int8
+
+    made_by_torch = tmp_path / "torch-int8.onnx"
+    torch_int8(packaged_model_path(), tmp_path, made_by_torch)
+    documents = json.loads(COOKBOOK.read_text()) if COOKBOOK.is_file() else []
+    texts = [*QUERIES, *DOCUMENTS, *(chunk["content"] for document in documents for chunk in document["chunks"])][:80]
+    ours = OnnxEncoder(int8_file, packaged_model_path(), 512, alone=True).embed(texts)
+    theirs = OnnxEncoder(made_by_torch, packaged_model_path(), 512, alone=True).embed(texts)
+    assert float(np.min(np.sum(ours * theirs, axis=1))) >= 1 - 1e-6
 
 
 def test_the_int8_timing_runs_here_on_the_real_model(int8_file: Path) -> None:
