@@ -67,52 +67,31 @@ def index(
     plan: bool = typer.Option(
         False, "--plan", help="Print what the run would pay for (every Claude mode, Voyage), and run nothing."
     ),
+    watch: bool = typer.Option(
+        False,
+        "--watch",
+        help="After the run, watch SOURCE: each saved change is indexed (only what changed) until Ctrl-C.",
+    ),
     options: IndexOptions = INDEX,
 ) -> None:
     """Load, contextualize, embed and index SOURCE; the new index goes live only when complete."""
+    from ctxrag.index_view import show_report
+
     with user_errors():  # bad input fails in well under a second, before Prefect or a model is loaded
+        if plan and watch:
+            fail("--plan runs nothing and --watch runs on every change: choose one")
         if plan:  # plain Python: no Prefect server, no flow, no paid call
             return _show_plan(source, name, options, as_json)
+        if watch:
+            from ctxrag.index_view import Watching
+            from ctxrag.watch import watch_index
+
+            shown = Watching(out, err, source, name, as_json)
+            return watch_index(source, name, options, shown.report, note=shown.note, failed=shown.failed)
         from ctxrag.runs import run_index
 
         report = run_index(source, name, options)
-    if as_json:
-        print(json.dumps(report))
-        return
-    for warning in report["warnings"]:
-        _warn(warning)
-    table = Table(title=f"index {name!r}: {report['status']} (version {report['version']})")
-    table.add_column("item")
-    table.add_column("value", justify="right")
-    for key, value in report.items():
-        if key not in {"index", "version", "status"} and not isinstance(value, (dict, list, type(None))):
-            table.add_row(key.replace("_", " "), figure(value, key))
-    table.add_row("warnings", str(len(report["warnings"])))
-    table.add_row(
-        "seconds", ", ".join(f"{stage} {figure(value, 'seconds')}" for stage, value in report["seconds"].items())
-    )
-    out.print(table)
-    costs = report["contextualizer_calls"]
-    if costs["calls"]:
-        out.print(
-            f"Claude: {costs['calls']} calls ({costs['failed_calls']} failed), {costs['cache_read_share']:.1%} of input "
-            f"tokens read from cache, ${figure(costs['cost_usd'], 'cost_usd')} "
-            f"(without caching ${figure(costs['cost_without_cache_usd'], 'cost_usd')})",
-            highlight=False,
-        )
-    if report["embedding_calls"]["calls"]:
-        spent = report["embedding_calls"]
-        out.print(
-            f"Voyage: {spent['calls']} requests, {spent['input_tokens']:,} tokens, ${figure(spent['cost_usd'], 'cost_usd')}",
-            highlight=False,
-        )
-    if costs["calls"]:
-        if costs["documents_without_caching"]:
-            out.print(
-                f"caching could not apply (below the model's minimum length) to {len(costs['documents_without_caching'])} documents: "
-                + ", ".join(costs["documents_without_caching"][:10]),
-                highlight=False,
-            )
+    show_report(out, err, report, name, as_json)
 
 
 @app.command()

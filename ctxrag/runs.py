@@ -59,6 +59,16 @@ def run_flow(
     """Run the flow ``load_flow`` imports against the configured Prefect server, else the local one ``server`` names
     (None: ``server_mode()``, the command's choice); its errors are raised. The import, and Prefect's logging set-up,
     happen while the local server starts."""
+    with flow_session(load_flow, server=server) as run:
+        return run(**parameters)
+
+
+@contextmanager
+def flow_session(
+    load_flow: Callable[[], Callable[..., Any]], *, server: ServerMode | None = None
+) -> Iterator[Callable[..., Any]]:
+    """The flow ``load_flow`` imports, to be run (once, or many times: ``ctxrag index --watch``) within the block
+    against the server ``run_flow`` uses; the server, Prefect's settings and logging are set up once for them all."""
     from ctxrag.prefect_commands.local_server import local_prefect_server
 
     loaded: list[Callable[..., Any]] = []
@@ -68,7 +78,7 @@ def run_flow(
         quiet_tracebacks()
 
     with local_prefect_server(meanwhile=prepare, mode=server), heartbeats_as_configured():
-        return loaded[0](**parameters)
+        yield loaded[0]
 
 
 @contextmanager
@@ -92,6 +102,12 @@ def run_index(source: str, name: str, options: IndexOptions, server: ServerMode 
     model embeds every chunk, so the model is loaded while the server starts (the embed task reuses it when its tasks
     run in this process)."""
     check_index_input(source, name, options)
+    return run_flow(index_flow(name, options), server=server, source=source, name=name, options=options)
+
+
+def index_flow(name: str, options: IndexOptions) -> Callable[[], Callable[..., Any]]:
+    """What imports the index flow with ``options``' task runner (for ``run_flow``/``flow_session``); for a new index
+    on the local model, it also loads the model."""
     from ctxrag.storage.index_store import IndexStore
     from ctxrag.tasks.common.providers import Provider
 
@@ -112,7 +128,7 @@ def run_index(source: str, name: str, options: IndexOptions, server: ServerMode 
             preload_local_model(options.embedding.spec())
         return index_corpus.with_options(task_runner=runner)
 
-    return run_flow(load_flow, server=server, source=source, name=name, options=options)
+    return load_flow
 
 
 def check_evaluate_input(evalset: str, name: str, options: EvaluateOptions, warn: Callable[[str], None]) -> None:

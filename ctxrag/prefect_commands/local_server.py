@@ -306,10 +306,8 @@ def _start_on(home: Path, port: int, meanwhile: Callable[[], object]) -> LocalSe
                 time.sleep(0.1)
             status, settings = _request(server.api_url, "admin/settings", auth)
             answering = Path(settings["home"]) if isinstance(settings, dict) and settings.get("home") else None
-            if (
-                status == 401 or answering is not None and answering.resolve() != home.resolve()
-            ):  # ours could not bind it
-                raise PortTaken(
+            if status == 401 or answering is not None and answering.resolve() != home.resolve():
+                raise PortTaken(  # ours could not bind it
                     f"port {port} is served by another Prefect server ({answering or 'it refuses this auth string'})"
                 )
             return server

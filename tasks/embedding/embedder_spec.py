@@ -113,12 +113,12 @@ class EmbedderSpec:
         """``embedded_text`` of many chunks (a context cap counts the word pieces of all of them in one call)."""
         from ctxrag.tasks.common.models import indexed_text
         from ctxrag.tasks.context.offline import shorten_defines
-        from ctxrag.tasks.embedding.windows import cap_contexts, local_word_pieces, windowed_text
+        from ctxrag.tasks.embedding.windows import cap_local_contexts, windowed_text
 
         if self.defines_chars:
             contexts = [shorten_defines(context, self.defines_chars) for context in contexts]
         if self.context_tokens:
-            contexts = cap_contexts(contexts, self.context_tokens, local_word_pieces)
+            contexts = cap_local_contexts(contexts, self.context_tokens)
         text = windowed_text if self.window_tokens else indexed_text
         return [text(context, content) for context, content in zip(contexts, contents, strict=True)]
 

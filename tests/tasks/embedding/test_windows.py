@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from ctxrag.tasks.embedding.windows import cap_context, local_word_pieces, pooled_rows, split_windows, windowed_text
+from ctxrag.tasks.embedding import windows
+from ctxrag.tasks.embedding.windows import (
+    cap_context,
+    cap_contexts,
+    cap_local_contexts,
+    local_word_pieces,
+    pooled_rows,
+    split_windows,
+    windowed_text,
+)
 
 
 def characters(texts: list[str]) -> list[int]:
@@ -50,6 +60,34 @@ def test_the_local_counter_is_the_packaged_models_tokenizer_uncut_and_unpadded()
     capped = cap_context(CONTEXT, 16, local_word_pieces)
     assert local_word_pieces([capped])[0] <= 16 < local_word_pieces([CONTEXT])[0]
     assert [line.split(" ")[0] for line in capped.split("\n")] == ["File:", "A", "Defines:", "Inside:"]
+
+
+def test_local_caps_are_the_local_counter_s_and_each_context_is_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted: list[str] = []
+
+    def counting(texts: list[str]) -> list[int]:
+        counted.extend(texts)
+        return local_word_pieces(texts)
+
+    monkeypatch.setattr(windows, "local_word_pieces", counting)
+    monkeypatch.setattr(windows, "_capped", windows.OrderedDict())
+    contexts = [CONTEXT, "short", CONTEXT + "\nDefines: more, names", CONTEXT]
+    expected = cap_contexts(contexts, 16, local_word_pieces)
+    assert cap_local_contexts(contexts, 16) == expected
+    first = len(counted)
+    assert first and "short" not in counted  # a context within the cap in bytes is never counted
+    assert cap_local_contexts(list(reversed(contexts)), 16) == list(reversed(expected))
+    assert len(counted) == first  # the same contexts again: nothing counted
+    assert cap_local_contexts([CONTEXT], 12) == cap_contexts([CONTEXT], 12, local_word_pieces)  # another cap: counted
+    assert len(counted) > first
+
+
+def test_the_remembered_caps_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(windows, "_capped", windows.OrderedDict())
+    monkeypatch.setattr(windows, "CAPPED_KEPT", 2)
+    contexts = [f"{CONTEXT} {number}" for number in range(5)]
+    assert cap_local_contexts(contexts, 16) == cap_contexts(contexts, 16, local_word_pieces)
+    assert list(windows._capped) == [(contexts[3], 16), (contexts[4], 16)]  # the last used kept
 
 
 def test_every_window_carries_the_context_and_whole_lines_within_the_budget() -> None:
