@@ -30,7 +30,7 @@ ASSETS = {
     "/page.js": ("page.js", "text/javascript; charset=utf-8"),
     "/page.css": ("page.css", "text/css; charset=utf-8"),
 }
-PUBLIC = frozenset({"/", *ASSETS})  # GET (and HEAD) of these needs no token: they hold no data
+PUBLIC = frozenset({"/", *ASSETS})  # GET of these needs no token: they hold no data
 # The page runs only its own script and style, talks only to this service, and cannot be framed.
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; "
@@ -57,7 +57,7 @@ CHART_PARAMETERS = {"index": INDEX, "run": "The run, as /evaluation names it (it
 
 def is_public(method: str, path: str) -> bool:
     """True for the page and its files, which every local user may fetch (they hold no data)."""
-    return method in {"GET", "HEAD"} and path in PUBLIC
+    return method == "GET" and path in PUBLIC
 
 
 @cache

@@ -64,7 +64,9 @@ def test_the_page_and_its_files_need_no_token_and_hold_no_data(client: TestClien
     script = client.get("/page.js").text
     assert "innerHTML" not in script and "outerHTML" not in script and "insertAdjacentHTML" not in script
     assert "http://" not in script and "https://" not in script  # nothing fetched from elsewhere
-    assert error_of(client.post("/"))[:2] == (401, "unauthorized")  # only GET of the page is open
+    for method in ("POST", "HEAD", "OPTIONS"):  # only GET of the page is open
+        answer = client.request(method, "/")
+        assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer", method
 
 
 @pytest.mark.parametrize(
