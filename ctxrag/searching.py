@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ctxrag.storage.ledger import LedgerRow
     from ctxrag.tasks.retrieval.fusion import RankedRow
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
+    from ctxrag.tasks.retrieval.source_lines import SourceLines
 
 _DEFAULTS = SearchRequest(query="-")
 LONG_LIVED_QUERIES = 10_000  # query vectors an Index(long_lived=True) keeps in memory: ~15 MB with the local model
@@ -134,6 +135,14 @@ class Index:
                 hits = [dataclasses.replace(hit, also=lines) for hit, lines in zip(hits, also)]
             answers.append(SearchAnswer(self.name, self.version, chosen.label, hits))
         return answers
+
+    def lines(self, source: str, first: int = 1, last: int | None = None) -> SourceLines:
+        """Lines ``first`` to ``last`` (None: to the end) of ``source`` (a hit's ``source``) as this version holds
+        it: the file as indexed, joined from its chunks, never read from the disk (a ``UserError`` for a source this
+        index does not hold as a file's lines, or a range that is not one)."""
+        from ctxrag.tasks.retrieval.source_lines import source_lines
+
+        return source_lines(self._searcher.index.chunks, source, first, last)
 
     def _per_file(self, ranked: list[RankedRow], k: int) -> tuple[list[RankedRow], list[tuple[tuple[int, int], ...]]]:
         """The first ``k`` files of ``ranked``, each at its best chunk's place, with the line ranges (in line order) of

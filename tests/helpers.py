@@ -55,6 +55,28 @@ def index_as_sample(home: Path, corpus: Path = SAMPLE_CORPUS, **options: Any) ->
     return report.version
 
 
+# --- index rows (tests/tasks/retrieval) ---------------------------------------------------------------------------
+
+
+def index_rows(chunks: list[tuple[str, int, str, str]], documents: dict[str, str]) -> pa.Table:
+    """Index rows (doc_id, chunk_index, heading, content) in the order given (a backend may store a document's chunks
+    in any order), with each document's hash from ``documents`` (doc_id -> its text)."""
+    import pyarrow as pa
+
+    from ctxrag.tasks.common.models import sha256_hex
+
+    return pa.table(
+        {
+            "chunk_id": [f"{doc}#{index}" for doc, index, _, _ in chunks],
+            "doc_id": [doc for doc, _, _, _ in chunks],
+            "chunk_index": [index for _, index, _, _ in chunks],
+            "doc_sha": [sha256_hex(doc, documents[doc]) for doc, _, _, _ in chunks],
+            "heading": [heading for _, _, heading, _ in chunks],
+            "content": [content for _, _, _, content in chunks],
+        }
+    )
+
+
 # --- a user's folder with its own tasks, storage and flows (tests/test_packaging.py, test_prefect_server.py) -------
 
 SHADOWING_MODULES = ("tasks.py", "storage/__init__.py", "flows/__init__.py")

@@ -1,7 +1,8 @@
 """``ctxrag serve-search``: search over HTTP (FastAPI, served by uvicorn), JSON in and out, an OpenAPI schema at
 ``/openapi.json`` (and pages at ``/docs``). ``POST /search`` and ``GET /indexes`` answer from ``WarmIndexes``; every
 error is a JSON object ``{"error": {"kind", "message"}}`` with a 4xx status (5xx for a bug or an unreadable index).
-With a token, every path needs ``Authorization: Bearer TOKEN``."""
+With a token, every path needs ``Authorization: Bearer TOKEN``, but the search page's (``/`` and its two files, which
+hold no data: ``ctxrag.services.page``, which also adds ``/lines`` and ``/evaluation``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ctxrag.services.page import add_page, is_public
 from ctxrag.services.requests import STATUS, ServiceError, parsed
 from ctxrag.services.warm import WarmIndexes
 from ctxrag.tasks.common.hits import ANSWER_SCHEMA
@@ -60,14 +62,19 @@ def error_response(status: int, kind: str, message: str) -> JSONResponse:
 def build_app(
     warm: WarmIndexes, default_index: str, token: str | None, contract: type[SearchRequest] = SearchRequest
 ) -> FastAPI:
-    """The HTTP app: ``POST /search``, ``GET /indexes``, ``GET /health``; ``token`` (if any) required on every path."""
+    """The HTTP app: ``POST /search``, ``GET /indexes``, ``GET /health``, the search page (``/``, ``/lines``,
+    ``/evaluation``); ``token`` (if any) required on every path but the page's own files."""
     from ctxrag import __version__
 
     app = FastAPI(title="ctxrag search", version=__version__, description=__doc__)
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if token is not None and not _authorized(request.headers.get("authorization", ""), token):
+        if (
+            token is not None
+            and not is_public(request.method, request.url.path)
+            and not _authorized(request.headers.get("authorization", ""), token)
+        ):
             return error_response(401, "unauthorized", "send 'Authorization: Bearer TOKEN' with the service's token")
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
@@ -78,7 +85,10 @@ def build_app(
     async def refused_by_routing(request: Request, error: StarletteHTTPException) -> JSONResponse:
         if error.status_code == 404:
             return error_response(
-                404, "not_found", f"no {request.url.path} here; the paths are /search, /indexes, /health and /docs"
+                404,
+                "not_found",
+                f"no {request.url.path} here; the paths are / (the search page), /search, /indexes, /lines, "
+                f"/evaluation, /health and /docs",
             )
         if error.status_code == 405:
             return error_response(405, "method_not_allowed", f"{request.method} is not how {request.url.path} is asked")
@@ -122,13 +132,14 @@ def build_app(
 
     @app.get("/indexes", responses=ERRORS)
     def indexes() -> dict[str, Any]:
-        """The indexes there are to search (as ``ctxrag list``)."""
-        return {"indexes": warm.listing()}
+        """The indexes there are to search (as ``ctxrag list``), and the one a request that names none searches."""
+        return {"indexes": warm.listing(), "default": default_index}
 
     @app.get("/health")
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    add_page(app, warm, default_index, ERRORS)
     return app
 
 

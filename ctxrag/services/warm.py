@@ -71,7 +71,11 @@ class WarmIndexes:
     def run(self, name: str, work: Callable[[Index], T]) -> T:
         """``work`` done with index ``name`` at its live version, on the search thread; once more on the index
         reopened when a version is pruned under it (a ``FileNotFoundError``)."""
-        return self._thread.submit(self._run, name, work).result()
+        return self.submit_work(name, work).result()
+
+    def submit_work(self, name: str, work: Callable[[Index], T]) -> Future[T]:
+        """``run`` handed to the search thread: its result's future (an async door awaits it)."""
+        return self._thread.submit(self._run, name, work)
 
     def _run(self, name: str, work: Callable[[Index], T]) -> T:
         try:

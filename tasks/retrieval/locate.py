@@ -85,31 +85,19 @@ class Locator:
         placed = self._lines.get(document)
         if placed is None:
             placed = (
-                self._document_lines(document, self._rows_around(document, row))
+                self._document_lines(document_rows(self.chunks, document, row))
                 if "doc_sha" in self.chunks.column_names
                 else {}
             )
             _keep(self._lines, document, placed, KEPT_DOCUMENTS)
         return placed.get(row)
 
-    def _rows_around(self, document: str, row: int) -> list[int]:
-        """``document``'s rows, in chunk order: those next to ``row`` (it included), as a version's rows hold each
-        document's chunks together (``ctxrag.tasks.stages.publish`` writes the corpus's chunks document by document).
-        No other row is read: a million-row table's ``doc_id`` column made into Python values took 1.1 s a search."""
-        first, last = row, row
-        while first > 0 and self.chunks.value("doc_id", first - 1) == document:
-            first -= 1
-        while last + 1 < self.chunks.num_rows and self.chunks.value("doc_id", last + 1) == document:
-            last += 1
-        indexes = self.chunks.values("chunk_index", list(range(first, last + 1)))
-        return [row for _, row in sorted(zip(indexes, range(first, last + 1)))]
-
-    def _document_lines(self, document: str, rows: list[int]) -> dict[int, Placed]:
-        """Each of ``rows``' line range and symbol, or none if their chunks joined are not ``document``."""
-        contents = self.chunks.values("content", rows)
-        text = "".join(contents)
-        if sha256_hex(document, text) != self.chunks.value("doc_sha", rows[0]):
+    def _document_lines(self, rows: list[int]) -> dict[int, Placed]:
+        """Each of a document's ``rows``' line range and symbol, or none if their chunks joined are not the document."""
+        contents = document_contents(self.chunks, rows)
+        if contents is None:
             return {}
+        text = "".join(contents)
         definitions = find_definitions(text) if len(text) <= MAX_SYMBOL_TEXT else []
         placed, start, offset = {}, 1, 0
         for row, content in zip(rows, contents):
@@ -120,6 +108,29 @@ class Locator:
             start += content.count("\n")
             offset += len(content)
         return placed
+
+
+def document_rows(chunks: ChunkTable, document: str, row: int) -> list[int]:
+    """``document``'s rows, in chunk order: those next to ``row`` (it included), as a version's rows hold each
+    document's chunks together (``ctxrag.tasks.stages.publish`` writes the corpus's chunks document by document).
+    No other row is read: a million-row table's ``doc_id`` column made into Python values took 1.1 s a search."""
+    first, last = row, row
+    while first > 0 and chunks.value("doc_id", first - 1) == document:
+        first -= 1
+    while last + 1 < chunks.num_rows and chunks.value("doc_id", last + 1) == document:
+        last += 1
+    indexes = chunks.values("chunk_index", list(range(first, last + 1)))
+    return [row for _, row in sorted(zip(indexes, range(first, last + 1)))]
+
+
+def document_contents(chunks: ChunkTable, rows: list[int]) -> list[str] | None:
+    """The texts of a document's ``rows`` (``document_rows``), or None unless, joined, they are the document itself
+    (its hash is the index's ``doc_sha``): then its lines are the file's."""
+    if not rows or "doc_sha" not in chunks.column_names:
+        return None
+    contents: list[str] = chunks.values("content", rows)
+    document = chunks.value("doc_id", rows[0])
+    return contents if sha256_hex(document, "".join(contents)) == chunks.value("doc_sha", rows[0]) else None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ the scoring itself, and what the run writes (per-query results, the chart, the a
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from ctxrag.tasks.evaluation.answer import EndToEnd
 from ctxrag.tasks.evaluation.evalset import EvalSet, load_evalset
 from ctxrag.tasks.evaluation.evaluate import Evaluation, evaluate, require_golden_chunks
 from ctxrag.tasks.evaluation.report import chart_markdown, metrics_rows, write_chart, write_run
+from ctxrag.tasks.evaluation.runs import CHART, run_folder
 from ctxrag.tasks.options import EvaluateOptions
 from ctxrag.tasks.retrieval.cross_encoder import CrossEncoderReranker
 from ctxrag.tasks.retrieval.rerank import RerankSpec
@@ -116,7 +116,7 @@ def run_evaluation(scoring: Scoring, questions: EvalSet) -> Evaluation:
 @task(cache_policy=NONE)
 def save_evaluation(run_dir: Path, config: dict[str, object], result: Evaluation) -> Path:
     write_run(run_dir, config, result.metrics, result.per_query)
-    return write_chart(result.metrics, run_dir / "chart.svg", f"{config['index']}: {Path(str(config['evalset'])).name}")
+    return write_chart(result.metrics, run_dir / CHART, f"{config['index']}: {Path(str(config['evalset'])).name}")
 
 
 def report_evaluation(scoring: Scoring, evalset: str, questions: EvalSet, result: Evaluation) -> dict[str, object]:
@@ -130,7 +130,7 @@ def report_evaluation(scoring: Scoring, evalset: str, questions: EvalSet, result
             name,
             ", ".join(result.missing_golden[:3]),
         )
-    run_dir = scoring.home / "runs" / f"evaluate-{name}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**6:06d}"
+    run_dir = run_folder(scoring.home, name)
     config: dict[str, object] = {
         "index": name,
         "index_manifest": IndexStore(scoring.home).manifest(name),

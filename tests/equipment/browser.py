@@ -1,8 +1,9 @@
 """Headless Chromium (Debian's /usr/bin/chromium) driven by Playwright: a page's text once it shows what is expected.
 
-Test equipment for the Prefect UI checks and the docs screenshot. Playwright drives the system browser through
-``executable_path``, so nothing is downloaded (no ``playwright install``). It waits in real time for the expected
-text, where Chromium's ``--dump-dom --virtual-time-budget`` could dump the page before a late API call had filled it.
+Test equipment for the Prefect UI checks and the docs screenshots (the search page's test and script use its
+``browser_missing`` and ``CHROMIUM``). Playwright drives the system browser through ``executable_path``, so nothing is
+downloaded (no ``playwright install``). It waits in real time for the expected text, where Chromium's ``--dump-dom
+--virtual-time-budget`` could dump the page before a late API call had filled it.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ WAIT_SECONDS = 60.0
 def browser_missing() -> str | None:
     """Why the headless-browser checks cannot run here, or None when Chromium and Playwright are both installed."""
     if not CHROMIUM.exists():
-        return (
-            f"{CHROMIUM} is not installed (apt-get install -y chromium): the Prefect UI check needs a headless browser"
-        )
+        return f"{CHROMIUM} is not installed (apt-get install -y chromium): the browser tests need a headless browser"
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:

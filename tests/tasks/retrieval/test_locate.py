@@ -8,24 +8,10 @@ import pyarrow as pa
 import pytest
 
 from ctxrag.storage.chunk_table import ChunkTable
-from ctxrag.tasks.common.models import sha256_hex
 from ctxrag.tasks.load.directory import load_directory
 from ctxrag.tasks.retrieval.locate import Location, Locator, definitions_in, line_span
 from tests.helpers import SAMPLE_CORPUS
-
-
-def rows(chunks: list[tuple[str, int, str, str]], documents: dict[str, str]) -> pa.Table:
-    """Index rows (doc_id, chunk_index, heading, content), shuffled as a backend may store them."""
-    return pa.table(
-        {
-            "chunk_id": [f"{doc}#{index}" for doc, index, _, _ in chunks],
-            "doc_id": [doc for doc, _, _, _ in chunks],
-            "chunk_index": [index for _, index, _, _ in chunks],
-            "doc_sha": [sha256_hex(doc, documents[doc]) for doc, _, _, _ in chunks],
-            "heading": [heading for _, _, heading, _ in chunks],
-            "content": [content for _, _, _, content in chunks],
-        }
-    )
+from tests.helpers import index_rows as rows
 
 
 def test_a_span_leaves_out_the_blank_lines_a_chunk_carries() -> None:
