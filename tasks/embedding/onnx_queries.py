@@ -28,6 +28,7 @@ PACKAGE = PACKAGED.package
 PROBES = ["where are retries configured?", "def parse(self, text: str) -> list[str]:", "a longer question " * 20]
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 BATCH = 32
+BATCH_TOKENS = 2_048  # a batch's padded tokens at most: 8 inputs of 256 (an fp32 index's peak, docs/decisions.md)
 
 
 def export_path(models_dir: Path, model: str) -> Path:
@@ -55,10 +56,22 @@ def export_query_model(model_dir: Path, target: Path) -> bool:
         partial.unlink(missing_ok=True)  # gone after os.replace; a failed or rejected graph leaves nothing
 
 
-def token_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
-    """Positions grouped into batches of similar token count, longest first (ties keep their order)."""
+def token_sorted_batches(lengths: list[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Positions grouped into batches of similar token count, longest first (ties keep their order): at most
+    ``batch_size`` each and, with ``max_tokens``, at most that many tokens once padded to the batch's longest."""
     order = sorted(range(len(lengths)), key=lambda position: -lengths[position])
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    for position in order:
+        batch = batches[-1] if batches else None
+        if (
+            batch is None
+            or len(batch) == batch_size
+            or (max_tokens is not None and (len(batch) + 1) * lengths[batch[0]] > max_tokens)
+        ):
+            batches.append([position])
+        else:
+            batch.append(position)
+    return batches
 
 
 def _pool(hidden: np.ndarray, mask: np.ndarray, pooling: str = "mean", dense: tuple[Any, ...] = ()) -> np.ndarray:
@@ -109,6 +122,9 @@ class OnnxEncoder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1 if alone else max(1, min(threads, os.cpu_count() or 1))
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Batches without onnxruntime's arena: it keeps its largest batch's activations in chunks grown by powers of
+        # two (an fp32 index peaked 30% above torch's); an input alone keeps it (docs/decisions.md, "fp32 memory").
+        options.enable_cpu_mem_arena = alone
         self.alone, self.threads, self.pooling, self.dense = alone, threads, pooling, dense
         self.session = onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
         self.inputs = [graph_input.name for graph_input in self.session.get_inputs() if graph_input.name in INPUTS]
@@ -131,7 +147,7 @@ class OnnxEncoder:
         if self.alone:
             return self._embed_alone(ids)
         vectors = np.zeros((len(ids), 0), dtype=np.float32)
-        for batch in token_sorted_batches([len(row) for row in ids], BATCH):
+        for batch in token_sorted_batches([len(row) for row in ids], BATCH, BATCH_TOKENS):
             arrays = self._padded([ids[position] for position in batch])
             pooled = _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling, self.dense)
             if vectors.shape[1] == 0:

@@ -139,3 +139,5 @@ def test_a_graph_whose_vectors_are_not_whole_is_not_kept(tmp_path: Path, monkeyp
 def test_batches_group_texts_by_token_count_longest_first() -> None:
     assert token_sorted_batches([3, 9, 1, 9, 5], 2) == [[1, 3], [4, 0], [2]]
     assert token_sorted_batches([], 32) == []
+    assert token_sorted_batches([9, 3, 9, 1, 5], 4, max_tokens=18) == [[0, 2], [4, 1, 3]]
+    assert token_sorted_batches([40], 4, max_tokens=8) == [[0]]  # an input longer than the budget goes alone
