@@ -191,8 +191,8 @@ def render(result: dict, meta: dict) -> str:
 
     def figures_row(name: str, kind: str, level: str, questions: str, f: dict) -> str:
         return (
-            f"| {name} | {kind} | {level} | {questions} | {pct(f['chunks_share'])}, {f['chunks_median distinct']:g} | "
-            f"{pct(f['chunks_one file'])} | {f['files_median distinct']:g} | {pct(f['chunks_hit@5'])} | "
+            f"| {name} | {kind} | {level} | {questions} | {pct(f['chunks_share'])}, {f['chunks_median distinct']:.1f} | "
+            f"{pct(f['chunks_one file'])} | {f['files_median distinct']:.1f} | {pct(f['chunks_hit@5'])} | "
             f"{pct(f['files_hit@5'])} | {pct(f['chunks_hit@10'])} | {pct(f['files_hit@10'])} | "
             f"{pct(f['chunks_mrr@10'])} | {pct(f['files_mrr@10'])} |"
         )

@@ -1,7 +1,8 @@
 """A new query's ``ctxrag search`` as a whole process, this checkout against an earlier one, side by side.
 
     .venv/bin/python benchmarks/search_process.py --base-code DIR --base-home HOME --home HOME --name INDEX
-        [--runs 9] [--case later|first|alone] [--base-resident] [--base-python PY] [-k 5] [--queries JSONL] [--out FILE]
+        [--runs 9] [--case later|first|alone] [--base-resident] [--base-python PY] [-k 5] [--queries JSONL [--first N]]
+        [--out FILE]
 
 Each round runs ``ctxrag search QUERY --name INDEX -k K`` (5 unless ``-k``) twice, with a query neither side has
 seen (a made-up question with a new word each round; with ``--queries``, the next question of an evaluation set's
@@ -122,8 +123,10 @@ def main() -> None:
     )
     parser.add_argument("-k", type=int, default=5, help="hits a search asks for")
     parser.add_argument("--queries", type=Path, help="JSONL of {query}: round N asks the Nth (default: made up)")
+    parser.add_argument("--first", type=int, default=0, help="--queries: round N asks the (FIRST + N)th")
     args = parser.parse_args()
     asked = [json.loads(line)["query"] for line in args.queries.read_text().splitlines()] if args.queries else []
+    asked = asked[args.first :]
     base = {"k": args.k, "python": args.base_python}
     runtime = Path(tempfile.mkdtemp(prefix="ctxrag-bench-", dir="/tmp"))
     resident = {"XDG_RUNTIME_DIR": str(runtime), "CTXRAG_SEARCH_IDLE_MINUTES": "0" if args.case == "alone" else "30"}
@@ -177,7 +180,7 @@ def main() -> None:
         "base resident": bool(on_base) and args.case == "later",
         "base python": "its own virtualenv" if args.base_python else "this virtualenv",
         "k": args.k,
-        "queries": args.queries.name if args.queries else "made up",
+        "queries": f"{args.queries.name} from question {args.first}" if args.queries else "made up",
         "index": args.name,
         "runs": args.runs,
         "base median s": statistics.median(r["base_s"] for r in rounds),
