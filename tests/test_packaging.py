@@ -155,7 +155,7 @@ def test_the_command_indexes_and_searches_from_the_user_folder(user_folder: tupl
     assert "published" in indexed.stdout
     found = python(user_folder, command, "search", "retry backoff delay", "--name", "shadow", "-k", "3", "--json")
     assert found.returncode == 0, found.stderr[-3000:]
-    assert [hit["rank"] for hit in json.loads(found.stdout)] == [1, 2, 3]
+    assert [hit["rank"] for hit in json.loads(found.stdout)["hits"]] == [1, 2, 3]
 
 
 def test_the_python_api_works_from_the_user_folder(user_folder: tuple[Path, dict[str, str]]) -> None:
