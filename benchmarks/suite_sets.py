@@ -231,9 +231,10 @@ class SetData:
         """The question's metrics (default: all of the set's) for a ranking of rows."""
         return [metric_value(name, ranking, self.golden[i], self.doc_of_row) for name in (metrics or self.metrics)]
 
-    def rank(self, i: int, strategy: str) -> list[int]:
-        """Rows of the index, as the product's ``strategy`` (a ``StrategyConfig`` label) ranks question ``i``: the
-        cached rankings, in ``Searcher.rankings``' order, through ``fuse_rankings`` (the function ``Searcher.fuse`` runs)."""
+    def rank(self, i: int, strategy: str, depth: int = RANKED) -> list[int]:
+        """Rows of the index, ``depth`` of them, as the product's ``strategy`` (a ``StrategyConfig`` label) ranks
+        question ``i``: the cached rankings, in ``Searcher.rankings``' order, through ``fuse_rankings`` (the function
+        ``Searcher.fuse`` runs)."""
         names = mentioned_names(self.texts[i])
 
         def evidence(rows: list[int]) -> tuple[dict[int, int], set[int]]:
@@ -249,7 +250,7 @@ class SetData:
             ]
             for side in ("vector", "bm25")
         }  # arrays "vrow", "vscore", "brow", "bscore"
-        return [hit.row for hit in fuse_rankings(StrategyConfig.from_str(strategy), rankings, RANKED, evidence)]
+        return [hit.row for hit in fuse_rankings(StrategyConfig.from_str(strategy), rankings, depth, evidence)]
 
 
 def metric_value(name: str, ranking, golden: np.ndarray, doc_of_row: np.ndarray) -> float:

@@ -113,6 +113,20 @@ def test_each_hit_says_where_it_is_and_its_repr_is_short(home: Path) -> None:
     assert code.location.definitions and not code.location.heading
 
 
+def test_per_file_gives_each_file_once_at_its_best_chunk_with_its_other_chunks_lines(home: Path) -> None:
+    index = ctxrag.open("sample")
+    chunks = index.search(QUERY, k=100).hits  # every chunk of the sample, ranked
+    grouped = index.search(QUERY, k=3, per_file=True).hits
+    best = {hit.source: hit for hit in reversed(chunks)}  # each file's first chunk hit
+    expected = sorted(best.values(), key=lambda hit: hit.rank)[:3]
+    assert [hit.chunk_id for hit in grouped] == [hit.chunk_id for hit in expected]
+    assert [hit.rank for hit in grouped] == [1, 2, 3] and len({hit.source for hit in grouped}) == 3
+    for hit in grouped:  # ``also``: the file's other chunks among the first 3 x k chunk hits, in line order
+        others = [c.location.lines for c in chunks[:9] if c.source == hit.source and c.chunk_id != hit.chunk_id]
+        assert list(hit.also) == sorted(others)
+    assert any(hit.also for hit in grouped) and not any(hit.also for hit in chunks)
+
+
 def test_strategy_none_is_the_command_s_default(home: Path) -> None:
     assert ctxrag.search(QUERY, name="sample") == ctxrag.search(QUERY, name="sample", strategy=DEFAULT_STRATEGY, k=10)
 

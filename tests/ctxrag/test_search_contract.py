@@ -110,3 +110,27 @@ def test_the_resident_search_s_wire_carries_the_option_and_checks_it() -> None:
     refused = search_answer(warm, json.dumps({"query": "retry", "probe": 0}).encode(), contract=Probe)  # type: ignore[arg-type]
     assert refused == {"error": {"kind": "invalid_request", "message": REFUSED}}
     assert [request.probe for request in warm.requests] == [8]  # type: ignore[attr-defined]
+
+
+def test_mcp_searches_each_file_once_unless_asked_and_its_schema_says_so_http_every_chunk() -> None:
+    warm = Recorder()
+    server = SearchServer(warm, "sample")  # type: ignore[arg-type]
+
+    async def call() -> None:
+        (tool,) = [tool for tool in await server.list_tools() if tool.name == "search"]
+        assert tool.input_schema["properties"]["per_file"]["default"] is True  # this door's default, published
+        assert request_schema()["properties"]["per_file"]["default"] is False  # the contract's stays
+        await server.call_tool("search", {"query": "retry"})
+        await server.call_tool("search", {"query": "retry", "per_file": False})
+        with pytest.raises(ToolError, match="per_file must be true or false"):
+            await server.call_tool("search", {"query": "retry", "per_file": "yes"})
+
+    anyio.run(call)
+    assert [request.per_file for request in warm.requests] == [True, False]
+    web = Recorder()  # HTTP keeps the contract's default: a program building a context reads the chunks' text
+    client = TestClient(build_app(web, "sample", None))  # type: ignore[arg-type]
+    body = client.get("/openapi.json").json()["paths"]["/search"]["post"]["requestBody"]
+    assert body["content"]["application/json"]["schema"]["properties"]["per_file"]["default"] is False
+    assert client.post("/search", json={"query": "retry"}).status_code == 200
+    assert client.post("/search", json={"query": "retry", "per_file": True}).status_code == 200
+    assert [request.per_file for request in web.requests] == [False, True]
