@@ -163,8 +163,11 @@ class OnnxEncoder:
             return _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling, self.dense)[0]
 
         order = sorted(range(len(ids)), key=lambda position: -len(ids[position]))
-        with ThreadPoolExecutor(max(1, min(self.threads, len(ids)))) as pool:
-            rows = list(pool.map(run, (ids[position] for position in order)))
+        if len(ids) == 1 or self.threads <= 1:  # a query: no thread to start
+            rows = [run(ids[position]) for position in order]
+        else:
+            with ThreadPoolExecutor(min(self.threads, len(ids))) as pool:
+                rows = list(pool.map(run, (ids[position] for position in order)))
         vectors = np.zeros((len(ids), rows[0].shape[0] if rows else 0), dtype=np.float32)
         vectors[order] = rows
         return vectors
