@@ -46,7 +46,7 @@ def test_the_graph_s_vectors_equal_sentence_transformers_on_torch(onnx_file: Pat
     sentence_transformers = pytest.importorskip("sentence_transformers")  # the torch extra
     model = sentence_transformers.SentenceTransformer(str(packaged_model_path()), device="cpu")
     model.max_seq_length = SPEC.max_seq_length
-    texts = [*QUERIES, *real_texts(96)]
+    texts = [*QUERIES, *real_texts(32)]
     expected = model.encode(texts, batch_size=16, normalize_embeddings=True, convert_to_numpy=True)
     got = OnnxEncoder(onnx_file, packaged_model_path(), SPEC.max_seq_length).embed(texts)
     assert got.shape == expected.shape == (len(texts), 384)
