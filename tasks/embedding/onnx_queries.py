@@ -163,7 +163,7 @@ class OnnxEncoder:
             return _pool(self._hidden(arrays), arrays["attention_mask"], self.pooling, self.dense)[0]
 
         order = sorted(range(len(ids)), key=lambda position: -len(ids[position]))
-        if len(ids) == 1 or self.threads <= 1:  # a query: no thread to start
+        if len(ids) <= 1 or self.threads <= 1:  # a query (or nothing): no thread to start
             rows = [run(ids[position]) for position in order]
         else:
             with ThreadPoolExecutor(min(self.threads, len(ids))) as pool:

@@ -18,6 +18,7 @@ from ctxrag.storage.environment import models_dir
 from ctxrag.tasks.embedding.embed import EmbedderSpec, LocalEmbedder, packaged_model_path
 from ctxrag.tasks.embedding.embedder_spec import INT8_RECIPE
 from ctxrag.tasks.embedding.onnx_int8 import Int8Refused, int8_path
+from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder
 
 pytestmark = (
     pytest.mark.slow
@@ -67,6 +68,7 @@ def test_a_text_has_one_int8_vector_alone_or_among_others(int8_file: Path) -> No
         alone = np.vstack([embedder.embed([text], input_type) for text in texts])
         assert np.array_equal(together, alone), input_type
         assert np.array_equal(embedder.embed(texts[::-1], input_type), together[::-1])
+    assert OnnxEncoder(int8_file, packaged_model_path(), 512, alone=True).embed([]).shape[0] == 0
 
 
 def test_the_int8_file_is_made_once_and_reused(int8_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,7 +129,6 @@ def test_the_int8_file_gives_the_vectors_of_the_one_made_from_torch_s_export(int
     """The torch-free int8 file against the one torch's export, the optimizer and the same quantization made (the
     torch extra): the same int8 weights, so the same vectors (an index built before keeps its keys)."""
     pytest.importorskip("transformers")
-    from ctxrag.tasks.embedding.onnx_queries import OnnxEncoder
     from tests.equipment.torch_export import torch_int8
 
     made_by_torch = tmp_path / "torch-int8.onnx"
