@@ -20,13 +20,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
 import httpx
-from common import CTXRAG, RESULTS, SHARED_DATA, git, machine_meta, portable_path, private_env, run_ctxrag, write_report
-from services import free_port, fresh_home, percentiles
+from common import RESULTS, SHARED_DATA, git, machine_meta, portable_path, private_env, run_ctxrag, write_report
+from services import fresh_home, percentiles, start_http
 
 CORPUS, QUESTIONS = SHARED_DATA / "codebase" / "codebase_chunks.json", SHARED_DATA / "codebase" / "evaluation_set.jsonl"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -57,30 +56,6 @@ NAMES = {
     "httpx": "the same service by httpx (no browser)",
 }
 PAINTED = "(count) => performance.getEntriesByName('ctxrag-hits-painted', 'measure').length >= count"
-
-
-def start_service(home: Path) -> tuple[subprocess.Popen, str, str]:
-    """``ctxrag serve-search --name codebase`` with its default token on a free loopback port; (process, URL, token)."""
-    port = free_port()
-    process = subprocess.Popen(
-        CTXRAG + ["serve-search", "--name", "codebase", "--port", str(port)],
-        env=private_env(home),
-        stdout=subprocess.DEVNULL,
-        stderr=open(home / "serve-search.log", "w"),
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while True:
-        if process.poll() is not None:
-            raise SystemExit(f"serve-search ended: {(home / 'serve-search.log').read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/page.css", timeout=2).status_code == 200:
-                return process, url, (home / "search-token").read_text().strip()
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise SystemExit("serve-search did not answer in 300 s")
-        time.sleep(0.2)
 
 
 def measure(url: str, token: str, queries: list[str]) -> dict:
@@ -145,7 +120,9 @@ def main() -> None:
     }
     report["rounds"] = []
     for _ in range(args.rounds):  # each round a new service on a new copy: every question new to it
-        process, url, token = start_service(fresh_home(built, args.home / "page"))
+        home = fresh_home(built, args.home / "page")
+        process, url = start_http(home, token=True)
+        token = (home / "search-token").read_text().strip()
         try:
             report["rounds"].append(measure(url, token, questions[: args.queries]))
         finally:

@@ -79,12 +79,13 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_http(home: Path, name: str = "codebase") -> tuple[subprocess.Popen, str]:
-    """``ctxrag serve-search --name NAME`` on a free loopback port, answering /health; (process, base URL)."""
+def start_http(home: Path, name: str = "codebase", token: bool = False) -> tuple[subprocess.Popen, str]:
+    """``ctxrag serve-search --name NAME`` on a free loopback port, answering /health (with ``token``: the service's
+    default, its token in ``home/search-token``, so /health answers 401 until asked with it); (process, base URL)."""
     port = free_port()
+    # --no-token by default: the figures here were measured before a token was the default (the check is one comparison)
     process = subprocess.Popen(
-        # --no-token: the figures here were measured before a token was the default (the check is one comparison)
-        CTXRAG + ["serve-search", "--name", name, "--port", str(port), "--no-token"],
+        CTXRAG + ["serve-search", "--name", name, "--port", str(port), *([] if token else ["--no-token"])],
         env=private_env(home),
         stdout=subprocess.DEVNULL,
         stderr=open(home / "serve-search.log", "w"),
@@ -95,7 +96,7 @@ def start_http(home: Path, name: str = "codebase") -> tuple[subprocess.Popen, st
         if process.poll() is not None:
             raise SystemExit(f"serve-search ended: {(home / 'serve-search.log').read_text()[-2000:]}")
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            if httpx.get(f"{url}/health", timeout=2).status_code == (401 if token else 200):
                 return process, url
         except httpx.TransportError:
             pass
