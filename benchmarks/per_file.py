@@ -22,7 +22,7 @@ document-level set's golden documents, a chunk-level set's golden chunks' docume
 ``search(question, k=10, strategy="hybrid-score")`` with ``per_file`` off and on in the suite's home: the hits (chunk
 ids, then files in order) checked equal to the figures' lists, and where each chunk hit's matched lines came from
 (``tasks/retrieval/matches.py``): the query's terms (lines with marked words), the lines nearest the query's meaning
-(the local model), or the hit's first lines (past the 32 lines a search scores by meaning).
+(word-piece vectors), or the hit's first lines (where those are not installed).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from common import REPO, git, machine_meta, write_report  # benchmarks/common.py
 
 from ctxrag.searching import PER_FILE_ALSO, PER_FILE_CHUNKS
 from ctxrag.tasks.common.hits import SearchAnswer
-from ctxrag.tasks.retrieval import matches
+from ctxrag.tasks.retrieval.word_vectors import packaged_word_vectors
 
 STRATEGY = "hybrid-score"  # the product's default
 K = 10
@@ -136,20 +136,12 @@ def product_pass(home: Path, spec: sets_.SetSpec, d: sets_.SetData, count: int) 
 
 def match_sources(answer: SearchAnswer) -> list[str]:
     """Where each hit's matched lines came from, by ``matched_lines``' rule: ``terms`` (a line with marked words),
-    ``meaning`` (scored by the local model, within the search's ``NEAREST_LINES``) or ``first lines`` (past it)."""
-    found, asked = [], 0
-    for hit in answer:
-        if any(line.spans for line in hit.matches):
-            found.append("terms")
-            continue
-        candidates = sum(1 for text in hit.content.split("\n") if text.strip())
-        wanted = min(matches.NEAREST_PER_HIT, candidates)
-        if matches.NEAREST_LINES - asked < wanted:
-            found.append("first lines")
-        else:
-            asked += wanted
-            found.append("meaning")
-    return found
+    ``meaning`` (scored by word-piece vectors) or ``first lines`` (where those are not installed)."""
+    vectors = packaged_word_vectors() is not None
+    return [
+        "terms" if any(line.spans for line in hit.matches) else "meaning" if vectors else "first lines"
+        for hit in answer
+    ]
 
 
 def group_means(rows: list[dict]) -> dict[str, dict[str, float]]:
@@ -227,7 +219,7 @@ def render(result: dict, meta: dict) -> str:
             '`ctxrag.open(INDEX).search(question, k=10, strategy="hybrid-score")` with `per_file` off and on, in the '
             "suite's home: hits equal to the lists above (chunk ids in order), and where the chunk hits' matched "
             "lines came from (x100 of the hits): the query's terms, the lines nearest its meaning, or the first lines "
-            "(past the 32 lines a search scores by meaning).",
+            "(where the word-piece vectors are not installed).",
             "",
             "| set | asked | same chunk hits | same per_file hits | terms | meaning | first lines | s a question (both) |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",

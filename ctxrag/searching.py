@@ -17,8 +17,6 @@ from ctxrag.tasks.common.hits import SearchAnswer
 from ctxrag.tasks.common.search_request import SearchKeywords, SearchRequest
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ctxrag.storage.ledger import LedgerRow
     from ctxrag.tasks.retrieval.fusion import RankedRow
     from ctxrag.tasks.retrieval.rerank import Reranker, RerankSpec
@@ -28,7 +26,6 @@ _DEFAULTS = SearchRequest(query="-")
 LONG_LIVED_QUERIES = 10_000  # query vectors an Index(long_lived=True) keeps in memory: ~15 MB with the local model
 PER_FILE_CHUNKS = 150  # chunks ranked for a per_file search, grouped into files (each retriever's fusion depth)
 PER_FILE_ALSO = 3  # a file's other chunks are named when they rank among the first 3 x k chunks
-KEPT_LINE_VECTORS = 4_096  # vectors of lines scored by meaning kept in an open index (~6 MB with the local model)
 
 
 class Index:
@@ -62,7 +59,6 @@ class Index:
         self.strategy = strategy_of(store, name).label
         """The strategy a search uses when none is named: what ``ctxrag.tune`` chose for the index, else the default."""
         self._rerankers: dict[tuple[str, str], Reranker] = {}
-        self._line_vectors: dict[str, np.ndarray] = {}  # lines scored by meaning (matched lines), the latest last
         self._locator = Locator(self._searcher.index.chunks)
         if long_lived:
             self._locator.warm()  # a small index's locations now: a service's memory does not grow with its first searches
@@ -164,27 +160,12 @@ class Index:
         return list(best.values()), [spans.get(document, ()) for document in best]
 
     def _nearest(self, query: str) -> Callable[[list[str]], list[float]] | None:
-        """How near in meaning to ``query`` each of some texts is, by the index's own local model (never a paid
-        embedder: a line is not worth a request); None for a paid one."""
-        from ctxrag.tasks.common.providers import Provider
+        """How near in meaning to ``query`` each of some texts is, by word-piece vectors (any index: a line is worth
+        neither a model run nor a paid request); None where they are not installed."""
+        from ctxrag.tasks.retrieval.word_vectors import packaged_word_vectors
 
-        if self._searcher.spec.provider != Provider.LOCAL:
-            return None
-
-        def similarity(texts: list[str]) -> list[float]:
-
-            from ctxrag.storage.vectors import normalize_rows
-
-            missing = list(dict.fromkeys(text for text in texts if text not in self._line_vectors))
-            if missing:
-                made = normalize_rows(self._searcher.embedder.embed(missing, input_type="query"))
-                self._line_vectors.update(zip(missing, made))
-                while len(self._line_vectors) > KEPT_LINE_VECTORS:  # the oldest first
-                    del self._line_vectors[next(iter(self._line_vectors))]
-            wanted = normalize_rows(self._searcher.query_vector(query).reshape(1, -1))[0]
-            return [float(self._line_vectors[text] @ wanted) for text in texts]
-
-        return similarity
+        vectors = packaged_word_vectors()
+        return None if vectors is None else lambda texts: vectors.similarity(query, texts)
 
     def _reranker(self, rerank: str, model: str) -> Reranker | None:
         if (rerank, model) not in self._rerankers:

@@ -9,11 +9,11 @@ unknown field names the one meant and a wrong type is one plain sentence. A bad 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from typing import Any
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -73,7 +73,7 @@ class SearchServer(MCPServer):
             return await super().call_tool(name, arguments, context)
         try:
             request = parsed(arguments, self.defaults, self.contract)
-            answer = (await anyio.to_thread.run_sync(self.warm.search, request)).to_dict()
+            answer = (await asyncio.wrap_future(self.warm.submit(request))).to_dict()  # as the HTTP door: no anyio pool
         except ServiceError as error:
             raise ToolError(f"{error.kind}: {error.message}") from None
         return CallToolResult(content=[TextContent(type="text", text=json.dumps(answer))], structured_content=answer)

@@ -4,8 +4,8 @@ Every request first reads the index's live pointer and the mtime of its tuning f
 tens of microseconds); when either changed since the index was opened (``ctxrag index`` promoted a version,
 ``ctxrag tune`` chose a strategy, the index was deleted), the open ``Index`` is replaced before the search runs. So a
 service never needs a restart to see what a later run published. Searches run one at a time (an ``Index`` is not
-shared between threads), each handed to one search thread: the MCP door and the resident search wait for it from
-their own threads (``search``, ``run``), the HTTP door awaits its future on the event loop (``submit``).
+shared between threads), each handed to one search thread (``submit``): the resident search waits for its future on
+its connection threads, the MCP and HTTP doors await it on their event loops.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ A line's words are tokenized as BM25 tokenizes the index (identifiers split and 
 stemmed: ``ctxrag.storage.tokenize``), so a line matches where BM25 would: ``retries`` marks ``retry``,
 ``parse_header`` marks ``parseHeader``. The lines with the most distinct query terms win (then the most matched words,
 then the earliest); at most ``MATCHED_LINES``, in their order in the text. The hits with no such line (found by their
-meaning alone) get the lines nearest the query's meaning instead, unmarked: up to ``NEAREST_PER_HIT`` of their
-non-blank lines, spread over the chunk, scored together by the index's own model (``nearest``), at most
-``NEAREST_LINES`` a search (the best-ranked hits first; past that budget a hit shows its first lines).
+meaning alone) get the lines nearest the query's meaning instead, unmarked: their non-blank lines (at most
+``NEAREST_PER_HIT``, spread over a long chunk) scored together in one call (``nearest``: word-piece vectors,
+``ctxrag.tasks.retrieval.word_vectors``); without it, a hit shows its first lines.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from ctxrag.tasks.common.hits import MatchedLine
 
 MATCHED_LINES = 3  # lines shown of a hit
 MAX_LINE_CHARS = 300  # a longer line is cut (minified code, a table row)
-NEAREST_PER_HIT = 8  # lines of a hit without a term scored by meaning
-NEAREST_LINES = 32  # lines scored by meaning in one search, at most
+NEAREST_PER_HIT = 64  # lines of a hit without a term scored by meaning, at most
 
 Nearest = Callable[[list[str]], list[float]]  # the similarity of each text to the query
 
@@ -30,12 +29,18 @@ def query_terms(query: str) -> frozenset[str]:
 
 def term_lines(content: str, terms: frozenset[str]) -> dict[int, tuple[tuple[int, int], ...]]:
     """The best lines of ``content`` by the query's terms: {line number in the text (0-based): matched spans}."""
+    # The chunk's distinct words that match, found once; a line none of them is in is skipped unread.
+    matching = {word: hit for word in set(WORD.findall(content)) if (hit := terms.intersection(word_terms(word)))}
+    if not matching:
+        return {}
     scored = []
     for number, text in enumerate(content.split("\n")):
+        if not any(word in text for word in matching):
+            continue
         spans: list[tuple[int, int]] = []
         found: set[str] = set()
         for word in WORD.finditer(text[:MAX_LINE_CHARS]):
-            matched = terms.intersection(word_terms(word.group()))
+            matched = matching.get(word.group())
             if matched:
                 spans.append((word.start(), word.end()))
                 found |= matched
@@ -61,13 +66,11 @@ def matched_lines(
     for position, content in enumerate(contents):
         if chosen[position]:
             continue
-        lines = content.split("\n")
-        candidates = [number for number, text in enumerate(lines) if text.strip()]
-        room = NEAREST_LINES - len(asked) if nearest is not None else 0
-        if room < min(NEAREST_PER_HIT, len(candidates)):
-            chosen[position] = {number: () for number in candidates[:MATCHED_LINES]}  # past the budget: its first lines
-            continue
-        asked += [(position, number) for number in spread(candidates, NEAREST_PER_HIT)]
+        candidates = [number for number, text in enumerate(content.split("\n")) if text.strip()]
+        if nearest is None:
+            chosen[position] = {number: () for number in candidates[:MATCHED_LINES]}  # its first lines
+        else:
+            asked += [(position, number) for number in spread(candidates, NEAREST_PER_HIT)]
     if asked and nearest is not None:
         texts = [contents[position].split("\n")[number].strip()[:MAX_LINE_CHARS] for position, number in asked]
         ranked = sorted(zip(nearest(texts), asked), key=lambda pair: (-pair[0], pair[1]))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxrag.tasks.common.hits import MatchedLine
-from ctxrag.tasks.retrieval.matches import MATCHED_LINES, NEAREST_LINES, NEAREST_PER_HIT, matched_lines
+from ctxrag.tasks.retrieval.matches import MATCHED_LINES, NEAREST_PER_HIT, matched_lines
 
 CODE = """class RetryPolicy:
     '''Exponential backoff.'''
@@ -32,7 +32,7 @@ def test_at_most_three_lines_and_no_numbers_where_the_source_lines_are_unknown()
     assert [line.text for line in found] == ["retry 0", "retry 1", "retry 2"]
 
 
-def test_a_hit_without_a_term_gets_the_lines_nearest_the_query_s_meaning_within_a_budget() -> None:
+def test_a_hit_without_a_term_gets_the_lines_nearest_the_query_s_meaning_all_hits_in_one_call() -> None:
     asked: list[list[str]] = []
 
     def nearest(texts: list[str]) -> list[float]:
@@ -41,11 +41,19 @@ def test_a_hit_without_a_term_gets_the_lines_nearest_the_query_s_meaning_within_
 
     hits = [CODE] * 6  # none holds a term of the query
     found = matched_lines(hits, [1] * 6, "zanzibar quux", nearest)
-    assert len(asked) == 1 and len(asked[0]) <= NEAREST_LINES  # one call for all the hits, bounded
     candidates = sum(1 for line in CODE.split("\n") if line.strip())
-    scored = NEAREST_LINES // min(NEAREST_PER_HIT, candidates)
-    for lines in found[:scored]:  # the two lines the scorer likes, and the earliest of the rest
+    assert len(asked) == 1 and len(asked[0]) == 6 * candidates  # one call for every line of every hit
+    for lines in found:  # the two lines the scorer likes, and the earliest of the rest
         assert [line.line for line in lines] == [1, 5, 8] and all(line.spans == () for line in lines)
-    for lines in found[scored:]:  # past the budget: the first lines, unmarked
-        assert [line.line for line in lines] == [1, 2, 4]
+
+
+def test_a_long_chunk_s_lines_scored_by_meaning_are_spread_over_it() -> None:
+    asked: list[list[str]] = []
+    long_chunk = "\n".join(f"line {number}" for number in range(1000))
+    matched_lines([long_chunk], [1], "zanzibar", lambda texts: asked.append(texts) or [0.0] * len(texts))
+    (texts,) = asked
+    assert len(texts) == NEAREST_PER_HIT and texts[0] == "line 0" and texts[-1] == "line 999"
+
+
+def test_without_a_scorer_a_hit_without_a_term_shows_its_first_lines() -> None:
     assert matched_lines([CODE], [1], "zanzibar") == [tuple(MatchedLine(n, CODE.split("\n")[n - 1]) for n in (1, 2, 4))]

