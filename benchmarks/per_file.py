@@ -22,7 +22,7 @@ document-level set's golden documents, a chunk-level set's golden chunks' docume
 ``search(question, k=10, strategy="hybrid-score")`` with ``per_file`` off and on in the suite's home: the hits (chunk
 ids, then files in order) checked equal to the figures' lists, and where each chunk hit's matched lines came from
 (``tasks/retrieval/matches.py``): the query's terms (lines with marked words), the lines nearest the query's meaning
-(word-piece vectors), or the hit's first lines (where those are not installed).
+(word-piece vectors), or the hit's first lines (where the model's files are not on the machine).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def product_pass(home: Path, spec: sets_.SetSpec, d: sets_.SetData, count: int) 
 
 def match_sources(answer: SearchAnswer) -> list[str]:
     """Where each hit's matched lines came from, by ``matched_lines``' rule: ``terms`` (a line with marked words),
-    ``meaning`` (scored by word-piece vectors) or ``first lines`` (where those are not installed)."""
+    ``meaning`` (scored by word-piece vectors) or ``first lines`` (where the model's files are not on the machine)."""
     vectors = packaged_word_vectors() is not None
     return [
         "terms" if any(line.spans for line in hit.matches) else "meaning" if vectors else "first lines"
@@ -219,7 +219,7 @@ def render(result: dict, meta: dict) -> str:
             '`ctxrag.open(INDEX).search(question, k=10, strategy="hybrid-score")` with `per_file` off and on, in the '
             "suite's home: hits equal to the lists above (chunk ids in order), and where the chunk hits' matched "
             "lines came from (x100 of the hits): the query's terms, the lines nearest its meaning, or the first lines "
-            "(where the word-piece vectors are not installed).",
+            "(where the model's files are not on the machine).",
             "",
             "| set | asked | same chunk hits | same per_file hits | terms | meaning | first lines | s a question (both) |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",

