@@ -48,8 +48,16 @@ def fresh_home(built: Path, copy: Path) -> Path:
     return copy
 
 
-def mcp_latency(home: Path, queries: list[str], name: str = "codebase") -> dict:
-    """p50/p99 of ``search`` tool calls to ``ctxrag mcp`` over stdio, one at a time, each a new query."""
+def mcp_latency(
+    home: Path,
+    queries: list[str],
+    name: str = "codebase",
+    server: list[str] = CTXRAG,
+    env: dict[str, str] | None = None,
+) -> dict:
+    """p50/p99 of ``search`` tool calls to ``ctxrag mcp`` over stdio, one at a time, each a new query, with the MCP
+    SDK's Python client (which checks each answer against the tool's output schema); ``server``: the command that
+    runs ctxrag, ``env``: its environment (default: ``private_env(home)``)."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     times: list[float] = []
@@ -57,7 +65,7 @@ def mcp_latency(home: Path, queries: list[str], name: str = "codebase") -> dict:
 
     async def run() -> None:
         params = StdioServerParameters(
-            command=CTXRAG[0], args=[*CTXRAG[1:], "mcp", "--name", name], env=private_env(home)
+            command=server[0], args=[*server[1:], "mcp", "--name", name], env=env or private_env(home)
         )
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
@@ -79,14 +87,24 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_http(home: Path, name: str = "codebase", token: bool = False) -> tuple[subprocess.Popen, str]:
+def start_http(
+    home: Path,
+    name: str = "codebase",
+    token: bool = False,
+    server: list[str] = CTXRAG,
+    env: dict[str, str] | None = None,
+    no_token: list[str] | None = None,
+) -> tuple[subprocess.Popen, str]:
     """``ctxrag serve-search --name NAME`` on a free loopback port, answering /health (with ``token``: the service's
-    default, its token in ``home/search-token``, so /health answers 401 until asked with it); (process, base URL)."""
+    default, its token in ``home/search-token``, so /health answers 401 until asked with it); (process, base URL).
+    ``server`` and ``env`` as ``mcp_latency``'s; ``no_token``: the flags that turn the token off (an older checkout
+    had none)."""
     port = free_port()
     # --no-token by default: the figures here were measured before a token was the default (the check is one comparison)
+    off = ["--no-token"] if no_token is None else no_token
     process = subprocess.Popen(
-        CTXRAG + ["serve-search", "--name", name, "--port", str(port), *([] if token else ["--no-token"])],
-        env=private_env(home),
+        server + ["serve-search", "--name", name, "--port", str(port), *([] if token else off)],
+        env=env or private_env(home),
         stdout=subprocess.DEVNULL,
         stderr=open(home / "serve-search.log", "w"),
     )
