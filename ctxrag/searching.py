@@ -161,7 +161,7 @@ class Index:
 
     def _nearest(self, query: str) -> Callable[[list[str]], list[float]] | None:
         """How near in meaning to ``query`` each of some texts is, by word-piece vectors (any index: a line is worth
-        neither a model run nor a paid request); None where they are not installed."""
+        neither a model run nor a paid request); None where the packaged model's files are not on this machine."""
         from ctxrag.tasks.retrieval.word_vectors import packaged_word_vectors
 
         vectors = packaged_word_vectors()
