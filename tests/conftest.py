@@ -7,7 +7,7 @@ for headless Chromium, ``slow`` for any test of more than about 2 s. A test usin
 ``prefect_server`` fixture is marked ``server`` here, and every ``server`` or ``browser`` test is also ``slow``, so
 ``-m "not slow"`` is the quick loop.
 
-Under pytest-xdist (``-n 4`` in pyproject.toml's addopts) every worker imports this file and gets its own session home
+Under pytest-xdist (``-n 3`` in pyproject.toml's addopts) every worker imports this file and gets its own session home
 inside the controller's, so session fixtures run once per worker and the leftover-server check, run once by the
 controller after every worker ended, covers them all. tests/equipment/parallel.py says how tests are shared out.
 

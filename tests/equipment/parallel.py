@@ -1,4 +1,4 @@
-"""How pytest-xdist shares the tests out (``-n 4`` in pyproject.toml's addopts; tests/conftest.py installs both).
+"""How pytest-xdist shares the tests out (``-n 3`` in pyproject.toml's addopts; tests/conftest.py installs both).
 
 A unit of work is one test file, so a file's module fixtures (an index built once, the README's checkout) run once,
 on one worker; tests marked ``xdist_group("NAME")`` are one unit across their files (``--dist loadgroup`` adds the
