@@ -48,7 +48,8 @@ os.environ["PREFECT_SERVER_API_PORT"] = "0"
 # No resident search process outlives a test's `ctxrag search`: tests/ctxrag/services/test_resident.py turns it on.
 os.environ["CTXRAG_SEARCH_IDLE_MINUTES"] = "0"
 # What ctxrag makes once per machine (the ONNX exports, the precision decision, the server's database template): made
-# once per test session, by the first worker that needs it while the others wait (ctxrag.storage.locks).
+# once per test session, by the first worker that needs it while the others wait (ctxrag.storage.locks); the
+# ``sample_index`` fixture's home, likewise.
 _MACHINE = Path(_CONTROLLER_HOME) if _CONTROLLER_HOME else _SESSION_HOME
 os.environ["CTXRAG_MODELS_DIR"] = str(_MACHINE / "models")
 os.environ["CTXRAG_CACHE_DIR"] = str(_MACHINE / "cache")
@@ -117,6 +118,24 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=60):
         yield
+
+
+@pytest.fixture(scope="session")
+def sample_index(prefect_harness) -> Path:  # type: ignore[no-untyped-def]
+    """A home with the sample corpus indexed as "sample" on the defaults (``index_as_sample``), made once per test
+    session: the first worker to ask builds it while the others wait. Never changed: a fixture hands its tests a copy
+    (``tests.helpers.copy_home``), so each module or package has a home of its own, as when each indexed its own."""
+    from ctxrag.storage.locks import one_process_at_a_time
+    from tests.helpers import index_as_sample
+
+    folder = _MACHINE / "sample-index"
+    home, published = folder / "home", folder / "published"
+    with one_process_at_a_time(_MACHINE / "sample-index.lock"):
+        if not published.exists():
+            shutil.rmtree(home, ignore_errors=True)  # a build a failed worker left half-way
+            published.parent.mkdir(exist_ok=True)
+            published.write_text(index_as_sample(home))
+    return home
 
 
 @pytest.fixture

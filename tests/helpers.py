@@ -51,8 +51,15 @@ def index_as_sample(home: Path, corpus: Path = SAMPLE_CORPUS, **options: Any) ->
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CTXRAG_HOME", str(home))
         report = ctxrag.index(corpus, name="sample", **options)
-    assert report.status == "published", report
+    assert report.status == "published" and report.chunks > 0 and report.index == "sample", report
     return report.version
+
+
+def copy_home(template: Path, destination: Path) -> Path:
+    """A copy of the home ``template`` (the session's ``sample_index``) at ``destination``: a home its tests may change."""
+    import shutil
+
+    return Path(shutil.copytree(template, destination, symlinks=True))
 
 
 # --- index rows (tests/tasks/retrieval) ---------------------------------------------------------------------------

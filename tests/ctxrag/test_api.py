@@ -20,7 +20,7 @@ from ctxrag.storage.secrets import MissingKey
 from ctxrag.tasks.options import GateOptions, IndexOptions
 from ctxrag.tasks.retrieval.search import DEFAULT_STRATEGY
 from tests.equipment.local_server import leftover_servers, stopped_afterwards, user_env
-from tests.helpers import REPO, SAMPLE_CORPUS, SAMPLE_QUESTIONS
+from tests.helpers import REPO, SAMPLE_CORPUS, SAMPLE_QUESTIONS, copy_home
 
 QUERY = "retry backoff delay"
 
@@ -31,13 +31,9 @@ def blank(kind: type) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
-    home = tmp_path_factory.mktemp("api") / "home"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CTXRAG_HOME", str(home))
-        report = ctxrag.index(SAMPLE_CORPUS, name="sample")  # a Path is fine
-    assert report.status == "published" and report.chunks > 0 and report.index == "sample"
-    return home
+def indexed(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Path:
+    """A copy of the session's sample index (``ctxrag.index(SAMPLE_CORPUS, name="sample")``: a Path is fine)."""
+    return copy_home(sample_index, tmp_path_factory.mktemp("api") / "home")
 
 
 @pytest.fixture

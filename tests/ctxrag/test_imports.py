@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS
+from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS, copy_home
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -73,16 +73,8 @@ def loaded_modules(home: Path, tmp_path: Path, *args: str) -> tuple[subprocess.C
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import ctxrag
-
-    home = tmp_path_factory.mktemp("imports") / "home"
-    os.environ["CTXRAG_HOME"] = str(home)
-    try:
-        ctxrag.index(str(SAMPLE_CORPUS), name="sample")
-    finally:
-        os.environ["CTXRAG_HOME"] = str(home.parent.parent / "ctxrag")
-    return home
+def home(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Path:
+    return copy_home(sample_index, tmp_path_factory.mktemp("imports") / "home")
 
 
 @pytest.mark.parametrize(

@@ -10,19 +10,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from ctxrag.flows.evaluate import evaluate_index
-from ctxrag.flows.index import index_corpus
 from ctxrag.tasks.evaluation.evaluate import NoGoldenChunksInIndex
 from ctxrag.tasks.options import EvaluateOptions
-from tests.helpers import SAMPLE_CORPUS, SAMPLE_QUESTIONS, SHARED_DATA
+from tests.helpers import SAMPLE_QUESTIONS, SHARED_DATA, copy_home
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
 @pytest.fixture(scope="module")
-def indexed_home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
-    home = tmp_path_factory.mktemp("evaluate") / "home"
-    index_corpus(source=str(SAMPLE_CORPUS), name="sample", home=str(home))
-    return home
+def indexed_home(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Path:
+    return copy_home(sample_index, tmp_path_factory.mktemp("evaluate") / "home")
 
 
 def test_every_strategy_is_scored_at_the_default_cutoffs(indexed_home: Path) -> None:

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from ctxrag.flows.evaluate import evaluate_index
-from ctxrag.flows.index import index_corpus
 from ctxrag.tasks.options import EvaluateOptions
 from tests.equipment.anthropic_simulator import AnthropicSimulator
 from tests.equipment.cohere_simulator import CohereSimulator
-from tests.helpers import SAMPLE_CORPUS
+from tests.helpers import copy_home
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -39,10 +38,9 @@ QUESTIONS = [
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+def indexed(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("paid-evaluate")
-    home = folder / "home"
-    index_corpus(source=str(SAMPLE_CORPUS), name="sample", home=str(home))
+    home = copy_home(sample_index, folder / "home")
     questions = folder / "questions.json"
     questions.write_text(json.dumps(QUESTIONS))
     return home, questions

@@ -1,4 +1,4 @@
-"""The sample corpus indexed once for the framework retrievers' tests."""
+"""A copy of the session's sample index for the framework retrievers' tests."""
 
 from __future__ import annotations
 
@@ -6,14 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import index_as_sample
+from tests.helpers import copy_home
 
 
 @pytest.fixture(scope="package")
-def sample_home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
-    home = tmp_path_factory.mktemp("integrations") / "home"
-    index_as_sample(home)
-    return home
+def sample_home(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Path:
+    return copy_home(sample_index, tmp_path_factory.mktemp("integrations") / "home")
 
 
 @pytest.fixture

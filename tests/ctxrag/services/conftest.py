@@ -1,4 +1,4 @@
-"""The services' tests: the sample corpus indexed once (read-only for the tests that share it), and a copy of it
+"""The services' tests: a copy of the session's sample index (read-only for the tests that share it), and a copy of it
 indexed in a home of its own for a test that publishes a new version while a service runs."""
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SAMPLE_CORPUS, index_as_sample
+from tests.helpers import SAMPLE_CORPUS, copy_home, index_as_sample
 
 CTXRAG = [sys.executable, "-c", "from ctxrag.cli import main; main()"]  # the command, run from this checkout
 
 
 @pytest.fixture(scope="package")
-def sample_home(tmp_path_factory: pytest.TempPathFactory, prefect_harness) -> Path:  # type: ignore[no-untyped-def]
-    home = tmp_path_factory.mktemp("services") / "home"
-    index_as_sample(home)
-    return home
+def sample_home(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Path:
+    """A copy of the session's sample index, for the package's tests on this worker."""
+    return copy_home(sample_index, tmp_path_factory.mktemp("services") / "home")
 
 
 @pytest.fixture
