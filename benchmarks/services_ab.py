@@ -81,7 +81,8 @@ def one_round(label: str, tree: Path, built: Path, scratch: Path, queries: list[
     row = {"mcp_python": mcp_latency(copy, queries, server=server, env=env())}
     if script is not None:
         row["mcp_typescript"] = node_latency(script, server, env(), len(queries))
-    process, url = start_http(copy, server=server, env=env(), no_token=token_off(server))
+    home_env = env()
+    process, url = start_http(copy, server=server, env=home_env, no_token=token_off(server, home_env))
     try:
         with httpx.Client(timeout=60) as client:
             row["http"] = http_latency(client, url, queries)
@@ -92,9 +93,9 @@ def one_round(label: str, tree: Path, built: Path, scratch: Path, queries: list[
     return row
 
 
-def token_off(server: list[str]) -> list[str]:
+def token_off(server: list[str], env: dict[str, str]) -> list[str]:
     """``--no-token`` where the checkout's serve-search has it (an older one had no token)."""
-    shown = subprocess.run([*server, "serve-search", "--help"], capture_output=True, text=True).stdout
+    shown = subprocess.run([*server, "serve-search", "--help"], env=env, capture_output=True, text=True).stdout
     return ["--no-token"] if "--no-token" in shown else []
 
 
