@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -35,6 +36,7 @@ class WordVectors:
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
         self._kept: dict[str, np.ndarray] = {}  # text -> its word pieces, the latest last
+        self._keeping = threading.Lock()  # one process-wide instance: indexes searched on several threads share it
 
     def similarity(self, query: str, texts: list[str]) -> list[float]:
         """Each text's nearness to ``query`` (-1 for a text without a word piece). Single-threaded on purpose: the
@@ -62,10 +64,11 @@ class WordVectors:
         int32 arrays, ~4x less memory than lists of ints)."""
         found = self._kept.get(text)
         if found is None:
-            ids = self.tokenizer.encode(text, add_special_tokens=False).ids
-            found = self._kept[text] = np.asarray(ids, dtype=np.int32)
-            if len(self._kept) > KEPT_TEXTS:
-                del self._kept[next(iter(self._kept))]
+            found = np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int32)
+            with self._keeping:
+                self._kept[text] = found
+                while len(self._kept) > KEPT_TEXTS:
+                    del self._kept[next(iter(self._kept))]
         return found
 
 
