@@ -83,7 +83,7 @@ def serve_search(
     from ctxrag.tasks.common.display import console
 
     console(stderr=True, soft_wrap=True).print(
-        f"serving search on http://{display_address(host, port)} ({token.says}); Ctrl-C stops",
+        f"serving search and its page on http://{display_address(host, port)} ({token.says}); Ctrl-C stops",
         highlight=False,
         markup=False,
     )

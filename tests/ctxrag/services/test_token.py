@@ -132,6 +132,7 @@ def test_serve_search_requires_the_homes_token_on_loopback_and_its_start_line_sa
     env.pop(TOKEN_VARIABLE, None)
     with started(home, env=env) as (url, start_line):
         token = (home / HOME_TOKEN_FILE).read_text().strip()
+        assert start_line.startswith(f"serving search and its page on {url} (")  # the page: GET / in a browser
         assert f"(token in {home / HOME_TOKEN_FILE}; clients send 'Authorization: Bearer TOKEN')" in start_line
         assert token not in start_line and _mode(home / HOME_TOKEN_FILE) == 0o600
         for path in ("/health", "/indexes", "/openapi.json", "/docs"):
