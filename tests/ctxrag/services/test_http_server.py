@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,10 +19,13 @@ import httpx
 import jsonschema
 import pytest
 
+from ctxrag.service_commands import DEFAULT_PORT
 from ctxrag.tasks.common.hits import ANSWER_SCHEMA
 from ctxrag.tasks.common.search_request import request_schema
 from tests.ctxrag.services.conftest import CTXRAG, publish, service_env
 from tests.ctxrag.services.test_mcp_server import BAD_INPUT
+from tests.helpers import REPO, copy_home
+from tests.test_readme import readme_blocks
 
 pytestmark = pytest.mark.slow
 # A search can take seconds on a loaded machine (the first loads the model): httpx's 5 s default would fail it.
@@ -186,3 +192,40 @@ def test_a_token_file_is_made_private_and_one_others_can_read_is_refused(sample_
         timeout=60,
     )
     assert shared.returncode == 2 and "can be read by others" in shared.stderr and token not in shared.stderr
+
+
+def test_the_docs_serve_search_block_runs_as_pasted_with_curl(sample_home: Path, tmp_path: Path) -> None:
+    """docs/cli.md's block that starts the service and asks it with curl, run by bash as written where the README's
+    ``ctxrag index data/sample/corpus --name sample`` left its home (``./.ctxrag``): the default port, the token the
+    service makes on first use, the real curl; its last line stops the service."""
+    blocks = [block for block in readme_blocks((REPO / "docs" / "cli.md").read_text(), "docs/cli.md")]
+    (block,) = [block for block in blocks if "ctxrag serve-search" in block.code and "curl" in block.code]
+    bin_folder = Path(sys.executable).parent
+    for tool, found in (
+        ("bash", shutil.which("bash")),
+        ("curl", shutil.which("curl")),
+        ("ctxrag", shutil.which("ctxrag", path=str(bin_folder))),
+    ):
+        if found is None:
+            pytest.skip(f"docs/cli.md line {block.line} runs {tool}, which this machine (or {bin_folder}) lacks")
+    if _listening(DEFAULT_PORT):
+        pytest.skip(f"docs/cli.md line {block.line} serves on port {DEFAULT_PORT}, which another program holds here")
+    folder = tmp_path / "checkout"
+    copy_home(sample_home, folder / ".ctxrag")
+    env = {**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', os.defpath)}"}
+    for variable in ("CTXRAG_HOME", "CTXRAG_SEARCH_TOKEN"):
+        env.pop(variable, None)
+    done = subprocess.run(["bash", "-c", block.code], cwd=folder, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["index"] == "sample" and len(answer["hits"]) == 3, done.stdout[:500]
+    assert "retry.py" in answer["hits"][0]["source"]
+    deadline = time.monotonic() + 30
+    while _listening(DEFAULT_PORT):  # `kill %1` stopped it
+        assert time.monotonic() < deadline, f"the service of docs/cli.md line {block.line} still listens"
+        time.sleep(0.2)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
