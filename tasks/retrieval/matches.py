@@ -62,27 +62,26 @@ def matched_lines(
     """Each of ``contents``' best lines for ``query`` (``first_lines``: the line each starts on in its source)."""
     terms = query_terms(query)
     chosen = [term_lines(content, terms) for content in contents]
+    split = [content.split("\n") for content in contents]
     asked: list[tuple[int, int]] = []  # (hit, line number) scored by meaning
-    for position, content in enumerate(contents):
+    for position, lines in enumerate(split):
         if chosen[position]:
             continue
-        candidates = [number for number, text in enumerate(content.split("\n")) if text.strip()]
+        candidates = [number for number, text in enumerate(lines) if text.strip()]
         if nearest is None:
             chosen[position] = {number: () for number in candidates[:MATCHED_LINES]}  # its first lines
         else:
             asked += [(position, number) for number in spread(candidates, NEAREST_PER_HIT)]
     if asked and nearest is not None:
-        texts = [contents[position].split("\n")[number].strip()[:MAX_LINE_CHARS] for position, number in asked]
+        texts = [split[position][number].strip()[:MAX_LINE_CHARS] for position, number in asked]
         ranked = sorted(zip(nearest(texts), asked), key=lambda pair: (-pair[0], pair[1]))
         for _, (position, number) in ranked:
             if len(chosen[position]) < MATCHED_LINES:
                 chosen[position][number] = ()
     return [
         tuple(
-            MatchedLine(
-                start + number if start is not None else None, content.split("\n")[number][:MAX_LINE_CHARS], spans
-            )
-            for number, spans in sorted(lines.items())
+            MatchedLine(start + number if start is not None else None, lines[number][:MAX_LINE_CHARS], spans)
+            for number, spans in sorted(matched.items())
         )
-        for content, start, lines in zip(contents, first_lines, chosen)
+        for lines, start, matched in zip(split, first_lines, chosen)
     ]
