@@ -23,7 +23,7 @@ import numpy as np
 # Texts whose word pieces a process keeps (~5 MB with the texts: 7,045 lines took 2.2 MB); a long-lived service
 # meets a chunk's lines again.
 KEPT_TEXTS = 16_384
-KEPT_WORDS = 32_768  # words whose pieces a process keeps (~3 MB; the cookbook's 12,301 lines have 5,131 words)
+KEPT_WORDS = 16_384  # words whose pieces a process keeps (~250 bytes each: the cookbook's 5,131 words took 1.3 MB)
 ASCII_LINE = re.compile(r"[\t\x20-\x7e]*")  # printable ASCII and tabs: BERT's normalizer changes nothing but case
 BERT_WORDS = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")  # its pre-tokenizer there: letters and digits, each other sign alone
 TABLE_SUFFIX = "word_embeddings.weight"  # BERT's input embedding table, with or without a "bert." prefix

@@ -198,7 +198,7 @@ def test_the_docs_serve_search_block_runs_as_pasted_with_curl(sample_home: Path,
     """docs/cli.md's block that starts the service and asks it with curl, run by bash as written where the README's
     ``ctxrag index data/sample/corpus --name sample`` left its home (``./.ctxrag``): the default port, the token the
     service makes on first use, the real curl; its last line stops the service."""
-    blocks = [block for block in readme_blocks((REPO / "docs" / "cli.md").read_text(), "docs/cli.md")]
+    blocks = readme_blocks((REPO / "docs" / "cli.md").read_text(encoding="utf-8"), "docs/cli.md")
     (block,) = [block for block in blocks if "ctxrag serve-search" in block.code and "curl" in block.code]
     bin_folder = Path(sys.executable).parent
     for tool, found in (
