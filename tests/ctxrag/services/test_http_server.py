@@ -221,7 +221,7 @@ def test_the_docs_serve_search_block_runs_as_pasted_with_curl(sample_home: Path,
     assert answer["index"] == "sample" and len(answer["hits"]) == 3, done.stdout[:500]
     assert "retry.py" in answer["hits"][0]["source"]
     deadline = time.monotonic() + 30
-    while _listening(DEFAULT_PORT):  # `kill %1` stopped it
+    while _listening(DEFAULT_PORT):  # its `kill $!` stopped it
         assert time.monotonic() < deadline, f"the service of docs/cli.md line {block.line} still listens"
         time.sleep(0.2)
 
