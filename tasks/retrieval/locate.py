@@ -11,9 +11,9 @@ blank lines was dropped, gets no lines rather than wrong ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ctxrag.storage.chunk_table import ChunkTable
+from ctxrag.tasks.common.bounded import keep
 from ctxrag.tasks.common.hits import Location
 from ctxrag.tasks.common.models import sha256_hex
 from ctxrag.tasks.context.structure import MIN_NAME, enclosing_definitions, find_definitions, first_code_position
@@ -68,7 +68,7 @@ class Locator:
                 lines=placed.lines if placed else None,
                 symbol="" if heading or placed is None else placed.symbol,
             )
-            _keep(self._located, row, found, KEPT_ROWS)
+            keep(self._located, row, found, KEPT_ROWS)
         return found
 
     def lines(self, row: int) -> tuple[int, int] | None:
@@ -89,7 +89,7 @@ class Locator:
                 if "doc_sha" in self.chunks.column_names
                 else {}
             )
-            _keep(self._lines, document, placed, KEPT_DOCUMENTS)
+            keep(self._lines, document, placed, KEPT_DOCUMENTS)
         return placed.get(row)
 
     def _document_lines(self, rows: list[int]) -> dict[int, Placed]:
@@ -140,10 +140,3 @@ class Placed:
     lines: tuple[int, int]
     start: int
     symbol: str
-
-
-def _keep(kept: dict[Any, Any], key: Any, value: Any, most: int) -> None:
-    """Add ``key``: ``value`` to ``kept``, dropping its oldest entries past ``most``."""
-    kept[key] = value
-    while len(kept) > most:
-        del kept[next(iter(kept))]

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ctxrag.tasks.common.bounded import keep
+
 # Texts whose word pieces a process keeps (~5 MB with the texts: 7,045 lines took 2.2 MB); a long-lived service
 # meets a chunk's lines again.
 KEPT_TEXTS = 16_384
@@ -73,7 +75,7 @@ class WordVectors:
         if found is None:
             found = np.asarray(self._encode(text), dtype=np.int32)
             with self._keeping:
-                _keep(self._kept, text, found, KEPT_TEXTS)
+                keep(self._kept, text, found, KEPT_TEXTS)
         return found
 
     def _encode(self, text: str) -> list[int]:
@@ -89,16 +91,9 @@ class WordVectors:
             if pieces is None:
                 pieces = self.tokenizer.encode(word, add_special_tokens=False).ids
                 with self._keeping:
-                    _keep(self._words, word, pieces, KEPT_WORDS)
+                    keep(self._words, word, pieces, KEPT_WORDS)
             ids += pieces
         return ids
-
-
-def _keep(kept: dict, key: str, value: object, most: int) -> None:
-    """``kept[key] = value``, the oldest entries dropped beyond ``most`` (a dict keeps its insertion order)."""
-    kept[key] = value
-    while len(kept) > most:
-        del kept[next(iter(kept))]
 
 
 def _uncased_bert(tokenizer: Any) -> bool:
