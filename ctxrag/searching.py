@@ -62,6 +62,7 @@ class Index:
         self._locator = Locator(self._searcher.index.chunks)
         if long_lived:
             self._locator.warm()  # a small index's locations now: a service's memory does not grow with its first searches
+            self._warm_lines()
 
     @property
     def version(self) -> str:
@@ -158,6 +159,19 @@ class Index:
             for document, rows in others.items()
         }
         return list(best.values()), [spans.get(document, ()) for document in best]
+
+    def _warm_lines(self) -> None:
+        """A small index's chunks read now for their matched lines (``ctxrag.tasks.retrieval.matches.warm``), as its
+        locations are: the cookbook's 737 chunks take ~0.15 s at the service's start, and its first searches cost what
+        its later ones do (docs/decisions.md, "Matched lines, read once")."""
+        from ctxrag.tasks.retrieval.matches import KEPT_CHUNKS, warm
+        from ctxrag.tasks.retrieval.word_vectors import KEPT_TEXTS, packaged_word_vectors
+
+        chunks = self._searcher.index.chunks
+        if chunks.num_rows <= KEPT_CHUNKS:
+            vectors = packaged_word_vectors()
+            contents = chunks.values("content", list(range(chunks.num_rows)))  # not the whole column kept
+            warm(contents, vectors.pieces if vectors else None, KEPT_TEXTS)
 
     def _nearest(self, query: str) -> Callable[[list[str]], list[float]] | None:
         """How near in meaning to ``query`` each of some texts is, by word-piece vectors (any index: a line is worth

@@ -17,6 +17,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -27,6 +28,9 @@ GROUP_CACHE_BYTES = 64 * 1024**2  # row groups' columns kept after a read, the l
 KEPT_BATCHES = (
     256  # rows.arrow's record batches kept opened (no copy: views of the map), the least recently used dropped
 )
+# From this many rows of one mapped batch, their values are taken at once (150 ``doc_id`` values: 10 us, not 92 one at a
+# time; below it, one at a time is as fast).
+MANY_VALUES = 16
 ROWS_FILE = "rows.arrow"  # beside chunks.parquet: the rows memory-mapped, for reads of a few at a time
 
 
@@ -85,10 +89,20 @@ class ChunkTable:
             column = self[name]
             return [column[row].as_py() for row in rows]
         if self._mapped is not None:  # batches of GROUP_ROWS rows: a row's is its number // GROUP_ROWS
-            columns: dict[int, pa.Array] = {}
-            for batch in {row // GROUP_ROWS for row in rows}:
-                columns[batch] = self._batch(batch).column(name)
-            return [columns[row // GROUP_ROWS][row % GROUP_ROWS].as_py() for row in rows]
+            by_batch: dict[int, list[int]] = {}
+            for row in rows:
+                by_batch.setdefault(row // GROUP_ROWS, []).append(row)
+            got: dict[int, Any] = {}
+            for batch, kept in by_batch.items():
+                column = self._batch(batch).column(name)
+                if len(kept) < MANY_VALUES:
+                    got.update((row, column[row % GROUP_ROWS].as_py()) for row in kept)
+                    continue
+                values = column.take(np.array(kept) % GROUP_ROWS).to_pylist()
+                if len(by_batch) == 1:
+                    return values  # type: ignore[no-any-return]
+                got.update(zip(kept, values))
+            return [got[row] for row in rows]
         return [
             self._group(name, group)[row - self._starts[group]].as_py()
             for row, group in ((row, bisect_right(self._starts, row) - 1) for row in rows)

@@ -48,6 +48,7 @@ class Locator:
         self.chunks = chunks
         self._lines: dict[str, dict[int, Placed]] = {}
         self._located: dict[int, Location] = {}
+        self._rows: dict[int, Placed | None] = {}  # each row's place, so a row met again reads no document id
 
     def warm(self) -> None:
         """Work out every row's location now, for an index small enough for them all to be kept: a long-lived
@@ -81,6 +82,8 @@ class Locator:
         return placed.start if placed else None
 
     def _placed(self, row: int) -> Placed | None:
+        if row in self._rows:
+            return self._rows[row]
         document = self.chunks.value("doc_id", row)
         placed = self._lines.get(document)
         if placed is None:
@@ -90,7 +93,8 @@ class Locator:
                 else {}
             )
             keep(self._lines, document, placed, KEPT_DOCUMENTS)
-        return placed.get(row)
+        keep(self._rows, row, placed.get(row), KEPT_ROWS)
+        return self._rows[row]
 
     def _document_lines(self, rows: list[int]) -> dict[int, Placed]:
         """Each of a document's ``rows``' line range and symbol, or none if their chunks joined are not the document."""

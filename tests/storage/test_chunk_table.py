@@ -136,3 +136,18 @@ def test_a_values_call_opens_each_mapped_batch_once_and_keeps_a_bounded_few(
     assert sorted(stored._batches) == [0, 1, 2]  # a fourth: the least recently used (3) dropped
     stored.values("defines", [3 * GROUP_ROWS])
     assert opened[-1] == 3 and len(stored._batches) == 3
+
+
+def test_many_rows_of_a_mapped_batch_are_taken_at_once_in_the_order_asked(tmp_path: Path) -> None:
+    from ctxrag.storage.chunk_table import GROUP_ROWS, MANY_VALUES
+    from ctxrag.storage.index_store import _write_rows
+
+    rows = 2 * GROUP_ROWS + 10
+    table = pa.table({"doc_id": [f"d{row // 5}" for row in range(rows)], "chunk_index": list(range(rows))})
+    _write_rows(iter([table]), tmp_path / "chunks.parquet")
+    stored = ChunkTable(path=tmp_path / "chunks.parquet")
+    one_batch = list(range(MANY_VALUES * 3, 0, -3)) + [9, 9]  # many rows of batch 0, backwards, one twice
+    across = one_batch + [GROUP_ROWS + 4, 2 * GROUP_ROWS + 9] + list(range(GROUP_ROWS + MANY_VALUES, GROUP_ROWS, -1))
+    for picked in (one_batch, across):
+        for name in ("doc_id", "chunk_index"):
+            assert stored.values(name, picked) == [table[name][row].as_py() for row in picked]
