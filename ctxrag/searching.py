@@ -164,11 +164,12 @@ class Index:
         """A small index's chunks read now for their matched lines (``ctxrag.tasks.retrieval.matches.warm``), as its
         locations are: the cookbook's 737 chunks take ~0.15 s at the service's start, and its first searches cost what
         its later ones do (docs/decisions.md, "Matched lines, read once")."""
-        from ctxrag.tasks.retrieval.matches import KEPT_CHUNKS, warm
+        from ctxrag.tasks.retrieval.locate import KEPT_ROWS
+        from ctxrag.tasks.retrieval.matches import warm
         from ctxrag.tasks.retrieval.word_vectors import KEPT_TEXTS, packaged_word_vectors
 
         chunks = self._searcher.index.chunks
-        if chunks.num_rows <= KEPT_CHUNKS:
+        if chunks.num_rows <= KEPT_ROWS:
             vectors = packaged_word_vectors()
             contents = chunks.values("content", list(range(chunks.num_rows)))  # not the whole column kept
             warm(contents, vectors.pieces if vectors else None, KEPT_TEXTS)

@@ -150,29 +150,25 @@ def test_an_open_index_is_loaded_once_for_many_searches(home: Path, monkeypatch:
 def test_a_long_lived_index_reads_its_chunks_lines_at_open_and_answers_as_a_fresh_one(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ctxrag.storage import tokenize
     from ctxrag.tasks.retrieval import matches, word_vectors
 
-    monkeypatch.setattr(matches, "_read", {})
+    vectors = word_vectors.packaged_word_vectors()
+    assert vectors is not None
+    monkeypatch.setattr(vectors, "_kept", {})
+    tokenize.word_terms.cache_clear()
     service = ctxrag.open("sample", long_lived=True)
     contents = service._searcher.index.chunks["content"].to_pylist()
-    assert set(matches._read) == set(contents)  # every chunk read for its matched lines at open
-    vectors = word_vectors.packaged_word_vectors()
-    assert vectors is not None and all(
-        matches.meaning_text(line) in vectors._kept for line in contents[0].split("\n") if line.strip()
-    )
-    read_once = matches.ChunkWords.of
-    monkeypatch.setattr(matches.ChunkWords, "of", lambda content: pytest.fail("a chunk was read again"))
-    answers = [
-        service.search(query, k=5, per_file=per_file)
-        for query in (QUERY, "zanzibar quux")
-        for per_file in (True, False)
-    ]
-    monkeypatch.setattr(matches.ChunkWords, "of", read_once)
-    monkeypatch.setattr(matches, "_read", {})
+    words = {word for content in contents for word in tokenize.WORD.findall(content)}
+    assert tokenize.word_terms.cache_info().currsize >= len(words)  # every word's terms worked out at open
+    lines = [matches.meaning_text(line) for content in contents for line in content.split("\n") if line.strip()]
+    assert set(lines) <= set(vectors._kept)  # and every line's word pieces
+    queries = [(query, per_file) for query in (QUERY, "zanzibar quux") for per_file in (True, False)]
+    answers = [service.search(query, k=5, per_file=per_file) for query, per_file in queries]
+    monkeypatch.setattr(vectors, "_kept", {})
+    tokenize.word_terms.cache_clear()
     fresh = ctxrag.open("sample")  # not long-lived: reads nothing at open, each chunk as a search meets it
-    assert answers == [
-        fresh.search(query, k=5, per_file=per_file) for query in (QUERY, "zanzibar quux") for per_file in (True, False)
-    ]
+    assert answers == [fresh.search(query, k=5, per_file=per_file) for query, per_file in queries]
 
 
 MANY = [

@@ -62,31 +62,17 @@ def test_without_a_scorer_a_hit_without_a_term_shows_its_first_lines() -> None:
     assert matched_lines([CODE], [1], "zanzibar") == [tuple(MatchedLine(n, CODE.split("\n")[n - 1]) for n in (1, 2, 4))]
 
 
-def test_a_chunk_is_read_once_for_every_query_and_the_chunks_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(matches, "_read", {})
-    monkeypatch.setattr(matches, "KEPT_CHUNKS", 2)
-    texts = [CODE, "retry once\nthen fail", "nothing here"]
-    first = matched_lines(texts, [1, 1, 1], "retries")
-    assert list(matches._read) == texts[1:]  # the oldest dropped past KEPT_CHUNKS
-    monkeypatch.setattr(matches.ChunkWords, "of", lambda content: pytest.fail(f"read again: {content!r}"))
-    assert matched_lines(texts[1:], [1, 1], "retries") == first[1:]
-    assert matched_lines(texts[1:], [1, 1], "fail") == [
-        (MatchedLine(2, "then fail", ((5, 9),)),),
-        (MatchedLine(1, "nothing here"),),
-    ]
-
-
-def test_warm_reads_chunks_and_their_meaning_lines_pieces_within_their_caches_bounds(
+def test_warm_works_out_the_words_terms_and_the_meaning_lines_pieces_within_that_cache_s_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(matches, "_read", {})
+    from ctxrag.storage import tokenize
+
     split: list[str] = []
     long_chunk = "\n".join(f"line {number}" for number in range(100))
+    tokenize.word_terms.cache_clear()
     matches.warm([CODE, long_chunk, "a\n\n  b  "], split.append, most_pieces=20)
-    assert list(matches._read) == [CODE, long_chunk, "a\n\n  b  "]
     code_lines = [line.strip() for line in CODE.split("\n") if line.strip()]
     assert split == [*code_lines, "a", "b"]  # the long chunk's 64 lines would pass 20: none of them split
-    monkeypatch.setattr(matches, "KEPT_CHUNKS", 1)
-    monkeypatch.setattr(matches, "_read", {})
-    matches.warm([CODE, long_chunk])
-    assert list(matches._read) == [CODE]  # no more than are kept
+    assert tokenize.word_terms.cache_info().currsize == len(
+        set(tokenize.WORD.findall(" ".join([CODE, long_chunk, "a b"])))
+    )
