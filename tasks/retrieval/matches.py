@@ -29,19 +29,20 @@ def warm(contents: Iterable[str], pieces: Callable[[str], object] | None = None,
     """Work out now what a search would the first time it meets ``contents``: each word's BM25 terms (kept by
     ``word_terms``) and, with ``pieces``, the word pieces of the lines scored by meaning (at most ``most_pieces``
     lines, what that cache keeps)."""
-    split = 0
+    lines_split = 0
     for content in contents:
         tokenize(content)
         if pieces is not None:
             lines = content.split("\n")
             scored = spread(non_blank(lines), NEAREST_PER_HIT)
-            if split + len(scored) <= most_pieces:
-                split += len(scored)
-                for line in scored:
-                    pieces(meaning_text(lines[line]))
+            if lines_split + len(scored) <= most_pieces:
+                lines_split += len(scored)
+                for number in scored:
+                    pieces(meaning_text(lines[number]))
 
 
 def non_blank(lines: list[str]) -> list[int]:
+    """The numbers of the lines with more than white space."""
     return [number for number, text in enumerate(lines) if text.strip()]
 
 
